@@ -1,0 +1,5 @@
+"""Command-line entry point (placeholder replaced below)."""
+
+
+def main() -> int:
+    return 0

@@ -1,0 +1,1 @@
+"""colc.frontends."""

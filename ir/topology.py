@@ -1,0 +1,159 @@
+"""Capacitated network topology: compute nodes (ranks) and switches.
+
+The topology is the frontends' output and every pass's input.  It is
+immutable; bandwidths are exact ``Fraction`` values in GB/s so that
+optimality arguments (cut bounds, max-flow) never depend on float round-off.
+
+Invariants (checked by ``colc.frontends.validate``):
+
+* node ids are unique; at least one compute node;
+* every link joins two known nodes, has bandwidth > 0, and is directed
+  (a duplex link of the input is two ``Link`` objects);
+* compute nodes are ranks ``0..N-1`` in file order.
+
+Example
+-------
+>>> from fractions import Fraction
+>>> t = Topology("pair", (Node("a", "gpu"), Node("b", "gpu")),
+...              (Link("a", "b", Fraction(10)), Link("b", "a", Fraction(10))))
+>>> t.ranks
+('a', 'b')
+>>> t.capacity()[("a", "b")]
+Fraction(10, 1)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from fractions import Fraction
+from functools import cached_property
+
+import networkx as nx
+
+#: Node kinds that are ranks (compute nodes).
+COMPUTE_KINDS = frozenset({"gpu", "cpu", "npu", "compute"})
+#: Node kinds that only forward data (switches, NICs).
+SWITCH_KINDS = frozenset({"switch", "nic"})
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    """A node of the network.
+
+    Parameters
+    ----------
+    id : str
+        Unique name.
+    kind : str
+        One of ``COMPUTE_KINDS`` or ``SWITCH_KINDS``.
+    multicast : bool
+        A switch that can replicate (and aggregate) data in the network.
+    """
+
+    id: str
+    kind: str
+    multicast: bool = False
+
+    @property
+    def is_compute(self) -> bool:
+        """Whether this node is a rank."""
+        return self.kind in COMPUTE_KINDS
+
+
+@dataclass(frozen=True, slots=True)
+class Link:
+    """A directed link ``src -> dst`` with bandwidth in GB/s and latency in us."""
+
+    src: str
+    dst: str
+    bandwidth: Fraction
+    latency: Fraction = Fraction(0)
+
+
+@dataclass(frozen=True)
+class Topology:
+    """An immutable capacitated directed multigraph.
+
+    Parameters
+    ----------
+    name : str
+        Human-readable name (goes into the XML ``name`` attribute).
+    nodes : tuple of Node
+        In file order; compute nodes become ranks in this order.
+    links : tuple of Link
+        Directed links; parallel links add up.
+    source : str
+        Where the topology came from (file path or family), for messages.
+    """
+
+    name: str
+    nodes: tuple[Node, ...]
+    links: tuple[Link, ...]
+    source: str = field(default="<topology>", compare=False)
+
+    @cached_property
+    def ranks(self) -> tuple[str, ...]:
+        """Ids of the compute nodes, rank order."""
+        return tuple(n.id for n in self.nodes if n.is_compute)
+
+    @cached_property
+    def switches(self) -> tuple[str, ...]:
+        """Ids of the non-compute nodes, file order."""
+        return tuple(n.id for n in self.nodes if not n.is_compute)
+
+    @cached_property
+    def rank_of(self) -> dict[str, int]:
+        """Map a compute node id to its rank."""
+        return {node_id: r for r, node_id in enumerate(self.ranks)}
+
+    @cached_property
+    def node(self) -> dict[str, Node]:
+        """Map an id to its node."""
+        return {n.id: n for n in self.nodes}
+
+    @property
+    def num_ranks(self) -> int:
+        """Number of ranks N."""
+        return len(self.ranks)
+
+    def capacity(self) -> dict[tuple[str, str], Fraction]:
+        """Aggregate bandwidth per ordered node pair (parallel links summed)."""
+        cap: dict[tuple[str, str], Fraction] = {}
+        for link in self.links:
+            key = (link.src, link.dst)
+            cap[key] = cap.get(key, Fraction(0)) + link.bandwidth
+        return cap
+
+    def latency(self) -> dict[tuple[str, str], Fraction]:
+        """Largest latency per ordered node pair (us)."""
+        lat: dict[tuple[str, str], Fraction] = {}
+        for link in self.links:
+            key = (link.src, link.dst)
+            lat[key] = max(lat.get(key, Fraction(0)), link.latency)
+        return lat
+
+    def digraph(self) -> nx.DiGraph:
+        """A networkx DiGraph with ``capacity`` (Fraction) on each arc.
+
+        Nodes carry ``kind`` and ``compute``; parallel links are summed.
+        Node and edge insertion order is deterministic (file order).
+        """
+        g = nx.DiGraph()
+        for n in self.nodes:
+            g.add_node(n.id, kind=n.kind, compute=n.is_compute, multicast=n.multicast)
+        for (u, v), c in self.capacity().items():
+            g.add_edge(u, v, capacity=c)
+        return g
+
+    @property
+    def has_switches(self) -> bool:
+        """Whether any node only forwards."""
+        return bool(self.switches)
+
+    def ingress(self, node_id: str) -> Fraction:
+        """Total bandwidth into a node."""
+        return sum((lk.bandwidth for lk in self.links if lk.dst == node_id), Fraction(0))
+
+    def egress(self, node_id: str) -> Fraction:
+        """Total bandwidth out of a node."""
+        return sum((lk.bandwidth for lk in self.links if lk.src == node_id), Fraction(0))
