@@ -1,0 +1,107 @@
+"""Chunk-level schedule IR: which chunk moves from which rank to which.
+
+A ``Schedule`` is a collective over ``ngpus`` ranks whose logical buffer is
+cut into ``nchunks`` equal chunks (``nchunks`` is a multiple of ``ngpus``;
+``cf = nchunks // ngpus`` chunks form one rank's shard).  Buffer extents per
+collective are those of ``colc.ir.core.buffer_extents``; each rank also has
+``scratch_chunks`` scratch chunks.
+
+An ``Op`` moves ``count`` consecutive chunks:
+
+* ``COPY``:   ``dst <- src``
+* ``REDUCE``: ``dst <- src (+) operand`` where ``operand`` is on the
+  destination rank (it may equal ``dst``).
+
+When ``src.rank != dst.rank`` the op is a network transfer (a send on the
+source rank and a receive on the destination rank); otherwise it is a local
+copy/reduce (a local REDUCE needs ``operand == dst``).  ``deps`` lists op ids
+that must complete first; ``channel`` is a hint grouping transfers into
+parallel streams (lowering maps it to runtime channels).  Ops are stored in
+a *program order*: a sequential execution in that order is one valid
+execution.
+
+The checker ``colc.ir.check_chunks`` proves, for the in-place and out-of-place
+aliasing, that every execution respecting ``deps`` meets the postcondition
+(race freedom + symbolic execution).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+from colc.ir.core import Buffer, Collective
+
+
+class OpKind(Enum):
+    """What an op does to its destination."""
+
+    COPY = "copy"
+    REDUCE = "reduce"
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class Slot:
+    """``buffer[index]`` on ``rank`` (the first chunk of a range)."""
+
+    rank: int
+    buffer: Buffer
+    index: int
+
+    def shifted(self, delta: int) -> Slot:
+        """The slot ``delta`` chunks further in the same buffer."""
+        return Slot(self.rank, self.buffer, self.index + delta)
+
+
+@dataclass(frozen=True, slots=True)
+class Op:
+    """One chunk movement; see the module docstring for the semantics."""
+
+    op_id: int
+    kind: OpKind
+    src: Slot
+    dst: Slot
+    count: int = 1
+    operand: Slot | None = None
+    deps: tuple[int, ...] = ()
+    channel: int = 0
+
+    @property
+    def is_transfer(self) -> bool:
+        """Whether the op crosses ranks."""
+        return self.src.rank != self.dst.rank
+
+
+@dataclass(frozen=True, slots=True)
+class Schedule:
+    """A chunk-level schedule of one collective.
+
+    Parameters
+    ----------
+    collective : Collective
+    ngpus : int
+    nchunks : int
+        Chunks of the whole logical buffer (multiple of ``ngpus``).
+    scratch_chunks : int
+        Scratch chunks per rank.
+    ops : tuple of Op
+        In program order; ``ops[i].op_id == i``.
+    algorithm : str
+        Name of the generator (for reports and the XML name).
+    inplace, outofplace : bool
+        Under which aliasing the schedule is meant to be correct.
+    """
+
+    collective: Collective
+    ngpus: int
+    nchunks: int
+    scratch_chunks: int
+    ops: tuple[Op, ...]
+    algorithm: str = ""
+    inplace: bool = True
+    outofplace: bool = True
+
+    @property
+    def chunks_per_rank(self) -> int:
+        """``cf``: chunks in one rank's shard."""
+        return self.nchunks // self.ngpus
