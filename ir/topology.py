@@ -157,3 +157,40 @@ class Topology:
     def egress(self, node_id: str) -> Fraction:
         """Total bandwidth out of a node."""
         return sum((lk.bandwidth for lk in self.links if lk.src == node_id), Fraction(0))
+
+
+def rank_reach(topo: Topology) -> frozenset[tuple[int, int]]:
+    """Rank pairs ``(a, b)`` such that ``a`` can send to ``b`` without a relay.
+
+    ``a`` reaches ``b`` when a directed path ``a -> ... -> b`` exists whose
+    intermediate nodes are all switches (a direct link is the empty case).
+    Compute nodes never forward on their own: on direct-connect fabrics a
+    schedule must relay explicitly.
+
+    Complexity: O(N * (V + E)).
+
+    Examples
+    --------
+    >>> from fractions import Fraction
+    >>> t = Topology("s", (Node("a", "gpu"), Node("s", "switch"), Node("b", "gpu")),
+    ...              (Link("a", "s", Fraction(1)), Link("s", "b", Fraction(1))))
+    >>> sorted(rank_reach(t))
+    [(0, 1)]
+    """
+    succ: dict[str, list[str]] = {n.id: [] for n in topo.nodes}
+    for link in topo.links:
+        succ[link.src].append(link.dst)
+    pairs: set[tuple[int, int]] = set()
+    for a, src in enumerate(topo.ranks):
+        seen = {src}
+        stack = list(succ[src])
+        while stack:
+            v = stack.pop()
+            if v in seen:
+                continue
+            seen.add(v)
+            if topo.node[v].is_compute:
+                pairs.add((a, topo.rank_of[v]))
+            else:
+                stack.extend(succ[v])
+    return frozenset(pairs)

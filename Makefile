@@ -1,0 +1,23 @@
+# colc: two commands set everything up on a fresh machine.
+PYTHON ?= python3
+
+.PHONY: help install test golden bench clean
+
+help:  ## list targets
+	@grep -E '^[a-z]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
+
+install:  ## install colc and its dependencies (colc lands on PATH)
+	$(PYTHON) -m pip install --upgrade pip
+	$(PYTHON) -m pip install -e ".[test]"
+
+test:  ## run the whole test suite (doctests included)
+	$(PYTHON) -m pytest tests --doctest-modules ir compiler frontends backends colc -p no:cacheprovider
+
+golden:  ## regenerate golden/ from tests/cases (review the diff!)
+	$(PYTHON) -m pytest tests/test_golden.py --update-golden -q -p no:cacheprovider
+
+bench:  ## print timing tables (run by hand)
+	$(PYTHON) bench/bench_compile.py
+
+clean:
+	rm -rf build *.egg-info .pytest_cache

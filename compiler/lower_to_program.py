@@ -1,0 +1,541 @@
+"""Pass ``lower-to-program``: chunk schedule -> threadblock program.
+
+Input invariant: a ``Schedule`` whose program order is a correct sequential
+execution (``check_schedule`` passes).
+Output invariant: a ``Program`` (``colc.ir.program``) with, on every rank,
+at most one send peer and one receive peer per threadblock, no two
+threadblocks sharing a (channel, peer, direction) connection, the k-th send
+of every connection matched by the k-th receive of its peer, steps ordered
+so that the program runs to completion with unbounded FIFOs, dependencies as
+(threadblock, step) pairs with extra ones carried by preceding nops, and
+``has_dep`` set on every dependency target.
+
+Algorithm (runtime notes sections 3, 4.3, 4.4, 6.2-6.4):
+
+1. *Split*: every op becomes parts: a transfer is a send part (source rank)
+   and a receive part (destination rank); a local op is one part.
+2. *Hazards*: per rank and physical chunk (in-place aliasing, which covers
+   out-of-place too) each part depends on earlier conflicting parts.
+3. *Fuse*: a receive of chunk X followed by a send of X from the same rank
+   on the same channel becomes ``rcs`` (copy), ``rrcs`` (reduce, result
+   kept) or ``rrs`` (reduce, result dead afterwards), when the send's other
+   hazards precede the receive and the two connections can share a
+   threadblock.
+4. *Threadblocks*: connections joined by fusion form one threadblock;
+   leftover send-only and receive-only connections of a channel are paired;
+   local copies/reductions get one local threadblock.
+5. *Order*: a list simulation with unbounded FIFOs in program-order priority
+   gives one global execution; every threadblock lists its steps in that
+   order, which also makes every connection FIFO-consistent.
+6. *Dependencies*: per step, the latest step of each other threadblock it
+   waits for; the first goes on the step, the others on nops before it.
+
+When a threadblock would exceed the runtime's 64 steps, transfers are split
+into phases by dependency depth, each phase on its own channels.
+
+Complexity: O(P log P) for P parts, plus O(P) per phase attempt.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from colc.errors import InfeasibleError, InternalError
+from colc.ir.chunks import Op, OpKind, Schedule
+from colc.ir.core import Buffer, Collective, Protocol, buffer_extents, inplace_alias
+from colc.ir.program import Loc, Program, RankProgram, Step, StepKind, Threadblock
+
+NAME = "lower-to-program"
+MAX_STEPS = 64
+MAX_CHANNELS = 32
+MAX_THREADBLOCKS = 108
+
+
+@dataclass(frozen=True, slots=True)
+class LoweringOptions:
+    """Runtime-facing choices of the lowering (they map to CLI flags)."""
+
+    protocol: Protocol = Protocol.SIMPLE
+    inplace: bool = True
+    outofplace: bool = True
+    min_bytes: int = 0
+    max_bytes: int = 0
+    name: str = "colc"
+    max_threadblocks: int = MAX_THREADBLOCKS
+
+
+@dataclass(slots=True)
+class _Part:
+    """Half of an op living on one rank."""
+
+    pid: int
+    op: Op
+    rank: int
+    role: str  # "send", "recv" or "local"
+    deps: set[int] = field(default_factory=set)
+
+
+@dataclass(slots=True)
+class _Instr:
+    """One step-to-be: one part or a fused receive+send pair."""
+
+    iid: int
+    rank: int
+    parts: tuple[_Part, ...]
+    kind: StepKind
+    send_conn: tuple[int, int] | None = None  # (channel, peer)
+    recv_conn: tuple[int, int] | None = None
+    deps: set[int] = field(default_factory=set)  # instr ids on the same rank
+    tb: int = -1
+    pos: int = -1
+
+    @property
+    def key(self) -> int:
+        return max(p.pid for p in self.parts)
+
+
+def lower_to_program(sched: Schedule, opts: LoweringOptions) -> Program:
+    """Lower ``sched`` to a threadblock program (see module docstring).
+
+    Parameters
+    ----------
+    sched : Schedule
+    opts : LoweringOptions
+
+    Returns
+    -------
+    Program
+
+    Raises
+    ------
+    InfeasibleError
+        When no phase split fits the runtime's limits.
+    """
+    depth = _transfer_depth(sched)
+    max_depth = max(depth, default=0)
+    phases = 1
+    while True:
+        phase_len = (max_depth // phases) + 1
+        program, worst = _lower_once(sched, opts, depth, phase_len)
+        if worst is None:
+            return program
+        if phases >= max_depth + 1:
+            raise InfeasibleError(f"cannot fit the schedule in the runtime's limits: {worst}")
+        phases = min(max_depth + 1, phases * 2)
+
+
+def _transfer_depth(sched: Schedule) -> list[int]:
+    depth = [0] * len(sched.ops)
+    for op in sched.ops:
+        base = max((depth[d] for d in op.deps), default=-1)
+        depth[op.op_id] = base + (1 if op.is_transfer else 0) if op.deps else 0
+    return depth
+
+
+def _lower_once(sched: Schedule, opts: LoweringOptions, depth: list[int],
+                phase_len: int) -> tuple[Program, str | None]:
+    hints = sorted({op.channel for op in sched.ops})
+    hint_index = {h: i for i, h in enumerate(hints)}
+
+    def channel(op: Op) -> int:
+        return hint_index[op.channel] + len(hints) * (depth[op.op_id] // phase_len)
+
+    parts = _split(sched)
+    _hazards(sched, parts)
+    instrs = _fuse(sched, parts, channel)
+    by_rank = _group_by_rank(sched.ngpus, instrs)
+    for rank_instrs in by_rank:
+        _assign_threadblocks(rank_instrs)
+    _order(sched, parts, instrs)
+    program = _build_program(sched, opts, by_rank)
+    return program, _limit_problem(program, opts)
+
+
+def _split(sched: Schedule) -> list[_Part]:
+    parts: list[_Part] = []
+    for op in sched.ops:
+        if op.is_transfer:
+            parts.append(_Part(len(parts), op, op.src.rank, "send"))
+            parts.append(_Part(len(parts), op, op.dst.rank, "recv"))
+        else:
+            parts.append(_Part(len(parts), op, op.dst.rank, "local"))
+    return parts
+
+
+def _part_chunks(sched: Schedule, part: _Part) -> tuple[list, list]:
+    op = part.op
+
+    def phys(slot, d):
+        return inplace_alias(sched.collective, slot.rank, sched.nchunks, sched.ngpus,
+                             slot.buffer, slot.index + d)
+
+    rng = range(op.count)
+    if part.role == "send":
+        return [phys(op.src, d) for d in rng], []
+    reads = [phys(op.operand, d) for d in rng] if op.operand is not None else []
+    if part.role == "local":
+        reads += [phys(op.src, d) for d in rng]
+    return reads, [phys(op.dst, d) for d in rng]
+
+
+def _hazards(sched: Schedule, parts: list[_Part]) -> None:
+    """Per-rank RAW/WAR/WAW part dependencies from program order."""
+    last_write: dict[tuple, int] = {}
+    readers: dict[tuple, list[int]] = defaultdict(list)
+    for part in parts:
+        reads, writes = _part_chunks(sched, part)
+        for c in reads + writes:
+            key = (part.rank, *c)
+            if key in last_write:
+                part.deps.add(last_write[key])
+        for c in writes:
+            part.deps.update(readers[(part.rank, *c)])
+        for c in reads:
+            readers[(part.rank, *c)].append(part.pid)
+        for c in writes:
+            key = (part.rank, *c)
+            last_write[key] = part.pid
+            readers[key] = []
+        part.deps.discard(part.pid)
+
+
+def _fuse(sched: Schedule, parts: list[_Part], channel) -> list[_Instr]:
+    """Pair receives with the send that forwards their chunk (runtime notes 6.2)."""
+    readers = _value_readers(sched, parts)
+    recv_of = {p.op.op_id: p for p in parts if p.role == "recv"}
+    fused_with: dict[int, _Part] = {}  # send pid -> recv part
+    taken: set[int] = set()
+    conns: dict[int, _ConnUnion] = defaultdict(_ConnUnion)
+    for part in parts:
+        if part.role != "send":
+            continue
+        recv = _producer_recv(part, parts, recv_of)
+        if recv is None or recv.pid in taken or channel(recv.op) != channel(part.op):
+            continue
+        if any(d > recv.pid for d in part.deps if d != recv.pid):
+            continue
+        ch = channel(part.op)
+        if conns[part.rank].join((ch, recv.op.src.rank), (ch, part.op.dst.rank)):
+            fused_with[part.pid] = recv
+            taken.add(recv.pid)
+    instrs: list[_Instr] = []
+    for part in parts:
+        if part.pid in taken:
+            continue
+        recv = fused_with.get(part.pid)
+        instrs.append(_make_instr(len(instrs), part, recv, readers, channel))
+    return instrs
+
+
+class _ConnUnion:
+    """Union-find of a rank's connections; a class may hold one send and one recv."""
+
+    def __init__(self) -> None:
+        self.send_of: dict[tuple[int, int], tuple[int, int]] = {}
+        self.recv_of: dict[tuple[int, int], tuple[int, int]] = {}
+
+    def join(self, recv_conn: tuple[int, int], send_conn: tuple[int, int]) -> bool:
+        partner = self.send_of.get(recv_conn)
+        back = self.recv_of.get(send_conn)
+        if partner is None and back is None:
+            self.send_of[recv_conn] = send_conn
+            self.recv_of[send_conn] = recv_conn
+            return True
+        return partner == send_conn and back == recv_conn
+
+
+def _producer_recv(send: _Part, parts: list[_Part], recv_of: dict[int, _Part]) -> _Part | None:
+    """The receive part whose written chunks this send reads, if it is one receive."""
+    producers = {d for d in send.deps if parts[d].role == "recv" and parts[d].rank == send.rank}
+    for d in sorted(producers, reverse=True):
+        recv = parts[d]
+        if (recv.op.dst == send.op.src and recv.op.count == send.op.count
+                and recv_of.get(recv.op.op_id) is recv):
+            return recv
+    return None
+
+
+def _value_readers(sched: Schedule, parts: list[_Part]) -> dict[int, set[int]]:
+    """Per writing part: the parts reading what it wrote, in either aliasing mode."""
+    out: dict[int, set[int]] = defaultdict(set)
+    for inplace in (True, False):
+        last: dict[tuple, int] = {}
+        for part in parts:
+            reads, writes = _chunks_mode(sched, part, inplace)
+            for c in reads:
+                if c in last:
+                    out[last[c]].add(part.pid)
+            for c in writes:
+                last[c] = part.pid
+        for pid in set(last.values()):
+            out[pid].add(-1)  # final value is observable
+    return out
+
+
+def _chunks_mode(sched: Schedule, part: _Part, inplace: bool) -> tuple[list, list]:
+    op = part.op
+    rng = range(op.count)
+
+    def phys(slot, d):
+        if inplace:
+            b, i = inplace_alias(sched.collective, slot.rank, sched.nchunks, sched.ngpus,
+                                 slot.buffer, slot.index + d)
+            return (slot.rank, b, i)
+        return (slot.rank, slot.buffer, slot.index + d)
+
+    if part.role == "send":
+        return [phys(op.src, d) for d in rng], []
+    reads = [phys(op.operand, d) for d in rng] if op.operand is not None else []
+    if part.role == "local":
+        reads += [phys(op.src, d) for d in rng]
+    return reads, [phys(op.dst, d) for d in rng]
+
+
+def _make_instr(iid: int, part: _Part, recv: _Part | None,
+                readers: dict[int, set[int]], channel) -> _Instr:
+    op = part.op
+    if recv is not None:
+        reduce = recv.op.kind is OpKind.REDUCE
+        dead = readers[recv.pid] == {part.pid}
+        kind = (StepKind.RECV_REDUCE_SEND if reduce and dead else
+                StepKind.RECV_REDUCE_COPY_SEND if reduce else StepKind.RECV_COPY_SEND)
+        ch = channel(op)
+        return _Instr(iid, part.rank, (recv, part), kind, send_conn=(ch, op.dst.rank),
+                      recv_conn=(ch, recv.op.src.rank))
+    if part.role == "send":
+        return _Instr(iid, part.rank, (part,), StepKind.SEND,
+                      send_conn=(channel(op), op.dst.rank))
+    if part.role == "recv":
+        kind = StepKind.RECV_REDUCE_COPY if op.kind is OpKind.REDUCE else StepKind.RECV
+        return _Instr(iid, part.rank, (part,), kind, recv_conn=(channel(op), op.src.rank))
+    kind = StepKind.REDUCE if op.kind is OpKind.REDUCE else StepKind.COPY
+    return _Instr(iid, part.rank, (part,), kind)
+
+
+def _group_by_rank(ngpus: int, instrs: list[_Instr]) -> list[list[_Instr]]:
+    by_rank: list[list[_Instr]] = [[] for _ in range(ngpus)]
+    for ins in instrs:
+        by_rank[ins.rank].append(ins)
+    return by_rank
+
+
+def _assign_threadblocks(instrs: list[_Instr]) -> None:
+    """Give every instruction of one rank its threadblock (see step 4)."""
+    send_tb: dict[tuple[int, int], int] = {}
+    recv_tb: dict[tuple[int, int], int] = {}
+    tb_channel: list[int] = []
+
+    def new_tb(ch: int) -> int:
+        tb_channel.append(ch)
+        return len(tb_channel) - 1
+
+    for ins in instrs:  # fused pairs first fix the shared threadblocks
+        if ins.send_conn and ins.recv_conn:
+            tb = send_tb.get(ins.send_conn, recv_tb.get(ins.recv_conn))
+            if tb is None:
+                tb = new_tb(ins.send_conn[0])
+            send_tb[ins.send_conn] = recv_tb[ins.recv_conn] = tb
+    lonely_send = sorted({i.send_conn for i in instrs if i.send_conn and i.send_conn not in send_tb})
+    lonely_recv = sorted({i.recv_conn for i in instrs if i.recv_conn and i.recv_conn not in recv_tb})
+    for ch in sorted({c[0] for c in lonely_send} | {c[0] for c in lonely_recv}):
+        sends = [c for c in lonely_send if c[0] == ch]
+        recvs = [c for c in lonely_recv if c[0] == ch]
+        for k in range(max(len(sends), len(recvs))):
+            tb = new_tb(ch)
+            if k < len(sends):
+                send_tb[sends[k]] = tb
+            if k < len(recvs):
+                recv_tb[recvs[k]] = tb
+    local_tb = None
+    for ins in instrs:
+        if ins.send_conn:
+            ins.tb = send_tb[ins.send_conn]
+        elif ins.recv_conn:
+            ins.tb = recv_tb[ins.recv_conn]
+        else:
+            if local_tb is None:
+                local_tb = new_tb(0)
+            ins.tb = local_tb
+
+
+def _order(sched: Schedule, parts: list[_Part], instrs: list[_Instr]) -> None:
+    """Simulate with unbounded FIFOs; set ``pos`` = place in the global execution."""
+    instr_of = {}
+    for ins in instrs:
+        for p in ins.parts:
+            instr_of[p.pid] = ins.iid
+    for ins in instrs:
+        ins.deps = {instr_of[d] for p in ins.parts for d in p.deps} - {ins.iid}
+    dependents: dict[int, list[int]] = defaultdict(list)
+    waiting = {}
+    for ins in instrs:
+        waiting[ins.iid] = len(ins.deps)
+        for d in ins.deps:
+            dependents[d].append(ins.iid)
+    arrived: set[int] = set()  # op ids whose send part ran
+    fifo_next: dict[tuple, int] = defaultdict(int)  # recv-side connection -> next message no.
+    sent_no: dict[int, int] = {}  # op id -> message number on its connection
+    sent_count: dict[tuple, int] = defaultdict(int)
+    heap = [(ins.key, ins.iid) for ins in instrs if waiting[ins.iid] == 0]
+    heapq.heapify(heap)
+    blocked: dict[tuple, list[int]] = defaultdict(list)
+    done = 0
+    while heap:
+        _, iid = heapq.heappop(heap)
+        ins = instrs[iid]
+        recv = next((p for p in ins.parts if p.role == "recv"), None)
+        if recv is not None:
+            conn = (ins.recv_conn[0], recv.op.src.rank, ins.rank)
+            if recv.op.op_id not in arrived or sent_no[recv.op.op_id] != fifo_next[conn]:
+                blocked[conn].append(iid)
+                continue
+            fifo_next[conn] += 1
+        ins.pos = done
+        done += 1
+        for p in ins.parts:
+            if p.role == "send":
+                conn = (ins.send_conn[0], ins.rank, p.op.dst.rank)
+                sent_no[p.op.op_id] = sent_count[conn]
+                sent_count[conn] += 1
+                arrived.add(p.op.op_id)
+                _wake(blocked, conn, heap, instrs)
+        if recv is not None:
+            _wake(blocked, (ins.recv_conn[0], recv.op.src.rank, ins.rank), heap, instrs)
+        for dep in dependents[iid]:
+            waiting[dep] -= 1
+            if waiting[dep] == 0:
+                heapq.heappush(heap, (instrs[dep].key, dep))
+    if done != len(instrs):
+        raise InternalError(f"lowering stalled after {done} of {len(instrs)} steps")
+
+
+def _wake(blocked: dict, conn: tuple, heap: list, instrs: list[_Instr]) -> None:
+    for iid in blocked.pop(conn, ()):
+        heapq.heappush(heap, (instrs[iid].key, iid))
+
+
+_SRC_IS_OPERAND = {StepKind.RECV_REDUCE_SEND, StepKind.RECV_REDUCE_COPY,
+                   StepKind.RECV_REDUCE_COPY_SEND}
+
+
+def _step_fields(ins: _Instr) -> tuple[Loc, Loc, int]:
+    first = ins.parts[0].op
+    if ins.kind is StepKind.SEND:
+        return Loc(first.src.buffer, first.src.index), Loc(first.dst.buffer, first.dst.index), \
+            first.count
+    if ins.kind in _SRC_IS_OPERAND:
+        operand = first.operand
+        return Loc(operand.buffer, operand.index), Loc(first.dst.buffer, first.dst.index), \
+            first.count
+    if ins.kind is StepKind.RECV_COPY_SEND:
+        loc = Loc(first.dst.buffer, first.dst.index)
+        return loc, loc, first.count
+    return Loc(first.src.buffer, first.src.index), Loc(first.dst.buffer, first.dst.index), \
+        first.count
+
+
+def _build_program(sched: Schedule, opts: LoweringOptions,
+                   by_rank: list[list[_Instr]]) -> Program:
+    ranks = []
+    nchannels = 1
+    ext = buffer_extents(sched.collective, sched.nchunks, sched.ngpus)
+    for r, instrs in enumerate(by_rank):
+        tbs = _rank_threadblocks(instrs)
+        nchannels = max([nchannels] + [tb.channel + 1 for tb in tbs])
+        ranks.append(RankProgram(r, ext[Buffer.INPUT], ext[Buffer.OUTPUT],
+                                 _scratch_used(instrs), tuple(tbs)))
+    return Program(
+        name=opts.name, collective=sched.collective, protocol=opts.protocol,
+        nchannels=nchannels, nchunks=sched.nchunks, ngpus=sched.ngpus,
+        inplace=opts.inplace and sched.inplace, outofplace=opts.outofplace and sched.outofplace,
+        min_bytes=opts.min_bytes, max_bytes=opts.max_bytes, ranks=tuple(ranks))
+
+
+def _scratch_used(instrs: list[_Instr]) -> int:
+    used = 0
+    for ins in instrs:
+        for p in ins.parts:
+            for slot in (p.op.src, p.op.dst, p.op.operand):
+                if slot is not None and slot.rank == ins.rank and slot.buffer is Buffer.SCRATCH:
+                    used = max(used, slot.index + p.op.count)
+    return used
+
+
+def _rank_threadblocks(instrs: list[_Instr]) -> list[Threadblock]:
+    """Order each threadblock's steps, renumber threadblocks, encode deps as steps."""
+    per_tb: dict[int, list[_Instr]] = defaultdict(list)
+    for ins in sorted(instrs, key=lambda i: i.pos):
+        per_tb[ins.tb].append(ins)
+    # Deterministic threadblock ids: by (channel, send peer, recv peer, first step).
+    def tb_sort_key(tb: int):
+        first = per_tb[tb][0]
+        send = next((i.send_conn for i in per_tb[tb] if i.send_conn), None)
+        recv = next((i.recv_conn for i in per_tb[tb] if i.recv_conn), None)
+        chan = (send or recv or (0, -1))[0]
+        return (chan, send[1] if send else -1, recv[1] if recv else -1, first.pos)
+
+    order = sorted(per_tb, key=tb_sort_key)
+    new_id = {old: k for k, old in enumerate(order)}
+    by_iid = {i.iid: i for i in instrs}
+    # First pass: how many nops precede each instruction; positions count them.
+    wait_on: dict[int, list[tuple[int, int]]] = {}
+    position: dict[int, int] = {}
+    for old in order:
+        pos = 0
+        waited: dict[int, int] = {}  # other tb -> latest global pos already waited for
+        for ins in per_tb[old]:
+            latest: dict[int, _Instr] = {}
+            for d in ins.deps:
+                other = by_iid[d]
+                tb = new_id[other.tb]
+                if other.tb == ins.tb or other.pos <= waited.get(tb, -1):
+                    continue
+                if tb not in latest or other.pos > latest[tb].pos:
+                    latest[tb] = other
+            for tb, other in latest.items():
+                waited[tb] = other.pos
+            wait_on[ins.iid] = sorted((tb, other.iid) for tb, other in latest.items())
+            pos += max(0, len(latest) - 1)
+            position[ins.iid] = pos
+            pos += 1
+    targets = {iid for deps in wait_on.values() for _, iid in deps}
+    tbs = []
+    for old in order:
+        steps: list[Step] = []
+        chan, send, recv = 0, None, None
+        for ins in per_tb[old]:
+            deps = [(tb, position[iid]) for tb, iid in wait_on[ins.iid]]
+            steps += [Step(StepKind.NOP, Loc(Buffer.INPUT, None), Loc(Buffer.OUTPUT, None), 0,
+                           dep) for dep in deps[1:]]
+            src, dst, count = _step_fields(ins)
+            steps.append(Step(ins.kind, src, dst, count, deps[0] if deps else None,
+                              ins.iid in targets))
+            if ins.send_conn:
+                chan, send = ins.send_conn
+            if ins.recv_conn:
+                chan, recv = ins.recv_conn
+        tbs.append(Threadblock(new_id[old], send, recv, chan, tuple(steps)))
+    return tbs
+
+
+def _limit_problem(program: Program, opts: LoweringOptions) -> str | None:
+    """The first runtime limit the program breaks, if any."""
+    if program.nchannels > MAX_CHANNELS:
+        return f"{program.nchannels} channels > {MAX_CHANNELS}"
+    for rp in program.ranks:
+        if len(rp.threadblocks) > opts.max_threadblocks:
+            return (f"rank {rp.rank} needs {len(rp.threadblocks)} threadblocks "
+                    f"> {opts.max_threadblocks}")
+        for tb in rp.threadblocks:
+            if len(tb.steps) > MAX_STEPS:
+                return f"rank {rp.rank} threadblock {tb.id} has {len(tb.steps)} steps > {MAX_STEPS}"
+        nodes = 1 + program.ngpus + len(rp.threadblocks) + sum(len(t.steps) for t in rp.threadblocks)
+        if nodes >= 4096:
+            return f"rank {rp.rank} needs {nodes} XML nodes >= 4096"
+    return None
+
+
+__all__ = ["NAME", "LoweringOptions", "lower_to_program"]
+_ = Collective

@@ -1,0 +1,354 @@
+"""YAML topology frontend: file in, validated ``Topology`` out.
+
+Two forms are accepted.  The explicit form lists nodes and directed links::
+
+    name: ring-4                      # optional, default: file stem
+    nodes:
+      - {id: g0, kind: gpu}           # gpu|cpu|npu|compute are ranks, in file order
+      - {id: sw0, kind: switch}       # switch|nic forward; switches may say multicast: true
+    links:
+      - {src: g0, dst: sw0, bandwidth: 25}                          # directed, GB/s
+      - {src: g1, dst: g2, bandwidth: 25, duplex: true, latency: 1.5}  # both ways; us
+
+A link listed twice is two parallel links (their bandwidths add).  The family
+form names a generator from ``colc.frontends.families``::
+
+    family: torus
+    dims: [3, 5]
+    bandwidth: 10
+
+Numbers (``bandwidth``, ``latency``) may be integers, decimals or strings
+holding a fraction such as ``"25/2"``; they are stored exactly as
+``Fraction`` (a float goes through its decimal text, so 12.5 is 25/2).
+
+Every problem raises ``SpecError`` (or ``TopologyError`` for an unreachable
+rank) whose message is one line ``path:LINE: error: field 'links[3].bandwidth':
+must be > 0, got -5``.  Line numbers come from the YAML node tree
+(``yaml.compose``), so each mapping, list item and key knows where it starts.
+
+Example
+-------
+>>> t = parse_topology_text('''
+... nodes: [{id: a, kind: gpu}, {id: b, kind: gpu}]
+... links: [{src: a, dst: b, bandwidth: "25/2", duplex: true}]
+... ''', "pair.yaml")
+>>> t.name, t.ranks, t.capacity()[("b", "a")]
+('pair', ('a', 'b'), Fraction(25, 2))
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from pathlib import Path
+
+import yaml
+
+from colc.errors import SpecError
+from colc.ir.topology import COMPUTE_KINDS, SWITCH_KINDS, Link, Node, Topology
+
+from ._values import FieldError, bool_value, fraction_value, show, str_value
+from .families import build_family
+from .validate import remember_node_lines, validate_topology
+
+_EXPLICIT_KEYS = ("name", "nodes", "links")
+_NODE_KEYS = ("id", "kind", "multicast")
+_LINK_KEYS = ("src", "dst", "bandwidth", "duplex", "latency")
+_KINDS = tuple(sorted(COMPUTE_KINDS | SWITCH_KINDS))
+
+
+def load_topology(path: str) -> Topology:
+    """Read, parse and validate a topology file.
+
+    Parameters
+    ----------
+    path : str
+        A YAML file in the explicit or the family form.
+
+    Returns
+    -------
+    Topology
+        The validated topology; ``source`` is ``path``.
+
+    Raises
+    ------
+    SpecError
+        Unreadable file, malformed YAML, or an invalid field (the message
+        names the file, the line and the field).
+    TopologyError
+        Some rank cannot reach another rank.
+    """
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except UnicodeDecodeError as err:
+        raise SpecError(path, f"not UTF-8 text ({err.reason} at byte {err.start})") from None
+    except OSError as err:
+        raise SpecError(path, f"cannot read file: {err.strerror or err}") from None
+    return parse_topology_text(text, path)
+
+
+def parse_topology_text(text: str, path: str = "<string>") -> Topology:
+    """Parse and validate a topology given as YAML text.
+
+    Parameters
+    ----------
+    text : str
+        YAML document.
+    path : str
+        Name used in messages and as the default topology name (its stem).
+
+    Returns
+    -------
+    Topology
+        The validated topology.
+
+    Raises
+    ------
+    SpecError
+        Malformed YAML or an invalid field.
+    TopologyError
+        Some rank cannot reach another rank.
+    """
+    loader = yaml.SafeLoader(text)
+    try:
+        try:
+            root = loader.get_single_node()
+        except yaml.MarkedYAMLError as err:
+            raise _yaml_error(path, err) from None
+        except yaml.YAMLError as err:
+            raise SpecError(path, f"malformed YAML: {_one_line(str(err))}") from None
+        return _Parser(path, loader).topology(root)
+    finally:
+        loader.dispose()
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _yaml_error(path: str, err: yaml.MarkedYAMLError) -> SpecError:
+    mark = err.problem_mark or err.context_mark
+    line = mark.line + 1 if mark is not None else None
+    msg = _one_line(err.problem or "")
+    if err.context:
+        msg = f"{msg} ({_one_line(err.context)})" if msg else _one_line(err.context)
+    return SpecError(path, f"malformed YAML: {msg or 'syntax error'}", line)
+
+
+def _line(node: yaml.Node) -> int:
+    return node.start_mark.line + 1
+
+
+class _Parser:
+    """Walks the composed YAML node tree, keeping line numbers for messages."""
+
+    def __init__(self, path: str, loader: yaml.SafeLoader) -> None:
+        self.path = path
+        self.loader = loader
+
+    # ---------------------------------------------------------------- primitives
+
+    def value(self, node: yaml.Node) -> object:
+        """Construct the plain Python value of ``node``."""
+        try:
+            return self.loader.construct_object(node, deep=True)
+        except yaml.MarkedYAMLError as err:
+            raise _yaml_error(self.path, err) from None
+
+    def describe(self, node: yaml.Node) -> str:
+        if isinstance(node, yaml.MappingNode):
+            return "a mapping"
+        if isinstance(node, yaml.SequenceNode):
+            return "a list"
+        return show(self.value(node))
+
+    def mapping(
+        self, node: yaml.Node, field: str, allowed: tuple[str, ...] | None, hint: str = ""
+    ) -> dict[str, tuple[yaml.Node, yaml.Node]]:
+        """Key -> (key node, value node); rejects non-mappings, duplicates and unknown keys.
+
+        ``allowed=None`` admits every key (the caller checks them).
+        """
+        if not isinstance(node, yaml.MappingNode):
+            raise FieldError(
+                self.path, field, f"must be a mapping, got {self.describe(node)}", _line(node)
+            )
+        try:
+            self.loader.flatten_mapping(node)
+        except yaml.MarkedYAMLError as err:
+            raise _yaml_error(self.path, err) from None
+        out: dict[str, tuple[yaml.Node, yaml.Node]] = {}
+        for key_node, value_node in node.value:
+            key = self.value(key_node) if isinstance(key_node, yaml.ScalarNode) else None
+            if not isinstance(key, str):
+                raise SpecError(
+                    self.path, f"{self._in(field)}keys must be strings, got "
+                    f"{self.describe(key_node)}", _line(key_node),
+                )
+            if key in out:
+                raise SpecError(
+                    self.path, f"{self._in(field)}duplicate key '{key}' "
+                    f"(first at line {_line(out[key][0])})", _line(key_node),
+                )
+            if allowed is not None and key not in allowed:
+                raise SpecError(
+                    self.path, f"{self._in(field)}unknown key '{key}'; allowed: "
+                    f"{hint or ', '.join(allowed)}", _line(key_node),
+                )
+            out[key] = (key_node, value_node)
+        return out
+
+    @staticmethod
+    def _in(field: str) -> str:
+        return f"field '{field}': " if field else ""
+
+    def sequence(self, node: yaml.Node, field: str) -> list[yaml.Node]:
+        if not isinstance(node, yaml.SequenceNode):
+            raise FieldError(
+                self.path, field, f"must be a list, got {self.describe(node)}", _line(node)
+            )
+        return list(node.value)
+
+    def require(
+        self, items: dict[str, tuple[yaml.Node, yaml.Node]], key: str, field: str,
+        where: yaml.Node,
+    ) -> yaml.Node:
+        if key not in items:
+            raise FieldError(self.path, field, "missing", _line(where))
+        return items[key][1]
+
+    # ---------------------------------------------------------------- forms
+
+    def topology(self, root: yaml.Node | None) -> Topology:
+        if root is None:
+            raise SpecError(
+                self.path, "empty file; expected a mapping with 'nodes' and 'links', "
+                "or with 'family'",
+            )
+        if not isinstance(root, yaml.MappingNode):
+            raise SpecError(
+                self.path, "the file must be a mapping with 'nodes' and 'links', "
+                f"or with 'family'; got {self.describe(root)}", _line(root),
+            )
+        keys = {self.value(k) for k, _ in root.value if isinstance(k, yaml.ScalarNode)}
+        if "family" in keys:
+            return self.family(root)
+        return self.explicit(root)
+
+    def family(self, root: yaml.MappingNode) -> Topology:
+        # Reject duplicate / non-string keys here; build_family checks the key set.
+        items = self.mapping(root, "", None)
+        values: dict[str, object] = {}
+        lines: dict[str, int] = {}
+        for key, (key_node, value_node) in items.items():
+            values[key] = self.value(value_node)
+            lines[key] = _line(key_node)
+            if isinstance(value_node, yaml.SequenceNode):
+                for i, item in enumerate(value_node.value):
+                    lines[f"{key}[{i}]"] = _line(item)
+        topo = build_family(values, self.path, lines=lines, line=_line(root))
+        # Problems with a generated node can only be traced to the family line.
+        node_lines = {n.id: lines["family"] for n in topo.nodes}
+        validate_topology(topo, self.path, node_lines=node_lines)
+        remember_node_lines(topo, node_lines)
+        return topo
+
+    def explicit(self, root: yaml.MappingNode) -> Topology:
+        top = self.mapping(
+            root, "", _EXPLICIT_KEYS,
+            hint="name, nodes, links (explicit form) or family (family form)",
+        )
+        name = Path(self.path).stem
+        if "name" in top:
+            name = str_value(
+                self.value(top["name"][1]), path=self.path, field="name",
+                line=_line(top["name"][1]),
+            )
+        nodes_node = self.require(top, "nodes", "nodes", root)
+        links_node = self.require(top, "links", "links", root)
+        nodes, node_lines = self.nodes(nodes_node)
+        links = self.links(links_node, node_lines)
+        topo = Topology(name, tuple(nodes), tuple(links), self.path)
+        validate_topology(topo, self.path, node_lines=node_lines)
+        remember_node_lines(topo, node_lines)
+        return topo
+
+    def nodes(self, seq_node: yaml.Node) -> tuple[list[Node], dict[str, int]]:
+        nodes: list[Node] = []
+        node_lines: dict[str, int] = {}
+        for i, item in enumerate(self.sequence(seq_node, "nodes")):
+            f = f"nodes[{i}]"
+            m = self.mapping(item, f, _NODE_KEYS)
+            id_node = self.require(m, "id", f"{f}.id", item)
+            node_id = str_value(self.value(id_node), path=self.path, field=f"{f}.id",
+                                line=_line(id_node))
+            if node_id in node_lines:
+                raise FieldError(
+                    self.path, f"{f}.id",
+                    f"duplicate id '{node_id}' (first defined at line {node_lines[node_id]})",
+                    _line(id_node),
+                )
+            kind_node = self.require(m, "kind", f"{f}.kind", item)
+            kind = self.value(kind_node)
+            if kind not in _KINDS:
+                raise FieldError(
+                    self.path, f"{f}.kind",
+                    f"unknown kind {show(kind)}; allowed: {', '.join(_KINDS)}",
+                    _line(kind_node),
+                )
+            multicast = False
+            if "multicast" in m:
+                mc_node = m["multicast"][1]
+                multicast = bool_value(self.value(mc_node), path=self.path,
+                                       field=f"{f}.multicast", line=_line(mc_node))
+                if multicast and kind != "switch":
+                    raise FieldError(
+                        self.path, f"{f}.multicast",
+                        f"only a switch can multicast, but '{node_id}' is a {kind}",
+                        _line(mc_node),
+                    )
+            node_lines[node_id] = _line(item)
+            nodes.append(Node(node_id, str(kind), multicast))
+        if not any(n.is_compute for n in nodes):
+            raise FieldError(
+                self.path, "nodes",
+                f"no compute node (need at least one of kind {', '.join(sorted(COMPUTE_KINDS))})",
+                _line(seq_node),
+            )
+        return nodes, node_lines
+
+    def links(self, seq_node: yaml.Node, node_lines: dict[str, int]) -> list[Link]:
+        links: list[Link] = []
+        for i, item in enumerate(self.sequence(seq_node, "links")):
+            f = f"links[{i}]"
+            m = self.mapping(item, f, _LINK_KEYS)
+            ends: list[str] = []
+            for key in ("src", "dst"):
+                end_node = self.require(m, key, f"{f}.{key}", item)
+                end = self.value(end_node)
+                if not isinstance(end, str) or end not in node_lines:
+                    raise FieldError(self.path, f"{f}.{key}", f"unknown node {show(end)}",
+                                     _line(end_node))
+                ends.append(end)
+            src, dst = ends
+            if src == dst:
+                raise FieldError(self.path, f"{f}.dst", f"a link from '{src}' to itself",
+                                 _line(m["dst"][1]))
+            bw_node = self.require(m, "bandwidth", f"{f}.bandwidth", item)
+            bandwidth = fraction_value(self.value(bw_node), path=self.path,
+                                       field=f"{f}.bandwidth", minimum="positive",
+                                       line=_line(bw_node))
+            latency = Fraction(0)
+            if "latency" in m:
+                lat_node = m["latency"][1]
+                latency = fraction_value(self.value(lat_node), path=self.path,
+                                         field=f"{f}.latency", minimum="nonnegative",
+                                         line=_line(lat_node))
+            duplex = False
+            if "duplex" in m:
+                dup_node = m["duplex"][1]
+                duplex = bool_value(self.value(dup_node), path=self.path, field=f"{f}.duplex",
+                                    line=_line(dup_node))
+            links.append(Link(src, dst, bandwidth, latency))
+            if duplex:
+                links.append(Link(dst, src, bandwidth, latency))
+        return links
