@@ -1,0 +1,540 @@
+"""Read an MSCCL algorithm XML exactly as msccl-executor-nccl's parser does.
+
+Implements ``shared/reference/msccl-xml-runtime.md`` sections 1-2 (and the
+parser-side rows of section 5): the hand-written tokenizer (only ' ', '\\n',
+'\\r' between elements; one space between attributes, each extra space an
+empty attribute; double-quoted values; comments; 16 attributes per element;
+name and value length limits; no ``<?xml?>``), ``strtol(s, NULL, 0)``
+integers (garbage is an error here, the runtime silently reads 0), the
+metadata parse of the first element, required attributes per element,
+enumerations, and the per-rank stored-node limit.  Checks the typed IR can
+express (tb ids, channels, peers, cnt, offsets, nop chains, ...) are run by
+``colc.ir.load_checks`` on the resulting ``Program``.
+
+Input: the text of one file.  Output: a ``ReadResult`` holding the
+``Program`` (None when a required value is unusable), diagnostics with line
+numbers, and the side information the IR cannot hold (line and declared
+``s`` of every step).  Complexity: O(len(text)).
+"""
+
+from __future__ import annotations
+
+import re
+from bisect import bisect_left
+from dataclasses import dataclass, field, replace
+from functools import lru_cache
+
+from colc.ir.core import Buffer, Collective, Protocol
+from colc.ir.diagnostics import Diagnostic, error, warning
+from colc.ir.load_checks import CHECKED_FIELDS, MAX_STEPS, load_program, sort_diagnostics
+from colc.ir.program import Loc, Program, RankProgram, Step, StepKind, Threadblock
+
+MAX_ATTRS = 16  # MAX_ATTR_COUNT
+MAX_NODES = 4096  # MAX_NODES (stored nodes per rank)
+MAX_NAME = 255  # MAX_STR_LEN
+INT16_MAX = 32767
+
+PROTOCOLS = {"Simple": Protocol.SIMPLE, "LL": Protocol.LL, "LL128": Protocol.LL128}
+COLLECTIVES = {"allreduce": Collective.ALLREDUCE, "allgather": Collective.ALLGATHER,
+               "reducescatter": Collective.REDUCESCATTER, "broadcast": Collective.BROADCAST,
+               "reduce": Collective.REDUCE}
+RUNTIME_ONLY_COLLECTIVES = ("alltoall", "alltoallv", "send", "recv", "gather", "scatter")
+STEP_TYPES = {"s": StepKind.SEND, "r": StepKind.RECV, "rcs": StepKind.RECV_COPY_SEND,
+              "rrs": StepKind.RECV_REDUCE_SEND, "rrc": StepKind.RECV_REDUCE_COPY,
+              "rrcs": StepKind.RECV_REDUCE_COPY_SEND, "cpy": StepKind.COPY,
+              "re": StepKind.REDUCE, "nop": StepKind.NOP}
+BUFFERS = {"i": Buffer.INPUT, "o": Buffer.OUTPUT, "s": Buffer.SCRATCH}
+
+ALGO_ATTRS = ("nchunksperloop", "nchannels", "ngpus", "proto", "coll", "minBytes", "maxBytes",
+              "inplace", "outofplace")
+GPU_ATTRS = ("id", "i_chunks", "o_chunks", "s_chunks")
+TB_ATTRS = ("id", "send", "recv", "chan")
+STEP_ATTRS = ("s", "type", "srcbuf", "srcoff", "dstbuf", "dstoff", "cnt", "depid", "deps",
+              "hasdep")
+KNOWN_ATTRS = {"algo": set(ALGO_ATTRS) | {"name"}, "gpu": set(GPU_ATTRS), "tb": set(TB_ATTRS),
+               "step": set(STEP_ATTRS)}
+
+_TOKEN_END = re.compile(r"[= >/\n\r]")
+_BLANK = re.compile(r"[ \n\r]*")
+# A tag that the runtime's tokenizer reads exactly like a real XML parser would.
+_PLAIN_TAG = re.compile(
+    r'<([A-Za-z_][A-Za-z0-9_]*)((?: [A-Za-z_][A-Za-z0-9_]*="[^"]{0,255}")*)(/?)>')
+_PLAIN_ATTR = re.compile(r' ([A-Za-z_][A-Za-z0-9_]*)="([^"]*)"')
+_STRTOL = re.compile(r"[ \t\n\v\f\r]*([+-]?)(0[xX][0-9a-fA-F]+|0[0-7]*|[1-9][0-9]*)")
+
+
+# --------------------------------------------------------------------- tokens
+@dataclass
+class XmlNode:
+    """An element as the runtime's tokenizer sees it (attributes beyond 16 dropped)."""
+
+    name: str
+    attrs: list[tuple[str, str]]
+    single: bool
+    offset: int
+    dropped: int = 0
+    children: list[XmlNode] = field(default_factory=list)
+    index: dict[str, str] | None = None
+
+
+class _Syntax(Exception):
+    def __init__(self, msg: str, offset: int) -> None:
+        super().__init__(msg)
+        self.msg = msg
+        self.offset = offset
+
+
+class _Lexer:
+    """``mscclXmlGetNode`` and friends (parser.cc:18-160) over a string."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.pos = 0
+
+    def _eof(self) -> _Syntax:
+        return _Syntax("unexpected end of file", len(self.text))
+
+    def token(self, allow_value: bool) -> tuple[str, str | None, str]:
+        text, start = self.text, self.pos
+        m = _TOKEN_END.search(text, start)
+        if m is None:
+            raise self._eof()
+        end = m.start()
+        name, c = text[start:end], text[end]
+        # The runtime fails when its 255-byte name buffer index reaches 254.
+        if len(name) >= (MAX_NAME if c == "=" else MAX_NAME - 1):
+            raise _Syntax(f"name {name[:20]!r}... too long (max {MAX_NAME})", start)
+        self.pos = end + 1
+        if c != "=":
+            return name, None, c
+        if not allow_value:
+            raise _Syntax(f"unexpected value with name {name!r} (tab or '=' inside a tag name?)",
+                          start)
+        return (name, *self._value())
+
+    def _value(self) -> tuple[str, str]:
+        text, pos = self.text, self.pos
+        if pos >= len(text):
+            raise self._eof()
+        if text[pos] not in "\"'":
+            raise _Syntax(f"expected (double) quote, got {text[pos]!r}", pos)
+        q = text.find('"', pos + 1)
+        if q < 0 or q + 1 >= len(text):
+            raise self._eof()
+        value = text[pos + 1:q]
+        if text[pos] == "'":
+            raise _Syntax("single-quoted value: the runtime reads up to the next '\"'", pos)
+        if len(value) > MAX_NAME:
+            raise _Syntax(f"value of {len(value)} characters overflows the runtime's "
+                          f"{MAX_NAME + 1}-byte buffer", pos)
+        self.pos = q + 2
+        return value, text[q + 1]
+
+    def _skip_comment(self, start: str, nxt: str) -> None:
+        window = "..."
+        for ch in start + nxt:
+            window = window[1:] + ch
+        if window == "-->":
+            return
+        idx = (window[1:] + self.text[self.pos:]).find("-->")
+        if idx < 0:
+            raise _Syntax("unterminated comment", self.pos)
+        self.pos += idx + 1
+
+    def node(self) -> XmlNode | tuple[str, int] | None:
+        """Next element, ``("close-name", offset)`` for a closing tag, None at EOF."""
+        text = self.text
+        while True:
+            self.pos = _BLANK.match(text, self.pos).end()
+            if self.pos >= len(text):
+                return None
+            start = self.pos
+            m = _PLAIN_TAG.match(text, start)
+            if m is not None and len(m.group(1)) < MAX_NAME - 1:
+                attrs = _PLAIN_ATTR.findall(m.group(2))
+                if len(attrs) <= MAX_ATTRS and all(len(k) < MAX_NAME - 1 for k, _ in attrs):
+                    self.pos = m.end()
+                    return XmlNode(m.group(1), attrs, m.group(3) == "/", start)
+            if text[start] != "<":
+                raise _Syntax(f"expecting '<', got {text[start]!r} (only ' ', '\\n', '\\r' may "
+                              "separate elements)", start)
+            self.pos += 1
+            name, _, c = self.token(False)
+            if name.startswith("!--"):
+                self._skip_comment(name[3:], c)
+                continue
+            if name == "" and c == "/":
+                name, _, c = self.token(False)
+                if c != ">":
+                    raise _Syntax(f"unexpected trailing {c!r} in closing tag {name}", start)
+                return (name, start)
+            return self._open(name, c, start)
+
+    def _open(self, name: str, c: str, start: int) -> XmlNode:
+        node = XmlNode(name, [], False, start)
+        while c == " ":
+            key, value, c = self.token(True)
+            if len(node.attrs) < MAX_ATTRS:
+                node.attrs.append((key, value or ""))
+            else:
+                node.dropped += 1
+        if c == "/":
+            node.single = True
+            _, _, c = self.token(False)
+        if c != ">":
+            hint = ("the runtime does not support an <?xml ...?> declaration"
+                    if name.startswith("?") else "newline or tab inside a tag?")
+            raise _Syntax(f"expected '>', got {c!r} in <{name}> ({hint})", self.pos - 1)
+        return node
+
+
+def parse_tree(text: str) -> list[XmlNode]:
+    """Tokenize ``text`` into top-level elements like ``mscclXmlLoadSub``.
+
+    Raises
+    ------
+    _Syntax
+        On the first syntax error, as the runtime stops there.
+    """
+    lexer = _Lexer(text)
+    roots: list[XmlNode] = []
+    stack: list[XmlNode] = []
+    while True:
+        item = lexer.node()
+        if item is None:
+            if stack:
+                raise _Syntax(f"unterminated <{stack[-1].name}>", stack[-1].offset)
+            return roots
+        if isinstance(item, tuple):
+            name, off = item
+            if not stack:
+                raise _Syntax(f"unexpected closing tag </{name}>", off)
+            if name != stack[-1].name:
+                raise _Syntax(f"mismatched closing tag: <{stack[-1].name}> closed by </{name}>",
+                              off)
+            stack.pop()
+            continue
+        (stack[-1].children if stack else roots).append(item)
+        if not item.single:
+            stack.append(item)
+
+
+# -------------------------------------------------------------------- values
+@lru_cache(maxsize=4096)
+def parse_strtol(s: str) -> tuple[int, bool, bool]:
+    """``strtol(s, NULL, 0)``: (value, whole string used, octal notation used).
+
+    Examples
+    --------
+    >>> parse_strtol("010"), parse_strtol("0x1f"), parse_strtol("3x")
+    ((8, True, True), (31, True, False), (3, False, False))
+    """
+    m = _STRTOL.match(s)
+    if m is None:
+        return 0, False, False
+    sign, digits = m.groups()
+    octal = False
+    if digits[:2] in ("0x", "0X"):
+        value = int(digits, 16)
+    elif digits[0] == "0" and len(digits) > 1:
+        value = int(digits, 8)
+        octal = True
+    else:
+        value = int(digits)
+    return (-value if sign == "-" else value), m.end() == len(s), octal
+
+
+@dataclass(frozen=True, slots=True)
+class StepSource:
+    """Side information of one step the IR does not hold."""
+
+    line: int
+    declared_s: int
+
+
+@dataclass(frozen=True, slots=True)
+class ReadResult:
+    """What ``read_msccl`` returns.
+
+    ``program`` is None when a required value is missing or unusable.
+    ``runnable`` says the program can be interpreted: the runtime loads it,
+    or it only fails in ways that hang (see ``LoadedProgram.runnable``).
+    ``lines`` maps ``(rank, tb, step)`` (step None for the tb itself) to a
+    1-based line; ``steps`` maps ``(rank, tb, position)`` to ``StepSource``.
+    """
+
+    path: str
+    program: Program | None
+    diagnostics: tuple[Diagnostic, ...]
+    lines: dict[tuple[int, int, int | None], int]
+    steps: dict[tuple[int, int, int], StepSource]
+    runnable: bool = False
+
+    @property
+    def ok(self) -> bool:
+        """Whether the runtime would load the file (no error)."""
+        return self.program is not None and not any(d.is_error for d in self.diagnostics)
+
+    def locate(self, d: Diagnostic) -> Diagnostic:
+        """``d`` with its line filled in from the rank/tb/step location."""
+        if d.line is not None or d.rank is None or d.tb is None:
+            return d
+        line = self.lines.get((d.rank, d.tb, d.step)) or self.lines.get((d.rank, d.tb, None))
+        return replace(d, line=line) if line else d
+
+
+class _Reader:
+    """The semantic part of the runtime's parse (parser.cc:304-703, 705-790)."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.newlines = [m.start() for m in re.finditer("\n", text)]
+        self.diags: list[Diagnostic] = []
+        self.fatal = False
+        self.warned: set[tuple[str, str]] = set()
+        self.lines: dict[tuple[int, int, int | None], int] = {}
+        self.steps: dict[tuple[int, int, int], StepSource] = {}
+
+    def line(self, offset: int) -> int:
+        return bisect_left(self.newlines, offset) + 1
+
+    def err(self, msg: str, node: XmlNode, rank: int | None = None, tb: int | None = None,
+            step: int | None = None, fatal: bool = False) -> None:
+        self.diags.append(error(msg, rank, tb, step, self.line(node.offset)))
+        self.fatal = self.fatal or fatal
+
+    def warn_once(self, key: tuple[str, str], msg: str, node: XmlNode) -> None:
+        if key not in self.warned:
+            self.warned.add(key)
+            self.diags.append(warning(msg, line=self.line(node.offset)))
+
+    # attribute access -----------------------------------------------------
+    def check_attrs(self, node: XmlNode) -> None:
+        known = KNOWN_ATTRS.get(node.name, set())
+        seen = set()
+        for key, _ in node.attrs:
+            if key == "":
+                self.warn_once((node.name, ""), f"<{node.name}>: an extra space creates an empty "
+                               "attribute that uses up one of the 16 slots", node)
+            elif key in seen:
+                self.warn_once((node.name, "dup " + key), f"<{node.name}>: attribute {key} "
+                               "given twice; the runtime uses the first", node)
+            elif key not in known:
+                self.warn_once((node.name, key), f"<{node.name}>: unknown attribute {key} is "
+                               "ignored by the runtime", node)
+            seen.add(key)
+        if node.dropped:
+            self.warn_once((node.name, "#drop"), f"<{node.name}>: attributes after the "
+                           f"{MAX_ATTRS}th are silently dropped by the runtime", node)
+
+    def attr(self, node: XmlNode, key: str, loc: tuple = ()) -> str | None:
+        if node.index is None:
+            node.index = dict(reversed(node.attrs))  # the first occurrence wins
+        v = node.index.get(key)
+        if v is not None:
+            return v
+        self.err(f"attribute {key} of node {node.name} not found", node, *loc, fatal=True)
+        return None
+
+    def int_attr(self, node: XmlNode, key: str, loc: tuple = (), bits: int = 32) -> int | None:
+        s = self.attr(node, key, loc)
+        if s is None:
+            return None
+        value, whole, octal = parse_strtol(s)
+        if not whole:
+            self.err(f"{node.name} {key}={s!r} is not an integer (the runtime would silently "
+                     f"read {value})", node, *loc, fatal=True)
+            return None
+        if not -(1 << (bits - 1)) <= value < 1 << (bits - 1):
+            self.err(f"{node.name} {key}={s!r} does not fit in {bits} bits", node, *loc, fatal=True)
+            return None
+        if octal and value != 0:
+            self.warn_once((node.name, "octal " + key), f"<{node.name}>: {key}={s!r} has a "
+                           f"leading zero and is read as octal ({value})", node)
+        return value
+
+    def enum_attr(self, node: XmlNode, key: str, table: dict, loc: tuple = ()) -> object | None:
+        s = self.attr(node, key, loc)
+        if s is None:
+            return None
+        if s not in table:
+            hint = " (the runtime spells it 'reducescatter')" if s == "reduce_scatter" else ""
+            if key == "coll" and s in RUNTIME_ONLY_COLLECTIVES:
+                hint = " (accepted by the runtime but not supported by colc verify)"
+            self.err(f"{node.name} {key}={s!r} is not one of {', '.join(table)}{hint}", node, *loc,
+                     fatal=True)
+            return None
+        return table[s]
+
+    # elements --------------------------------------------------------------
+    def read(self, roots: list[XmlNode]) -> Program | None:
+        if not roots:
+            self.diags.append(error("no <algo> element"))
+            return None
+        first = roots[0]
+        if first.name != "algo":
+            self.err(f"the first element must be <algo> (the metadata parse reads only the first "
+                     f"element), got <{first.name}>", first, fatal=True)
+            return None
+        for other in roots[1:]:
+            self.warn_once(("top", other.name), f"top-level <{other.name}> is ignored", other)
+        return self.algo(first)
+
+    def algo(self, node: XmlNode) -> Program | None:
+        self.check_attrs(node)
+        ints = {k: self.int_attr(node, k, bits=64 if k.endswith("Bytes") else 32)
+                for k in ALGO_ATTRS if k not in ("proto", "coll")}
+        proto = self.enum_attr(node, "proto", PROTOCOLS)
+        coll = self.enum_attr(node, "coll", COLLECTIVES)
+        ngpus = ints["ngpus"]
+        gpus = [c for c in node.children if c.name == "gpu"]
+        for c in node.children:
+            if c.name != "gpu":
+                self.warn_once(("algo", "<" + c.name), f"<{c.name}> inside <algo> is ignored", c)
+        ranks: dict[int, RankProgram] = {}
+        for g in gpus:
+            self.gpu(g, ngpus, len(gpus), ranks)
+        if self.fatal or ngpus is None or ngpus <= 0:
+            return None
+        for r in range(ngpus):
+            if r not in ranks:
+                self.err(f"no <gpu id=\"{r}\">: rank {r} runs nothing", node, r)
+                ranks[r] = RankProgram(r, 0, 0, 0, ())
+        return Program(next((v for k, v in node.attrs if k == "name"), ""), coll, proto,
+                       ints["nchannels"], ints["nchunksperloop"], ngpus, bool(ints["inplace"]),
+                       bool(ints["outofplace"]), ints["minBytes"], ints["maxBytes"],
+                       tuple(ranks[r] for r in range(ngpus)))
+
+    def gpu(self, node: XmlNode, ngpus: int | None, n_gpus: int,
+            ranks: dict[int, RankProgram]) -> None:
+        rank = self.int_attr(node, "id")
+        if rank is None or ngpus is None:
+            return
+        if not 0 <= rank < ngpus:
+            self.diags.append(warning(f"<gpu id=\"{rank}\"> is not a rank of ngpus={ngpus}; "
+                                      "ignored", line=self.line(node.offset)))
+            return
+        self.check_attrs(node)
+        if rank in ranks:
+            self.err(f"duplicate <gpu id=\"{rank}\"> (processed twice by the runtime)", node, rank)
+            return
+        loc = (rank,)
+        chunks = [self.int_attr(node, k, loc) for k in GPU_ATTRS[1:]]
+        tbs = []
+        stored = 1 + n_gpus
+        for c in node.children:
+            if c.name != "tb":
+                self.warn_once(("gpu", "<" + c.name), f"<{c.name}> inside <gpu> is ignored", c)
+                continue
+            stored += 1 + sum(1 for s in c.children if s.name == "step")
+            tb = self.tb(c, rank)
+            if tb is not None:
+                tbs.append(tb)
+        if stored >= MAX_NODES:
+            self.err(f"{stored} stored XML nodes for rank {rank} (1 + #gpu + own #tb + own #step); "
+                     f"the runtime's parser holds fewer than {MAX_NODES}", node, rank)
+        if None in chunks:
+            return
+        ranks[rank] = RankProgram(rank, chunks[0], chunks[1], chunks[2], tuple(tbs))
+
+    def tb(self, node: XmlNode, rank: int) -> Threadblock | None:
+        self.check_attrs(node)
+        vals = [self.int_attr(node, k, (rank,)) for k in TB_ATTRS]
+        if None in vals:
+            return None
+        tbid, send, recv, chan = vals
+        self.lines.setdefault((rank, tbid, None), self.line(node.offset))
+        for what, peer in (("send", send), ("recv", recv)):
+            if peer < -1:
+                self.err(f"{what} peer {peer} < -1", node, rank, tbid)
+        steps = []
+        for c in node.children:
+            if c.name != "step":
+                self.warn_once(("tb", "<" + c.name), f"<{c.name}> inside <tb> is ignored", c)
+                continue
+            st = self.step(c, rank, tbid, len(steps))
+            if st is not None:
+                steps.append(st)
+        return Threadblock(tbid, send if send >= 0 else None, recv if recv >= 0 else None, chan,
+                           tuple(steps))
+
+    def step(self, node: XmlNode, rank: int, tbid: int, pos: int) -> Step | None:
+        loc = (rank, tbid, pos)
+        self.check_attrs(node)
+        line = self.line(node.offset)
+        self.lines.setdefault(loc, line)
+        if node.children:
+            self.err("<step> with child elements crashes the runtime's parser", node, *loc)
+        ints = {k: self.int_attr(node, k, loc) for k in STEP_ATTRS
+                if k not in ("type", "srcbuf", "dstbuf")}
+        kind = self.enum_attr(node, "type", STEP_TYPES, loc)
+        bufs = [self.enum_attr(node, k, BUFFERS, loc) for k in ("srcbuf", "dstbuf")]
+        if None in ints.values() or kind is None or None in bufs:
+            return None
+        s = ints["s"]
+        self.steps[loc] = StepSource(line, s)
+        if not 0 <= s < MAX_STEPS:
+            self.err(f"s={s} out of range 0..{MAX_STEPS - 1}", node, *loc)
+        elif s != pos:
+            self.diags.append(warning(f"s={s} is not the step's position {pos}; the runtime "
+                                      "ignores s and numbers steps by position", *loc, line))
+        checked = CHECKED_FIELDS[kind]
+        offs = []
+        for name, is_checked in (("srcoff", checked[0]), ("dstoff", checked[1])):
+            off = ints[name]
+            if is_checked and off < -1:
+                self.err(f"{name} {off} < -1 (runtime: 'Incorrect offset')", node, *loc)
+            if off > INT16_MAX:
+                self.err(f"{name} {off} does not fit in int16", node, *loc)
+            offs.append(None if off == -1 else off)
+        depid, deps, hasdep = ints["depid"], ints["deps"], ints["hasdep"]
+        if kind is not StepKind.NOP and hasdep not in (0, 1):
+            self.err(f"hasdep={hasdep} must be 0 or 1", node, *loc)
+        if not -(1 << 15) <= deps <= INT16_MAX:
+            self.err(f"deps={deps} does not fit in int16", node, *loc)
+        if depid < -1:
+            self.diags.append(warning(f"depid={depid} < -1 is ignored", *loc, line))
+        dep = (depid, deps) if depid >= 0 else None
+        return Step(kind, Loc(bufs[0], offs[0]), Loc(bufs[1], offs[1]), ints["cnt"], dep,
+                    hasdep == 1)
+
+
+def read_msccl(text: str, path: str) -> ReadResult:
+    """Parse an MSCCL algorithm file like the runtime and map it to a ``Program``.
+
+    Parameters
+    ----------
+    text : str
+        The whole file.
+    path : str
+        Only used in messages.
+
+    Returns
+    -------
+    ReadResult
+        ``program`` is None when a required attribute is missing or unusable
+        or the syntax is broken (the runtime stops at the first syntax error,
+        so does this reader).  Diagnostics include those of
+        ``colc.ir.load_checks.load_program`` when a program was built.
+
+    Examples
+    --------
+    >>> res = read_msccl('<?xml version="1.0"?>', "x.xml")
+    >>> res.ok, str(res.diagnostics[0])
+    (False, "expected '>', got '?' in <?xml> (the runtime does not support an <?xml ...?> declaration) [line 1]")
+    """
+    reader = _Reader(text)
+    try:
+        roots = parse_tree(text)
+    except _Syntax as exc:
+        d = error(exc.msg, line=reader.line(exc.offset))
+        return ReadResult(path, None, (d,), {}, {})
+    program = reader.read(roots)
+    diags = reader.diags
+    result = ReadResult(path, program, (), reader.lines, reader.steps)
+    runnable = False
+    if program is not None:
+        loaded = load_program(program)
+        runnable = loaded.runnable and not any(d.is_error for d in diags)
+        diags = diags + [result.locate(d) for d in loaded.diagnostics]
+    return replace(result, diagnostics=tuple(sort_diagnostics(diags)), runnable=runnable)

@@ -1,0 +1,565 @@
+"""Symbolic interpreter of a threadblock ``Program`` under the MSCCL runtime's semantics.
+
+Implements ``shared/reference/msccl-xml-runtime.md`` section 4 (with section 3
+for what each step does): the program is folded into kernel transmissions
+(``colc.ir.load_checks``, section 4.4), then executed with
+
+* one call per chunk (``maxAllowedCount`` = 1, the large-message case, 4.5);
+* one FIFO per (channel, sender, receiver) holding ``fifo_depth`` calls
+  (None = unbounded), matched in order; ``rcs``/``rrs``/``rrcs`` need an
+  incoming message and outgoing space at once (4.3, 4.8);
+* monotone flags: a dependency on (b, s) is met once tb b published a flag
+  >= s; only ``hasdep`` transmissions publish (4.6);
+* symbolic data: input chunk k of rank r is the contribution (r, k); a value
+  is a set of contributions, reducing one twice or reading uninitialised
+  memory is an error; in-place aliasing per section 4.2; every access is
+  checked against the real buffer extents;
+* race detection with vector clocks over happens-before = program order +
+  send -> matching receive + flag write -> satisfied wait (the first
+  publication that satisfies the wait, so the result holds for every timing).
+
+Scheduling is deterministic (a ready queue seeded in rank/tb order, each tb
+runs until it blocks).  Every enabled action stays enabled until taken
+(unique FIFO ends, monotone flags), so one order decides deadlock.
+
+Input: a ``Program``.  Output: a list of ``Diagnostic`` (deadlock,
+unconsumed messages, cnt mismatches, races, uninitialised reads, double
+reductions, bounds, postcondition failures).  Complexity: O(C * (1 + T))
+for C calls (chunks moved) and T threadblocks in total (vector-clock joins are
+numpy operations of length T, one per receive or satisfied dependency).
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from collections import deque
+
+import numpy as np
+
+from colc.errors import InternalError
+from colc.ir.core import Buffer, Collective, buffer_extents, inplace_alias
+from colc.ir.diagnostics import Diagnostic, error
+from colc.ir.load_checks import USED_FIELDS, LoadedProgram, Transmission, load_program
+from colc.ir.program import Program, StepKind
+
+_CAP = 20  # findings reported per category before summarising
+
+_UNINIT = "uninit"  # memory never written
+_POISON = "poison"  # value produced after an earlier error (no further reports)
+
+_LETTER = {Buffer.INPUT: "i", Buffer.OUTPUT: "o", Buffer.SCRATCH: "s"}
+
+Value = tuple[tuple[int, int], ...] | str
+
+
+def _reduce(a: Value, b: Value) -> tuple[Value, bool]:
+    """Combine two symbolic values; the flag says a contribution appeared twice."""
+    if isinstance(a, str) or isinstance(b, str):
+        return _POISON, False
+    if len(a) == 1 and len(b) == 1 and a[0][0] == b[0][0]:
+        if a[0][1] & b[0][1]:
+            return _POISON, True
+        return ((a[0][0], a[0][1] | b[0][1]),), False
+    merged = dict(a)
+    for k, m in b:
+        old = merged.get(k, 0)
+        if old & m:
+            return _POISON, True
+        merged[k] = old | m
+    return tuple(sorted(merged.items())), False
+
+
+def describe(value: Value) -> str:
+    """Human form of a symbolic value, e.g. ``i0[2]+i1[2]``."""
+    if value == _UNINIT:
+        return "uninitialised"
+    if value == _POISON:
+        return "garbage (after an earlier error)"
+    terms = []
+    for k, mask in value:
+        ranks = [r for r in range(mask.bit_length()) if mask >> r & 1]
+        if len(ranks) <= 4:
+            terms.extend(f"i{r}[{k}]" for r in ranks)
+        else:
+            terms.append(f"sum of i[{k}] over {len(ranks)} ranks")
+    return "+".join(terms)
+
+
+class _Tx:
+    """A transmission compiled against one rank's memory layout."""
+
+    __slots__ = ("t", "kind", "count", "src", "dst", "ops", "bad", "sends", "recvs")
+
+    def __init__(self, t: Transmission, src: int, dst: int, ops: tuple[int, ...], bad: bool):
+        self.t = t
+        self.kind = t.kind
+        self.count = t.count
+        self.src = src
+        self.dst = dst
+        self.ops = ops
+        self.bad = bad
+        self.sends = t.kind.sends
+        self.recvs = t.kind.receives
+
+
+class _TB:
+    """Mutable execution state of one threadblock."""
+
+    __slots__ = ("rank", "tid", "id", "txs", "pc", "call", "deps_done", "clock", "base",
+                 "inq", "outq", "inkey", "outkey", "flags", "snaps", "queued", "wait", "mem")
+
+    def __init__(self, rank: int, tid: int, tbid: int, txs: list[_Tx], base: np.ndarray):
+        self.rank = rank
+        self.tid = tid
+        self.id = tbid
+        self.txs = txs
+        self.pc = 0
+        self.call = 0
+        self.deps_done = False
+        self.clock = 0
+        self.base = base
+        self.inq: deque | None = None
+        self.outq: deque | None = None
+        self.inkey: tuple[int, int, int] | None = None
+        self.outkey: tuple[int, int, int] | None = None
+        self.flags: list[int] = []
+        self.snaps: list[tuple[np.ndarray, int]] = []
+        self.queued = False
+        self.wait: tuple = ()
+        self.mem: _Mem | None = None
+
+
+class _Mem:
+    """Physical chunks of one rank with race-detection metadata."""
+
+    __slots__ = ("rank", "vals", "writes", "reads", "init_lo", "init_hi", "names")
+
+    def __init__(self, rank: int, size: int, init_lo: int, init_hi: int):
+        self.rank = rank
+        self.vals: list = [_UNINIT] * size
+        self.vals[init_lo:init_hi] = [None] * (init_hi - init_lo)
+        self.writes: list = [None] * size
+        self.reads: list = [None] * size
+        self.init_lo = init_lo
+        self.init_hi = init_hi
+        self.names: list[str] = []
+
+
+class _Interpreter:
+    """One run of a loaded program in one mode."""
+
+    def __init__(self, loaded: LoadedProgram, fifo_depth: int | None, inplace: bool) -> None:
+        self.p = loaded.program
+        self.cap = fifo_depth
+        self.inplace = inplace
+        self.diags: list[Diagnostic] = []
+        self.counts: dict[str, int] = {}
+        self.seen: set = set()
+        self.mode = f"{'in-place' if inplace else 'out-of-place'}, FIFO depth " \
+                    f"{'unbounded' if fifo_depth is None else fifo_depth}"
+        self.tbs: list[_TB] = []
+        self.by_rank: list[dict[int, _TB]] = []
+        self.fifos: dict[tuple[int, int, int], deque] = {}
+        self.flag_waiters: dict[int, list[_TB]] = {}
+        self.mems: list[_Mem] = []
+        self.layouts: list[dict[Buffer, tuple[int, int]]] = []
+        self._build(loaded)
+        self.receivers = {tb.inkey: tb for tb in self.tbs if tb.inkey is not None}
+
+    # ----------------------------------------------------------------- setup
+    def report(self, category: str, d: Diagnostic) -> None:
+        n = self.counts.get(category, 0)
+        self.counts[category] = n + 1
+        if n < _CAP:
+            self.diags.append(d)
+
+    def _build(self, loaded: LoadedProgram) -> None:
+        p = self.p
+        ext = buffer_extents(p.collective, p.nchunks, p.ngpus)
+        total = sum(len(row) for row in loaded.tbs)
+        zero = np.zeros(total, dtype=np.int32)
+        zero.flags.writeable = False
+        for rp, row in zip(p.ranks, loaded.tbs):
+            layout, mem = self._layout(rp.rank, ext, rp.scratch_chunks)
+            self.layouts.append(layout)
+            self.mems.append(mem)
+            tbs = {}
+            for ftb in row:
+                txs = [self._compile(rp.rank, ftb.id, t, layout) for t in ftb.transmissions]
+                tb = _TB(rp.rank, len(self.tbs), ftb.id, txs, zero)
+                tb.mem = mem
+                if ftb.send is not None:
+                    tb.outkey = (ftb.channel, rp.rank, ftb.send)
+                    tb.outq = self.fifos.setdefault(tb.outkey, deque())
+                if ftb.recv is not None:
+                    tb.inkey = (ftb.channel, ftb.recv, rp.rank)
+                    tb.inq = self.fifos.setdefault(tb.inkey, deque())
+                self.tbs.append(tb)
+                tbs[ftb.id] = tb
+            self.by_rank.append(tbs)
+
+    def _layout(self, rank: int, ext: dict[Buffer, int], scratch: int
+                ) -> tuple[dict[Buffer, tuple[int, int]], _Mem]:
+        """Map each logical buffer to (physical base, real extent)."""
+        p = self.p
+        region = {Buffer.INPUT: 0, Buffer.OUTPUT: ext[Buffer.INPUT],
+                  Buffer.SCRATCH: ext[Buffer.INPUT] + ext[Buffer.OUTPUT]}
+        size = region[Buffer.SCRATCH] + max(scratch, 0)
+        sizes = {Buffer.INPUT: ext[Buffer.INPUT], Buffer.OUTPUT: ext[Buffer.OUTPUT],
+                 Buffer.SCRATCH: max(scratch, 0)}
+        layout = {}
+        for buf in Buffer:
+            canon, idx0 = (inplace_alias(p.collective, rank, p.nchunks, p.ngpus, buf, 0)
+                           if self.inplace else (buf, 0))
+            layout[buf] = (region[canon] + idx0, sizes[buf])
+        lo = layout[Buffer.INPUT][0]
+        mem = _Mem(rank, size, lo, lo + sizes[Buffer.INPUT])
+        names = [""] * size
+        for buf in (Buffer.SCRATCH, Buffer.OUTPUT, Buffer.INPUT):  # input name wins on alias
+            base, n = layout[buf]
+            for k in range(n):
+                names[base + k] = f"{_LETTER[buf]}[{k}]"
+        mem.names = names
+        return layout, mem
+
+    def _compile(self, rank: int, tbid: int, t: Transmission,
+                 layout: dict[Buffer, tuple[int, int]]) -> _Tx:
+        use_src, use_dst = USED_FIELDS[t.kind]
+        bad = False
+        phys = {}
+        locs = []
+        if use_src and t.kind is StepKind.REDUCE:
+            locs += [("src", t.src.buffer, off) for off in t.operands]
+        elif use_src:
+            locs.append(("src", t.src.buffer, t.src.offset))
+        if use_dst:
+            locs.append(("dst", t.dst.buffer, t.dst.offset))
+        for name, buf, off in locs:
+            base, n = layout[buf]
+            if t.count == 0:
+                continue
+            if off is None or off < 0 or off + t.count > n:
+                bad = True
+                shown = -1 if off is None else off
+                self.report("bounds", error(
+                    f"{name} {_LETTER[buf]}[{shown}..{shown + t.count - 1}] outside the real "
+                    f"extent {n} of {_LETTER[buf]} ({self.p.collective.value})",
+                    rank, tbid, t.position))
+            else:
+                phys.setdefault(name, []).append(base + off)
+        src = phys.get("src", [0])[0]
+        dst = phys.get("dst", [0])[0]
+        ops = tuple(phys.get("src", ())) if t.kind is StepKind.REDUCE else ()
+        return _Tx(t, src, dst, ops, bad)
+
+    # ------------------------------------------------------------- execution
+    def run(self) -> list[Diagnostic]:
+        ready = deque(self.tbs)
+        for tb in self.tbs:
+            tb.queued = True
+        while ready:
+            tb = ready.popleft()
+            tb.queued = False
+            woken = self._advance(tb)
+            for w in woken:
+                if not w.queued:
+                    w.queued = True
+                    ready.append(w)
+        stuck = [tb for tb in self.tbs if tb.pc < len(tb.txs)]
+        if stuck:
+            self._report_deadlock(stuck)
+        self._report_unconsumed()
+        if not stuck:
+            self._check_postcondition()
+        for cat, n in sorted(self.counts.items()):
+            if n > _CAP:
+                self.diags.append(error(f"... and {n - _CAP} more {cat} findings ({self.mode})"))
+        return self.diags
+
+    def _advance(self, tb: _TB) -> list[_TB]:
+        """Run ``tb`` until it blocks or ends; return the tbs to wake."""
+        woken: list[_TB] = []
+        txs = tb.txs
+        cap = self.cap
+        while tb.pc < len(txs):
+            tx = txs[tb.pc]
+            if not tb.deps_done:
+                if not self._take_deps(tb, tx):
+                    return woken
+                tb.deps_done = True
+            while tb.call < tx.count:
+                if tx.recvs and not tb.inq:
+                    tb.wait = ("recv",)
+                    return woken
+                if tx.sends and cap is not None and len(tb.outq) >= cap:
+                    tb.wait = ("send",)
+                    return woken
+                self._call(tb, tx, tb.call, woken)
+                tb.call += 1
+            if tx.t.has_dep:
+                tb.flags.append(tx.t.flag)
+                tb.snaps.append((tb.base, tb.clock))
+                waiters = self.flag_waiters.pop(tb.tid, None)
+                if waiters:
+                    woken.extend(waiters)
+            tb.pc += 1
+            tb.call = 0
+            tb.deps_done = False
+        tb.wait = ()
+        return woken
+
+    def _take_deps(self, tb: _TB, tx: _Tx) -> bool:
+        """Check every dependency; join the clocks of the satisfying flags if all hold."""
+        tbs = self.by_rank[tb.rank]
+        found = []
+        for b, s, _pos in tx.t.deps:
+            target = tbs.get(b)
+            if target is None:
+                tb.wait = ("flag", b, s, None)
+                return False
+            i = bisect_left(target.flags, s)
+            if i == len(target.flags):
+                tb.wait = ("flag", b, s, target)
+                self.flag_waiters.setdefault(target.tid, []).append(tb)
+                return False
+            found.append((target, i))
+        for target, i in found:
+            snap, clock = target.snaps[i]
+            if target is not tb:
+                self._join(tb, snap, target.tid, clock)
+        return True
+
+    @staticmethod
+    def _join(tb: _TB, base: np.ndarray, tid: int, clock: int) -> None:
+        mine = tb.base
+        if base is not mine:
+            new = np.maximum(mine, base)
+        elif mine[tid] >= clock:
+            return
+        else:
+            new = mine.copy()
+        if new[tid] < clock:
+            new[tid] = clock
+        tb.base = new
+
+    def _call(self, tb: _TB, tx: _Tx, j: int, woken: list[_TB]) -> None:
+        """Execute one call (one chunk) of ``tx``."""
+        tb.clock += 1
+        kind = tx.kind
+        mem = tb.mem
+        bad = tx.bad
+        if tx.recvs:
+            msg = tb.inq.popleft()
+            sender = self.tbs[msg[2]]
+            woken.append(sender)
+            self._join(tb, msg[1], msg[2], msg[3])
+            if msg[5] != tx.count and (tb.tid, tx.t.position) not in self.seen:
+                self.seen.add((tb.tid, tx.t.position))
+                self.report("cnt-mismatch", error(
+                    f"receives cnt={tx.count} but the matching send (rank {sender.rank} tb "
+                    f"{sender.id} step {msg[4]}) has cnt={msg[5]} ({self.mode})",
+                    tb.rank, tb.id, tx.t.position))
+            incoming = msg[0]
+        if kind is StepKind.SEND:
+            out = _POISON if bad else self._read(tb, tx, tx.src + j)
+        elif kind is StepKind.RECV:
+            if not bad:
+                self._write(tb, tx, tx.dst + j, incoming)
+        elif kind is StepKind.RECV_COPY_SEND:
+            out = incoming
+            if not bad:
+                self._write(tb, tx, tx.dst + j, incoming)
+        elif kind is StepKind.COPY:
+            if not bad:
+                self._write(tb, tx, tx.dst + j, self._read(tb, tx, tx.src + j))
+        elif kind is StepKind.REDUCE:
+            if not bad:
+                self._fused_reduce(tb, tx, j)
+        else:  # rrs, rrc, rrcs
+            out = _POISON if bad else self._combine(tb, tx, incoming, self._read(tb, tx, tx.src + j))
+            if kind is not StepKind.RECV_REDUCE_SEND and not bad:
+                self._write(tb, tx, tx.dst + j, out)
+        if tx.sends:
+            tb.outq.append((out, tb.base, tb.tid, tb.clock, tx.t.position, tx.count))
+            receiver = self.receivers.get(tb.outkey)
+            if receiver is not None:
+                woken.append(receiver)
+
+    def _fused_reduce(self, tb: _TB, tx: _Tx, j: int) -> None:
+        ops = [self._read(tb, tx, o + j) for o in tx.ops]
+        if len(tx.ops) == 16:  # reduceCopy takes 16 sources including DST: DST dropped
+            acc = ops[0]
+            rest = ops[1:]
+        else:
+            acc = self._read(tb, tx, tx.dst + j)
+            rest = ops
+        for v in rest:
+            acc = self._combine(tb, tx, acc, v)
+        self._write(tb, tx, tx.dst + j, acc)
+
+    def _combine(self, tb: _TB, tx: _Tx, a: Value, b: Value) -> Value:
+        v, twice = _reduce(a, b)
+        if twice:
+            self.report("double-reduction", error(
+                f"reduces a contribution twice: {describe(a)} (+) {describe(b)} ({self.mode})",
+                tb.rank, tb.id, tx.t.position))
+        return v
+
+    def _read(self, tb: _TB, tx: _Tx, p: int) -> Value:
+        mem = tb.mem
+        v = mem.vals[p]
+        if v is None:
+            v = ((p - mem.init_lo, 1 << mem.rank),)
+            mem.vals[p] = v
+        w = mem.writes[p]
+        if w is not None and w[0] != tb.tid and tb.base[w[0]] < w[1]:
+            self._race(tb, tx, p, "read", w, "write")
+        rd = mem.reads[p]
+        if rd is None:
+            mem.reads[p] = {tb.tid: (tb.clock, tx.t.position)}
+        else:
+            rd[tb.tid] = (tb.clock, tx.t.position)
+        if v == _UNINIT:
+            self.report("uninitialised-read", error(
+                f"reads uninitialised {mem.names[p]} ({self.mode})", tb.rank, tb.id,
+                tx.t.position))
+            return _POISON
+        return v
+
+    def _write(self, tb: _TB, tx: _Tx, p: int, v: Value) -> None:
+        mem = tb.mem
+        w = mem.writes[p]
+        base = tb.base
+        if w is not None and w[0] != tb.tid and base[w[0]] < w[1]:
+            self._race(tb, tx, p, "write", w, "write")
+        rd = mem.reads[p]
+        if rd is not None:
+            for tid, (clock, pos) in rd.items():
+                if tid != tb.tid and base[tid] < clock:
+                    self._race(tb, tx, p, "write", (tid, clock, pos), "read")
+            mem.reads[p] = None
+        mem.writes[p] = (tb.tid, tb.clock, tx.t.position)
+        mem.vals[p] = v
+
+    def _race(self, tb: _TB, tx: _Tx, p: int, mine: str, other: tuple, theirs: str) -> None:
+        o = self.tbs[other[0]]
+        key = ("race", tb.tid, tx.t.position, o.tid, other[2])
+        if key in self.seen:
+            return
+        self.seen.add(key)
+        self.report("race", error(
+            f"data race on {tb.mem.names[p]}: {mine} here and {theirs} by tb {o.id} step "
+            f"{other[2]} are not ordered by happens-before ({self.mode})",
+            tb.rank, tb.id, tx.t.position))
+
+    # ------------------------------------------------------------- reporting
+    def _report_deadlock(self, stuck: list[_TB]) -> None:
+        for tb in stuck:
+            tx = tb.txs[tb.pc]
+            why = tb.wait
+            if why and why[0] == "flag":
+                b, s, target = why[1], why[2], why[3]
+                if target is None:
+                    what = f"a flag of tb {b}, which does not exist"
+                else:
+                    last = target.flags[-1] if target.flags else "nothing"
+                    what = f"tb {b} to publish step >= {s} (published so far: {last})"
+            elif why and why[0] == "recv":
+                chan, src, _dst = tb.inkey
+                what = f"a message from rank {src} on chan {chan}"
+            elif why and why[0] == "send":
+                chan, _src, dst = tb.outkey
+                what = f"space in the full FIFO to rank {dst} on chan {chan}"
+            else:
+                raise InternalError(f"tb {tb.id} on rank {tb.rank} stuck without a reason")
+            self.report("deadlock", error(f"deadlock ({self.mode}): blocked waiting for {what}",
+                                          tb.rank, tb.id, tx.t.position))
+
+    def _report_unconsumed(self) -> None:
+        owners = {tb.outkey: tb for tb in self.tbs if tb.outkey is not None}
+        for key in sorted(self.fifos):
+            q = self.fifos[key]
+            if q:
+                chan, src, dst = key
+                tb = owners[key]
+                self.report("unconsumed", error(
+                    f"{len(q)} message call(s) sent to rank {dst} on chan {chan} are never "
+                    f"received ({self.mode})", src, tb.id, q[0][4]))
+
+    def _expected(self, rank: int, k: int) -> Value | None:
+        p = self.p
+        cf = p.nchunks // p.ngpus
+        full = (1 << p.ngpus) - 1
+        coll = p.collective
+        if coll is Collective.ALLREDUCE:
+            return ((k, full),)
+        if coll is Collective.ALLGATHER:
+            return ((k % cf, 1 << (k // cf)),)
+        if coll is Collective.REDUCESCATTER:
+            return ((rank * cf + k, full),)
+        if coll is Collective.BROADCAST:  # root 0
+            return ((k, 1),)
+        if coll is Collective.REDUCE:  # root 0
+            return ((k, full),) if rank == 0 else None
+        raise InternalError(f"no postcondition for {coll}")
+
+    def _check_postcondition(self) -> None:
+        for rank, mem in enumerate(self.mems):
+            base, n = self.layouts[rank][Buffer.OUTPUT]
+            for k in range(n):
+                want = self._expected(rank, k)
+                if want is None:
+                    continue
+                p = base + k
+                got = mem.vals[p]
+                if got is None:
+                    got = ((p - mem.init_lo, 1 << rank),)
+                if got != want:
+                    w = mem.writes[p]
+                    tb = self.tbs[w[0]] if w is not None else None
+                    self.report("postcondition", error(
+                        f"postcondition of {self.p.collective.value} fails ({self.mode}): o[{k}] "
+                        f"holds {describe(got)}, expected {describe(want)}",
+                        rank, tb.id if tb else None, w[2] if w else None))
+
+
+def interpret(program: Program, *, fifo_depth: int | None, inplace: bool,
+              loaded: LoadedProgram | None = None) -> list[Diagnostic]:
+    """Execute ``program`` symbolically and report everything that goes wrong.
+
+    Parameters
+    ----------
+    program : Program
+    fifo_depth : int or None
+        Calls a connection buffers (Simple 2, LL/LL128 8); None = unbounded.
+    inplace : bool
+        Model the in-place aliasing of section 4.2.
+    loaded : LoadedProgram, optional
+        ``load_program(program)`` when the caller already has it.
+
+    Returns
+    -------
+    list of Diagnostic
+        Load-time findings (``colc.ir.load_checks``) first; when the runtime
+        would reject the program nothing is executed.  Then execution findings in a
+        deterministic order.
+
+    Examples
+    --------
+    >>> from colc.ir.program import Program, RankProgram
+    >>> from colc.ir.core import Collective, Protocol
+    >>> p = Program("empty", Collective.ALLREDUCE, Protocol.SIMPLE, 1, 1, 1, True, False, 0, 0,
+    ...             (RankProgram(0, 1, 1, 0, ()),))
+    >>> interpret(p, fifo_depth=2, inplace=True)
+    []
+    """
+    if fifo_depth is not None and fifo_depth < 1:
+        raise InternalError(f"fifo_depth must be >= 1 or None, got {fifo_depth}")
+    if loaded is None:
+        loaded = load_program(program)
+    out = list(loaded.diagnostics)
+    if not loaded.runnable:
+        return out
+    out.extend(_Interpreter(loaded, fifo_depth, inplace).run())
+    return out
+

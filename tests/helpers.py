@@ -1,0 +1,30 @@
+"""Shared property checks every schedule generator must pass."""
+
+from __future__ import annotations
+
+from colc.backends.verify import verify_text
+from colc.backends.msccl_xml import emit_msccl_xml
+from colc.compiler.lower_to_program import LoweringOptions, lower_to_program
+from colc.ir.check_chunks import check_schedule
+from colc.ir.chunks import Schedule
+from colc.ir.core import Protocol
+from colc.ir.topology import Topology
+
+
+def validate_schedule(topo: Topology, sched: Schedule, protocol: Protocol = Protocol.SIMPLE,
+                      lower: bool = True) -> str | None:
+    """Prove ``sched`` on ``topo`` and, with ``lower``, verify its MSCCL XML.
+
+    Returns the XML text (or None when not lowered); fails the test on any problem.
+    """
+    problems = check_schedule(sched, topo)
+    assert problems == [], problems[:5]
+    if not lower:
+        return None
+    program = lower_to_program(sched, LoweringOptions(protocol=protocol,
+                                                      inplace=sched.inplace,
+                                                      outofplace=sched.outofplace))
+    text = emit_msccl_xml(program)
+    report = verify_text(text, "<test>", backend="msccl")
+    assert report.ok, report.errors[:5]
+    return text

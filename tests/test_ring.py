@@ -1,0 +1,90 @@
+"""Ring baseline: correctness on every family, bandwidth as the ring theory says."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import pytest
+
+from colc.compiler.estimate_bandwidth import schedule_algbw, schedule_steps
+from colc.compiler.ring import ring_schedule
+from colc.frontends import families as fam
+from colc.frontends import load_topology
+from colc.ir.core import Collective, Protocol
+from helpers import validate_schedule
+
+COLLS = [Collective.ALLGATHER, Collective.REDUCESCATTER, Collective.ALLREDUCE]
+
+ZOO = {
+    "ring8": lambda: fam.ring(8, 10),
+    "uniring6": lambda: fam.ring(6, 10, bidirectional=False),
+    "torus3x5": lambda: fam.torus([3, 5], 10),
+    "torus2x3": lambda: fam.torus([2, 3], 10),
+    "hypercube3": lambda: fam.hypercube(3, 10),
+    "complete5": lambda: fam.complete(5, 10),
+    "k44": lambda: fam.complete_bipartite(8, 10),
+    "circulant12": lambda: fam.circulant(12, [2, 3], 10),
+    "kautz8": lambda: fam.generalized_kautz(8, 2, 10),
+    "a100x2": lambda: fam.dgx_a100(2),
+    "h100x2": lambda: fam.dgx_h100(2),
+    "mi250x1": lambda: fam.mi250(1),
+}
+
+
+@pytest.mark.parametrize("coll", COLLS, ids=lambda c: c.value)
+@pytest.mark.parametrize("name", sorted(ZOO))
+def test_ring_is_correct_and_runs(name: str, coll: Collective) -> None:
+    topo = ZOO[name]()
+    sched = ring_schedule(topo, coll)
+    validate_schedule(topo, sched, Protocol.SIMPLE)
+
+
+def _ring_algbw(n: int, link_bw: int, rings: int) -> Fraction:
+    return Fraction(n, n - 1) * link_bw * rings
+
+
+@pytest.mark.parametrize(("topo", "rings"), [
+    (fam.ring(8, 10), 2),                        # both directions of a duplex ring
+    (fam.ring(6, 10, bidirectional=False), 1),
+    (fam.torus([3, 5], 10), 2),                  # Hamiltonian cycle, both directions
+    (fam.hypercube(4, 10), 2),
+])
+def test_ring_bandwidth_matches_theory(topo, rings) -> None:
+    n = topo.num_ranks
+    ag = ring_schedule(topo, Collective.ALLGATHER)
+    assert schedule_algbw(ag, topo) == _ring_algbw(n, 10, rings)
+    ar = ring_schedule(topo, Collective.ALLREDUCE)
+    assert schedule_algbw(ar, topo) == _ring_algbw(n, 10, rings) / 2
+    assert schedule_steps(ag) == n - 1
+    assert schedule_steps(ar) == 2 * (n - 1)
+
+
+def test_switch_tree_ring_is_contention_free() -> None:
+    # Patarasuk-Yuan: on a tree the DFS ring uses every link once per direction,
+    # so the ring runs at the speed of one link.
+    topo = load_topology("examples/switch-tree.yaml")
+    sched = ring_schedule(topo, Collective.ALLGATHER)
+    assert schedule_algbw(sched, topo) == Fraction(8, 7) * 10
+
+
+def test_dgx_a100_ring_crosses_boxes_on_matching_rails() -> None:
+    topo = fam.dgx_a100(2)
+    sched = ring_schedule(topo, Collective.ALLREDUCE)
+    validate_schedule(topo, sched, lower=False)
+    # Two rings (one per direction), each crossing the IB fabric twice at 25 GB/s.
+    assert schedule_algbw(sched, topo) == Fraction(16, 15) * 25
+
+
+def test_line_needs_relays_and_stays_physical() -> None:
+    from colc.ir.chunks import Buffer
+    from colc.ir.topology import Link, Node, Topology
+
+    nodes = tuple(Node(f"r{i}", "gpu") for i in range(4))
+    links = []
+    for i in range(3):
+        links += [Link(f"r{i}", f"r{i+1}", Fraction(10)), Link(f"r{i+1}", f"r{i}", Fraction(10))]
+    topo = Topology("line4", nodes, tuple(links))
+    for coll in COLLS:
+        sched = ring_schedule(topo, coll)
+        assert any(op.dst.buffer is Buffer.SCRATCH for op in sched.ops)
+        validate_schedule(topo, sched)

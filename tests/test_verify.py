@@ -1,0 +1,326 @@
+"""``colc verify`` engine: examples, mutations, interpreter semantics, speed."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from verify_helpers import (  # noqa: E402
+    EXAMPLES,
+    example,
+    mutate,
+    pairwise_allreduce_outofplace,
+    ring_allreduce,
+    segmented_ring_allgather,
+)
+
+from colc.backends.msccl_reader import read_msccl  # noqa: E402
+from colc.backends.msccl_verify import verify_msccl_text  # noqa: E402
+from colc.ir.diagnostics import Diagnostic, Severity  # noqa: E402
+from colc.ir.interpret import interpret  # noqa: E402
+
+GOOD = sorted(EXAMPLES.glob("*.executor.xml")) + sorted(EXAMPLES.glob("*.msccl-scheduler.xml"))
+TOOLS = sorted(EXAMPLES.glob("*.msccltools.xml"))
+
+
+def errors_of(text: str) -> tuple[str, ...]:
+    report = verify_msccl_text(text, "mutant.xml")
+    assert not report.ok
+    return report.errors
+
+
+def has(errors: tuple[str, ...], *needles: str) -> bool:
+    return any(all(n in e for n in needles) for e in errors)
+
+
+# ------------------------------------------------------------------ examples
+@pytest.mark.parametrize("path", GOOD, ids=lambda p: p.name)
+def test_good_examples_verify(path: Path) -> None:
+    report = verify_msccl_text(path.read_text(), str(path))
+    assert report.ok, report.errors
+    assert report.errors == ()
+
+
+@pytest.mark.parametrize("path", TOOLS, ids=lambda p: p.name)
+def test_msccltools_output_rejected(path: Path) -> None:
+    errs = errors_of(path.read_text())
+    for attr in ("outofplace", "minBytes", "maxBytes"):
+        assert has(errs, f"attribute {attr} of node algo not found"), errs
+
+
+def test_examples_present() -> None:
+    assert len(GOOD) == 6 and len(TOOLS) == 5
+
+
+# ----------------------------------------------------------------- mutations
+def test_tab_before_element() -> None:
+    text = mutate(example("01"), "\n    <tb", "\n\t<tb")
+    assert has(errors_of(text), "expecting '<'", "line 3")
+
+
+def test_xml_prolog() -> None:
+    text = '<?xml version="1.0" encoding="UTF-8"?>\n' + example("01")
+    assert has(errors_of(text), "<?xml")
+
+
+def test_reduce_scatter_spelling_rejected() -> None:
+    text = mutate(example("01"), 'coll="allreduce"', 'coll="reduce_scatter"')
+    assert has(errors_of(text), "reduce_scatter", "reducescatter")
+
+
+def test_tb_id_gap() -> None:
+    # 02 rank 0 has tbs 0..5; renumber tb 3 to 7 -> gap.
+    text = mutate(example("02"), '<tb id="3"', '<tb id="7"')
+    assert has(errors_of(text), "rank 0", "tb 3 is missing")
+
+
+def test_cnt_72() -> None:
+    text = mutate(example("01"), 'cnt="1"', 'cnt="72"')
+    assert has(errors_of(text), "rank 0 tb 0 step 0", "cnt 72 out of range")
+
+
+def test_s_64() -> None:
+    text = mutate(example("01"), '<step s="0"', '<step s="64"')
+    assert has(errors_of(text), "rank 0 tb 0 step 0", "s=64")
+
+
+def test_removed_dependency_is_a_race() -> None:
+    # 02: the send of the own chunk waits for the local copy into o[0].
+    good = ('type="s" srcbuf="o" srcoff="0" dstbuf="o" dstoff="0" cnt="1" depid="0" deps="0"')
+    text = mutate(example("02"), good, good.replace('depid="0" deps="0"',
+                                                    'depid="-1" deps="-1"'))
+    errs = errors_of(text)
+    assert has(errs, "rank 0 tb 2 step 0", "data race on o[0]", "tb 0 step 0"), errs
+
+
+def test_removed_dependency_in_generated_ring() -> None:
+    text = ring_allreduce(4)
+    text = text.replace('depid="0" deps="3"', 'depid="-1" deps="-1"', 1)
+    errs = errors_of(text)
+    assert has(errs, "rank 0 tb 1 step 0", "data race") or has(errs, "postcondition"), errs
+
+
+@pytest.mark.parametrize(("depth", "deadlocks"), [(1, True), (2, True), (3, False), (8, False),
+                                                  (None, False)])
+def test_example_03_fifo_depth(depth: int | None, deadlocks: bool) -> None:
+    # LL, each tb sends cnt=3 before receiving: with one call per chunk the
+    # third call needs a depth of 3 (section 4.8).
+    program = read_msccl(example("03"), "03").program
+    diags = interpret(program, fifo_depth=depth, inplace=True)
+    assert any("deadlock" in d.message for d in diags) == deadlocks
+    if not deadlocks:
+        assert diags == []
+
+
+def test_example_03_as_simple_deadlocks() -> None:
+    text = mutate(example("03"), 'proto="LL"', 'proto="Simple"')
+    errs = errors_of(text)
+    assert has(errs, "deadlock (in-place, FIFO depth 2)", "space in the full FIFO")
+    assert not has(errs, "FIFO depth unbounded")
+
+
+def test_swapped_srcoff_in_rrc() -> None:
+    text = ring_allreduce(4)
+    # rank 0's rrc reduces into i[1]; make its local operand i[2] instead.
+    old = '<step s="3" type="rrc" srcbuf="i" srcoff="1" dstbuf="i" dstoff="1"'
+    text = mutate(text, old, old.replace('srcoff="1"', 'srcoff="2"'))
+    errs = errors_of(text)
+    assert has(errs, "rank 0 tb 0 step 3") and (has(errs, "twice") or has(errs, "postcondition"))
+
+
+def test_missing_receiver_tb_deadlocks() -> None:
+    text = example("01")
+    start = text.index('<gpu id="1"')
+    tb_start = text.index("<tb", start)
+    tb_end = text.index("</tb>", tb_start) + len("</tb>\n")
+    text = text[:tb_start] + text[tb_end:].lstrip(" ")
+    errs = errors_of(text)
+    assert has(errs, "no tb on rank 1 receives from rank 0 on chan 0")
+    assert has(errs, "deadlock (in-place, FIFO depth 2)")
+
+
+def test_extra_send_is_unconsumed() -> None:
+    text = example("01")
+    extra = ('      <step s="7" type="s" srcbuf="i" srcoff="0" dstbuf="i" dstoff="0" cnt="1" '
+             'depid="-1" deps="-1" hasdep="0"/>\n')
+    end = text.index("    </tb>")
+    text = text[:end] + extra + text[end:]
+    assert has(errors_of(text), "rank 0 tb 0 step 7", "1 message call(s)", "never received")
+
+
+def test_inplace_flag_on_outofplace_only_schedule() -> None:
+    assert verify_msccl_text(pairwise_allreduce_outofplace(0, 1), "p").ok
+    errs = errors_of(pairwise_allreduce_outofplace(1, 0))
+    assert has(errs, "rank 0 tb 0 step 3", "twice", "in-place")
+    assert not has(errs, "out-of-place")
+
+
+def test_allgather_inplace_only_run_out_of_place() -> None:
+    # 04 is in-place only; declared out-of-place it reads uninitialised output.
+    text = mutate(example("04"), 'inplace="1" outofplace="0"', 'inplace="0" outofplace="1"')
+    assert has(errors_of(text), "reads uninitialised o[0]", "out-of-place")
+
+
+def test_cnt_mismatch() -> None:
+    text = example("03").replace('type="r" srcbuf="i" srcoff="0" dstbuf="s" dstoff="0" cnt="3"',
+                                 'type="r" srcbuf="i" srcoff="0" dstbuf="s" dstoff="0" cnt="2"', 1)
+    assert has(errors_of(text), "rank 0 tb 1 step 1", "cnt=2", "cnt=3")
+
+
+def test_out_of_real_extent() -> None:
+    # 02 allgather: the real input extent is cf = 1 chunk; i_chunks="2" lets
+    # the parser accept srcoff=1 but the buffer does not have it.
+    text = example("02").replace('i_chunks="1"', 'i_chunks="2"', 1)
+    text = text.replace('type="cpy" srcbuf="i" srcoff="0"', 'type="cpy" srcbuf="i" srcoff="1"', 1)
+    assert has(errors_of(text), "rank 0 tb 0 step 0", "outside the real extent 1 of i")
+
+
+# ------------------------------------------------------------------- reader
+def test_strtol_semantics() -> None:
+    from colc.backends.msccl_reader import parse_strtol
+    assert parse_strtol("010") == (8, True, True)
+    assert parse_strtol("0x10") == (16, True, False)
+    assert parse_strtol("-1") == (-1, True, False)
+    assert parse_strtol("08")[1] is False
+    assert parse_strtol("abc") == (0, False, False)
+
+
+def test_garbage_integer_is_an_error() -> None:
+    text = mutate(example("01"), 'cnt="1"', 'cnt="one"')
+    assert has(errors_of(text), "cnt='one' is not an integer")
+
+
+def test_octal_is_a_warning_and_read_as_octal() -> None:
+    text = mutate(example("01"), 'nchunksperloop="4"', 'nchunksperloop="04"')
+    report = verify_msccl_text(text, "x")
+    assert report.ok and any("octal" in w for w in report.warnings)
+
+
+def test_extra_spaces_use_attribute_slots() -> None:
+    # 10 attributes + 7 extra spaces = 17 slots: the last attribute is dropped.
+    old = '<step s="0" type="s" srcbuf="i" srcoff="0" dstbuf="i" dstoff="0" cnt="1" ' \
+          'depid="-1" deps="-1" hasdep="0"/>'
+    new = old.replace('" ', '"  ', 7)
+    errs = errors_of(mutate(example("01"), old, new))
+    assert has(errs, "attribute hasdep of node step not found")
+
+
+def test_newline_inside_tag() -> None:
+    text = mutate(example("01"), 'srcbuf="i" srcoff="0"', 'srcbuf="i"\n srcoff="0"')
+    assert has(errors_of(text), "expected '>'")
+
+
+def test_comments_and_unknown_elements() -> None:
+    text = mutate(example("01"), "\n    <tb", "\n    <!-- a comment -->\n    <copy a=\"1\"/>\n"
+                                              "    <tb")
+    report = verify_msccl_text(text, "x")
+    assert report.ok, report.errors
+    assert any("<copy> inside <gpu> is ignored" in w for w in report.warnings)
+
+
+def test_unknown_attribute_is_a_warning() -> None:
+    report = verify_msccl_text(mutate(example("01"), "<algo ", '<algo redop="sum" '), "x")
+    assert report.ok and any("unknown attribute redop" in w for w in report.warnings)
+
+
+def test_step_with_child_is_an_error() -> None:
+    old = 'hasdep="0"/>'
+    text = mutate(example("01"), old, 'hasdep="0"><x/></step>')
+    assert has(errors_of(text), "child elements crashes")
+
+
+def test_chan_32_and_chan_beyond_nchannels() -> None:
+    assert has(errors_of(mutate(example("01"), 'chan="0"', 'chan="32"')), "chan 32", "off-by-one")
+    assert has(errors_of(mutate(example("01"), 'chan="0"', 'chan="1"')), "nchannels 1", "hang")
+
+
+def test_nop_without_dependent_successor() -> None:
+    text = example("03")
+    text = mutate(text, 'type="re" srcbuf="s" srcoff="0" dstbuf="i" dstoff="0" cnt="1" depid="1"'
+                        ' deps="1"', 'type="re" srcbuf="s" srcoff="0" dstbuf="i" dstoff="0" '
+                        'cnt="1" depid="-1" deps="-1"')
+    assert has(errors_of(text), "rank 0 tb 0 step 1", "chain of dependencies")
+
+
+def test_non_positional_s_is_a_warning() -> None:
+    text = mutate(example("01"), '<step s="1"', '<step s="5"')
+    report = verify_msccl_text(text, "x")
+    assert report.ok and any("s=5 is not the step's position 1" in w for w in report.warnings)
+
+
+def test_depless_nop_shifts_numbering() -> None:
+    # A dep-less nop before tb 1's hasdep recv shifts its flag from 1 to 0;
+    # tb 0 waits for >= 1 and then only sees it after the next flag (step 3),
+    # which still exists: so this is only a warning plus a changed schedule.
+    text = mutate(example("03"), '<step s="0" type="s" srcbuf="i" srcoff="3"',
+                  '<step s="0" type="nop" srcbuf="i" srcoff="-1" dstbuf="o" dstoff="-1" cnt="0" '
+                  'depid="-1" deps="-1" hasdep="0"/>\n      <step s="0" type="s" srcbuf="i" '
+                  'srcoff="3"')
+    report = verify_msccl_text(text, "x")
+    assert any("shifts the kernel's step numbering" in w for w in report.warnings)
+
+
+def test_peer_is_own_rank_and_beyond_ngpus() -> None:
+    assert has(errors_of(mutate(example("01"), 'send="1" recv="3"', 'send="0" recv="3"')),
+               "own rank")
+    assert has(errors_of(mutate(example("01"), 'send="1" recv="3"', 'send="9" recv="3"')),
+               "send peer 9 is not a rank")
+
+
+def test_fused_re_chain_of_16() -> None:
+    lines = ['<algo name="x" proto="Simple" nchannels="1" nchunksperloop="1" ngpus="1" '
+             'coll="allreduce" inplace="1" outofplace="0" minBytes="0" maxBytes="0">',
+             '  <gpu id="0" i_chunks="1" o_chunks="0" s_chunks="16">',
+             '    <tb id="0" send="-1" recv="-1" chan="0">']
+    lines += [f'      <step s="{k}" type="cpy" srcbuf="i" srcoff="0" dstbuf="s" dstoff="{k}" '
+              'cnt="1" depid="-1" deps="-1" hasdep="0"/>' for k in range(16)]
+    lines += [f'      <step s="{16 + k}" type="re" srcbuf="s" srcoff="{k}" dstbuf="o" dstoff="0" '
+              'cnt="1" depid="-1" deps="-1" hasdep="0"/>' for k in range(16)]
+    lines += ["    </tb>", "  </gpu>", "</algo>"]
+    assert has(errors_of("\n".join(lines) + "\n"), "fused re chain of 16")
+
+
+def test_node_count_limit() -> None:
+    text = example("01")
+    step = ('      <step s="0" type="cpy" srcbuf="i" srcoff="0" dstbuf="i" dstoff="0" cnt="0" '
+            'depid="-1" deps="-1" hasdep="0"/>\n')
+    end = text.index("    </tb>")
+    # 1 algo + 4 gpu + 1 tb + 7 steps = 13 stored nodes for rank 0.
+    errs = errors_of(text[:end] + step * 4083 + text[end:])
+    assert has(errs, "4096 stored XML nodes for rank 0")
+    errs = errors_of(text[:end] + step * 4082 + text[end:])
+    assert not has(errs, "stored XML nodes")
+
+
+# -------------------------------------------------------------- diagnostics
+def test_diagnostic_str() -> None:
+    assert str(Diagnostic("boom", 1, 0, 3)) == "rank 1 tb 0 step 3: boom"
+    assert str(Diagnostic("boom")) == "boom"
+    assert Diagnostic("x", severity=Severity.WARNING).is_error is False
+
+
+def test_deterministic_output() -> None:
+    text = mutate(example("03"), 'proto="LL"', 'proto="Simple"')
+    assert verify_msccl_text(text, "x") == verify_msccl_text(text, "x")
+
+
+# -------------------------------------------------------------------- speed
+def test_ring_64_ranks_is_fast() -> None:
+    text = ring_allreduce(64)
+    t0 = time.perf_counter()
+    report = verify_msccl_text(text, "ring64.xml")
+    elapsed = time.perf_counter() - t0
+    assert report.ok, report.errors[:3]
+    assert text.count("<step") == 8192
+    assert elapsed < 4.0  # typically ~1 s; generous for loaded CI machines
+
+
+def test_segmented_ring_allgather() -> None:
+    assert verify_msccl_text(segmented_ring_allgather(9, 3), "ag").ok
+    broken = segmented_ring_allgather(9, 3).replace('depid="1" deps="3"', 'depid="1" deps="4"')
+    assert has(errors_of(broken), "deadlock", "publish step >= 4")
