@@ -33,6 +33,7 @@ Complexity: O(N^2 * cf) ops; the Hamiltonian search is capped at
 
 from __future__ import annotations
 
+import random
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -44,7 +45,8 @@ from colc.ir.core import Buffer, Collective
 from colc.ir.topology import Topology
 
 NAME = "ring"
-SEARCH_BUDGET = 20000
+SEARCH_BUDGET = 150000
+RESTARTS = 3
 
 IN, OUT, SCR = Buffer.INPUT, Buffer.OUTPUT, Buffer.SCRATCH
 
@@ -133,13 +135,26 @@ def _is_symmetric(topo: Topology) -> bool:
 
 
 def _hamiltonian_cycle(n: int, router: Router) -> list[int] | None:
-    """Bounded backtracking search for a directed Hamiltonian cycle from rank 0."""
+    """Bounded backtracking search for a directed Hamiltonian cycle from rank 0.
+
+    The first attempt breaks ties deterministically; later attempts break them
+    with seeded pseudo-random keys (restarts escape a bad early choice).
+    """
     width = {u: {v: router.bottleneck(p) for v, p in router.switch_paths(u).items() if v != u}
              for u in range(n)}
     preds = {v: {u for u in range(n) if v in width[u]} for v in range(n)}
+    for attempt in range(RESTARTS):
+        tie = [0.0] * n if attempt == 0 else [random.Random(attempt).random() for _ in range(n)]
+        found = _search(n, width, preds, tie, SEARCH_BUDGET // RESTARTS)
+        if found is not None:
+            return found
+    return None
+
+
+def _search(n: int, width: dict[int, dict[int, Fraction]], preds: dict[int, set[int]],
+            tie: list[float], budget: int) -> list[int] | None:
     path, on_path = [0], {0}
-    stack = [_ordered(0, width, on_path)]
-    budget = SEARCH_BUDGET
+    stack = [_ordered(0, width, on_path, tie)]
     while stack and budget > 0:
         if len(path) == n:
             if 0 in width[path[-1]]:
@@ -153,11 +168,27 @@ def _hamiltonian_cycle(n: int, router: Router) -> list[int] | None:
         budget -= 1
         path.append(nxt)
         on_path.add(nxt)
-        if not preds[0] - on_path and len(path) < n:
+        if len(path) < n and _stranded(path, on_path, width, preds):
             _pop(path, on_path, stack, keep_frame=True)
             continue
-        stack.append(_ordered(nxt, width, on_path))
+        stack.append(_ordered(nxt, width, on_path, tie))
     return None
+
+
+def _stranded(path: list[int], on_path: set[int], width: dict[int, dict[int, Fraction]],
+              preds: dict[int, set[int]]) -> bool:
+    """Whether extending ``path`` left some node that can no longer be entered or left."""
+    if not preds[0] - on_path:
+        return True
+    end, interior = path[-1], path[-2]
+    for w in set(width[interior]) | preds[interior]:
+        if w in on_path:
+            continue
+        if not any(u not in on_path or u == end for u in preds[w]):
+            return True
+        if not any(x not in on_path or x == 0 for x in width[w]):
+            return True
+    return False
 
 
 def _pop(path: list[int], on_path: set[int], stack: list, keep_frame: bool = False) -> None:
@@ -166,13 +197,14 @@ def _pop(path: list[int], on_path: set[int], stack: list, keep_frame: bool = Fal
     on_path.discard(path.pop())
 
 
-def _ordered(u: int, width: dict[int, dict[int, Fraction]], on_path: set[int]):
+def _ordered(u: int, width: dict[int, dict[int, Fraction]], on_path: set[int],
+             tie: list[float]):
     free = [v for v in width[u] if v not in on_path]
 
     def onward(v: int) -> int:
         return sum(1 for w in width[v] if w not in on_path)
 
-    return iter(sorted(free, key=lambda v: (-width[u][v], onward(v), v)))
+    return iter(sorted(free, key=lambda v: (-width[u][v], onward(v), tie[v], v)))
 
 
 def _tree_order(topo: Topology) -> list[int]:
