@@ -64,6 +64,15 @@ class LoweringOptions:
     max_bytes: int = 0
     name: str = "colc"
     max_threadblocks: int = MAX_THREADBLOCKS
+    fuse: bool = True  # merge receive+send into rcs/rrs/rrcs
+    pair_connections: bool = True  # let one threadblock serve a lone send and a lone receive
+
+
+#: Lowering variants from the most economical to the most decoupled; the
+#: pipeline takes the first whose file verifies at the protocol's FIFO depth.
+STRATEGIES = ({"fuse": True, "pair_connections": True},
+              {"fuse": True, "pair_connections": False},
+              {"fuse": False, "pair_connections": False})
 
 
 @dataclass(slots=True)
@@ -144,10 +153,10 @@ def _lower_once(sched: Schedule, opts: LoweringOptions, depth: list[int],
 
     parts = _split(sched)
     _hazards(sched, parts)
-    instrs = _fuse(sched, parts, channel)
+    instrs = _fuse(sched, parts, channel, opts.fuse)
     by_rank = _group_by_rank(sched.ngpus, instrs)
     for rank_instrs in by_rank:
-        _assign_threadblocks(rank_instrs)
+        _assign_threadblocks(rank_instrs, opts.pair_connections)
     _order(sched, parts, instrs)
     program = _build_program(sched, opts, by_rank)
     return program, _limit_problem(program, opts)
@@ -201,7 +210,7 @@ def _hazards(sched: Schedule, parts: list[_Part]) -> None:
         part.deps.discard(part.pid)
 
 
-def _fuse(sched: Schedule, parts: list[_Part], channel) -> list[_Instr]:
+def _fuse(sched: Schedule, parts: list[_Part], channel, enabled: bool) -> list[_Instr]:
     """Pair receives with the send that forwards their chunk (runtime notes 6.2)."""
     readers = _value_readers(sched, parts)
     recv_of = {p.op.op_id: p for p in parts if p.role == "recv"}
@@ -209,7 +218,7 @@ def _fuse(sched: Schedule, parts: list[_Part], channel) -> list[_Instr]:
     taken: set[int] = set()
     conns: dict[int, _ConnUnion] = defaultdict(_ConnUnion)
     for part in parts:
-        if part.role != "send":
+        if part.role != "send" or not enabled:
             continue
         recv = _producer_recv(part, parts, recv_of)
         if recv is None or recv.pid in taken or channel(recv.op) != channel(part.op):
@@ -321,7 +330,7 @@ def _group_by_rank(ngpus: int, instrs: list[_Instr]) -> list[list[_Instr]]:
     return by_rank
 
 
-def _assign_threadblocks(instrs: list[_Instr]) -> None:
+def _assign_threadblocks(instrs: list[_Instr], pair: bool) -> None:
     """Give every instruction of one rank its threadblock (see step 4)."""
     send_tb: dict[tuple[int, int], int] = {}
     recv_tb: dict[tuple[int, int], int] = {}
@@ -342,12 +351,18 @@ def _assign_threadblocks(instrs: list[_Instr]) -> None:
     for ch in sorted({c[0] for c in lonely_send} | {c[0] for c in lonely_recv}):
         sends = [c for c in lonely_send if c[0] == ch]
         recvs = [c for c in lonely_recv if c[0] == ch]
-        for k in range(max(len(sends), len(recvs))):
-            tb = new_tb(ch)
-            if k < len(sends):
-                send_tb[sends[k]] = tb
-            if k < len(recvs):
-                recv_tb[recvs[k]] = tb
+        if pair:
+            for k in range(max(len(sends), len(recvs))):
+                tb = new_tb(ch)
+                if k < len(sends):
+                    send_tb[sends[k]] = tb
+                if k < len(recvs):
+                    recv_tb[recvs[k]] = tb
+            continue
+        for conn in sends:
+            send_tb[conn] = new_tb(ch)
+        for conn in recvs:
+            recv_tb[conn] = new_tb(ch)
     local_tb = None
     for ins in instrs:
         if ins.send_conn:
@@ -537,5 +552,5 @@ def _limit_problem(program: Program, opts: LoweringOptions) -> str | None:
     return None
 
 
-__all__ = ["NAME", "LoweringOptions", "lower_to_program"]
+__all__ = ["NAME", "STRATEGIES", "LoweringOptions", "lower_to_program"]
 _ = Collective

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from colc.compiler.estimate_bandwidth import schedule_algbw
-from colc.compiler.lower_to_program import LoweringOptions, lower_to_program
+from colc.compiler.lower_to_program import STRATEGIES, LoweringOptions, lower_to_program
 from colc.compiler.replicate_instances import replicate_instances
 from colc.compiler.ring import ring_schedule
 from colc.errors import ColcError, InternalError, UnsupportedError, VerificationError
@@ -79,7 +79,7 @@ def available_algorithms() -> list[str]:
 def _load_optional_algorithms() -> None:
     """Register generators whose modules may not be present in this build."""
     for name, module, attr in (("trees", "colc.compiler.generate_trees", "tree_schedule"),
-                               ("bfb", "colc.compiler.bfb_lowering", "bfb_schedule_for")):
+                               ("bfb", "colc.compiler.bfb_algorithm", "bfb_schedule_for")):
         if name in ALGORITHMS:
             continue
         try:
@@ -163,10 +163,22 @@ def compile_topology(topo: Topology, opts: CompileOptions) -> CompileResult:
         protocol=opts.protocol, inplace=sched.inplace, outofplace=sched.outofplace,
         min_bytes=opts.min_bytes, max_bytes=opts.max_bytes,
         name=f"{topo.name}-{opts.collective.value}-{algorithm}")
-    program = lower_to_program(sched, lowering)
-    text = _emit(program, opts.backend)
-    _verify_text(text, opts.backend)
+    program, text = _lower_and_verify(sched, lowering, opts.backend)
     return CompileResult(sched, program, text, algorithm, schedule_algbw(sched, topo))
+
+
+def _lower_and_verify(sched: Schedule, lowering: LoweringOptions,
+                      backend: str) -> tuple[Program, str]:
+    """Lower with the first strategy whose printed file verifies on the runtime's terms."""
+    findings: list[str] = []
+    for strategy in STRATEGIES:
+        program = lower_to_program(sched, dataclasses.replace(lowering, **strategy))
+        text = _emit(program, backend)
+        report = _verify_text(text, backend)
+        if report.ok:
+            return program, text
+        findings = list(report.errors[:3])
+    raise InternalError("generated file failed verification: " + "; ".join(findings))
 
 
 def _check_or_raise(sched: Schedule, topo: Topology, after: str) -> None:
@@ -185,9 +197,7 @@ def _emit(program: Program, backend: str) -> str:
     raise UnsupportedError(f"unknown backend '{backend}'; choose msccl or oneccl")
 
 
-def _verify_text(text: str, backend: str) -> None:
+def _verify_text(text: str, backend: str):
     from colc.backends.verify import verify_text
 
-    report = verify_text(text, f"<generated {backend} file>", backend=backend)
-    if not report.ok:
-        raise InternalError("generated file failed verification: " + "; ".join(report.errors[:3]))
+    return verify_text(text, f"<generated {backend} file>", backend=backend)

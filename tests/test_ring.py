@@ -88,3 +88,15 @@ def test_line_needs_relays_and_stays_physical() -> None:
         sched = ring_schedule(topo, coll)
         assert any(op.dst.buffer is Buffer.SCRATCH for op in sched.ops)
         validate_schedule(topo, sched)
+
+
+@pytest.mark.parametrize("coll", COLLS, ids=lambda c: c.value)
+@pytest.mark.parametrize("name", ["torus3x5", "hypercube3", "circulant12", "kautz8", "k44"])
+def test_bfb_compiles_to_verified_xml_and_beats_ring(name: str, coll: Collective) -> None:
+    from colc.compiler.pipeline import CompileOptions, compile_topology
+
+    topo = ZOO[name]()
+    bfb = compile_topology(topo, CompileOptions(algorithm="bfb", collective=coll))
+    ring = ring_schedule(topo, coll)
+    assert bfb.algbw >= schedule_algbw(ring, topo)
+    assert schedule_steps(bfb.schedule) <= schedule_steps(ring)

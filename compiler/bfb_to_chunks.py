@@ -1,0 +1,171 @@
+"""Pass ``bfb-to-chunks``: lower a step schedule to the chunk-level ``Schedule``.
+
+Input invariant: an allgather ``StepSchedule``/``BfbSolution`` on the
+topology's ranks (for reduce-scatter and allreduce on a topology whose
+capacity is not symmetric: an allgather schedule of the *transpose* graph,
+computed here with BFB when not given).
+Output invariant: a ``colc.ir.chunks.Schedule`` with ``nchunks = N P``
+whose ops, run sequentially in program order (step-major), meet the
+collective's postcondition in-place and out-of-place; ``deps`` are empty
+(``infer_dependencies`` adds them).
+
+Lowering (seed 001 section 3.3, A.2, Def 5, Thm 1):
+
+* allgather: every rank copies its input shard to ``output[r P ..]``; a
+  send of chunks ``[a, b)`` of shard ``v`` from ``w`` to ``u`` in step ``t``
+  is a COPY ``w.o[vP+a] -> u.o[vP+a]``;
+* reduce-scatter: the reverse of an allgather schedule ``A`` of ``G^T``.  A
+  send of ``A`` from ``w`` to ``u`` in step ``t`` becomes, in step
+  ``D - t + 1``, a REDUCE of ``u``'s partial of those chunks into ``w``'s
+  (``dst = operand = w.i[vP+a]``).  Every rank receives each point of a
+  foreign shard exactly once in ``A``, so the reversed sends form reduction
+  trees towards ``v`` and a rank only forwards a partial after all its
+  subtree's REDUCEs (earlier steps).  Partials live in the input buffer;
+  rank ``v`` finally copies ``i[vP..]`` to ``o[0..]``;
+* allreduce: copy input to output, reduce-scatter in the output buffer,
+  then allgather in the output buffer.
+
+``Op.channel`` is the index of the sending rank among the receiver's
+in-neighbours (in the allgather orientation), so parallel in-links of a rank
+can run on parallel channels.
+
+Complexity: O(sends).
+"""
+
+from __future__ import annotations
+
+from colc.compiler.bfb_schedule import generate_bfb, is_capacity_symmetric, rank_capacity
+from colc.compiler.discretize_chunks import choose_chunks_per_shard, discretize_chunks
+from colc.errors import InternalError, UnsupportedError
+from colc.ir.bfb import BfbSolution, ChunkedSchedule, StepSchedule
+from colc.ir.chunks import Op, OpKind, Schedule, Slot
+from colc.ir.core import Buffer, Collective
+from colc.ir.topology import Topology
+
+NAME = "bfb-to-chunks"
+
+
+def bfb_to_schedule(
+    bfb: BfbSolution | StepSchedule,
+    topo: Topology,
+    collective: Collective,
+    chunks_per_shard: int | None = None,
+    *,
+    transpose_bfb: BfbSolution | StepSchedule | None = None,
+) -> Schedule:
+    """Chunk-level schedule of an allgather, reduce-scatter or allreduce.
+
+    Parameters
+    ----------
+    bfb : BfbSolution or StepSchedule
+        Allgather schedule of ``topo``.
+    topo : Topology
+    collective : Collective
+    chunks_per_shard : int or None
+        ``P``; ``None`` picks it with ``choose_chunks_per_shard``.
+    transpose_bfb : BfbSolution or StepSchedule or None
+        Allgather schedule of the transpose graph, for reduce-scatter and
+        allreduce; defaults to ``bfb`` on capacity-symmetric topologies and
+        to a fresh BFB of the transpose otherwise.
+
+    Returns
+    -------
+    Schedule
+
+    Raises
+    ------
+    UnsupportedError
+        Collectives other than allgather, reduce-scatter and allreduce.
+
+    Examples
+    --------
+    >>> from colc.frontends.families import ring
+    >>> from colc.compiler.bfb_schedule import generate_bfb
+    >>> t = ring(4, 1)
+    >>> s = bfb_to_schedule(generate_bfb(t), t, Collective.ALLGATHER)
+    >>> s.nchunks, len(s.ops)
+    (8, 20)
+    """
+    if collective not in (Collective.ALLGATHER, Collective.REDUCESCATTER, Collective.ALLREDUCE):
+        raise UnsupportedError(f"BFB lowering has no {collective.value}")
+    n = topo.num_ranks
+    ag = bfb.to_steps() if isinstance(bfb, BfbSolution) else bfb
+    if ag.num_ranks != n:
+        raise InternalError(f"schedule has {ag.num_ranks} ranks, topology {n}")
+    rs: StepSchedule | None = None
+    if collective is not Collective.ALLGATHER:
+        if transpose_bfb is None:
+            transpose_bfb = bfb if is_capacity_symmetric(topo) else generate_bfb(topo, transpose=True)
+        rs = transpose_bfb.to_steps() if isinstance(transpose_bfb, BfbSolution) else transpose_bfb
+    cap = rank_capacity(topo)
+    if chunks_per_shard is None:
+        chunks_per_shard = choose_chunks_per_shard(ag, cap)
+        if rs is not None:
+            rs_cap = {(b, a): c for (a, b), c in cap.items()}
+            chunks_per_shard = max(chunks_per_shard, choose_chunks_per_shard(rs, rs_cap))
+    p = chunks_per_shard
+    b = _Builder()
+    if collective is Collective.ALLGATHER:
+        for r in range(n):
+            b.add(OpKind.COPY, Slot(r, Buffer.INPUT, 0), Slot(r, Buffer.OUTPUT, r * p), p)
+        _allgather_ops(b, discretize_chunks(ag, p))
+    elif collective is Collective.REDUCESCATTER:
+        _reduce_ops(b, discretize_chunks(_need(rs), p), Buffer.INPUT)
+        for r in range(n):
+            b.add(OpKind.COPY, Slot(r, Buffer.INPUT, r * p), Slot(r, Buffer.OUTPUT, 0), p)
+    else:
+        for r in range(n):
+            b.add(OpKind.COPY, Slot(r, Buffer.INPUT, 0), Slot(r, Buffer.OUTPUT, 0), n * p)
+        _reduce_ops(b, discretize_chunks(_need(rs), p), Buffer.OUTPUT)
+        _allgather_ops(b, discretize_chunks(ag, p))
+    return Schedule(
+        collective=collective,
+        ngpus=n,
+        nchunks=n * p,
+        scratch_chunks=0,
+        ops=tuple(b.ops),
+        algorithm=ag.name or "bfb",
+    )
+
+
+def _need(rs: StepSchedule | None) -> StepSchedule:
+    if rs is None:
+        raise InternalError("reduce-scatter lowering without a transpose schedule")
+    return rs
+
+
+class _Builder:
+    """Appends ops with consecutive ids."""
+
+    def __init__(self) -> None:
+        self.ops: list[Op] = []
+
+    def add(self, kind: OpKind, src: Slot, dst: Slot, count: int, *,
+            operand: Slot | None = None, channel: int = 0) -> None:
+        self.ops.append(Op(len(self.ops), kind, src, dst, count, operand, (), channel))
+
+
+def _channels(cs: ChunkedSchedule) -> dict[tuple[int, int], int]:
+    """Channel of a (src, dst) pair: index of src among dst's senders."""
+    senders: dict[int, set[int]] = {}
+    for s in cs.sends:
+        senders.setdefault(s.dst, set()).add(s.src)
+    return {(w, u): i for u, ws in senders.items() for i, w in enumerate(sorted(ws))}
+
+
+def _allgather_ops(b: _Builder, cs: ChunkedSchedule) -> None:
+    p, chan = cs.chunks_per_shard, _channels(cs)
+    for s in cs.sends:
+        at = s.shard * p + s.first
+        b.add(OpKind.COPY, Slot(s.src, Buffer.OUTPUT, at), Slot(s.dst, Buffer.OUTPUT, at),
+              s.count, channel=chan[(s.src, s.dst)])
+
+
+def _reduce_ops(b: _Builder, cs: ChunkedSchedule, buf: Buffer) -> None:
+    """Reversed allgather of the transpose graph (see the module docstring)."""
+    p, chan = cs.chunks_per_shard, _channels(cs)
+    for s in sorted(cs.sends, key=lambda x: (-x.step, x.src, x.shard, x.dst, x.first)):
+        at = s.shard * p + s.first
+        dst = Slot(s.src, buf, at)
+        b.add(OpKind.REDUCE, Slot(s.dst, buf, at), dst, s.count, operand=dst,
+              channel=chan[(s.src, s.dst)])

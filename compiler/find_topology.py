@@ -1,0 +1,365 @@
+"""Pass ``find-topology``: the topology finder of seed 001 section 3.5.4 (A.1.3).
+
+Input: a target rank count ``N`` and degree ``d`` (links out of each rank),
+and a workload point (message size, alpha, node bandwidth ``B``).
+Output: the Pareto frontier of (hops ``T_L/alpha``, ``tau = T_B/(M/B)``)
+over base graphs and expansion sequences that reach exactly ``(N, d)``, the
+candidate with the lowest predicted allreduce time ``2(T_L + T_B)``, and
+its topology (links of ``B/d`` GB/s) for ``colc compile``.
+
+Predictions are the closed forms of Table 3.3 / inventory 1.14, without
+building schedules:
+
+* bases: ``K_{d+1}``, ``K_{d,d}``, Hamming ``H(n, q)``, ``C(N, {m, m+1})``
+  (Thm 22, ``d = 4``), BiRing/UniRing, the distance-regular graphs of Table
+  A.2 (``d = 4``): BW-optimal BFB, ``hops = D``; generalized Kautz and de
+  Bruijn: hops = ``D``, ``tau`` from a BFB run (no closed form);
+* ``L(G)``: ``(dN, d, l + 1, tau + 1/N)`` (Thm 7/10; exact for an optimal
+  BFB base with ``|N+(u)| > 1``, an upper bound otherwise);
+* ``G*n``: ``(nN, nd, l + 1, tau + (n-1)/(nN))`` (Thm 11; no self-loops);
+* ``G^n``: ``(N^n, nd, n l, tau N/(N-1) (N^n - 1)/N^n)`` (Thm 12);
+* ``G1 x G2`` of BW-optimal BFB factors: ``(N1 N2, d1 + d2, D1 + D2,
+  (N - 1)/N)`` (Thm 13).
+
+Pruning: each intermediate ``(N', d')`` keeps its Pareto frontier plus its
+best BW-optimal BFB candidate (for products).  Complexity: polynomial in
+the number of divisors of ``N``; generalized Kautz ``tau`` costs one BFB
+(cached).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from fractions import Fraction
+from functools import lru_cache
+
+from colc.compiler.bfb_schedule import generate_bfb, rank_capacity
+from colc.compiler.expand_topology import cartesian_power, cartesian_product, degree_expansion, line_graph
+from colc.errors import SpecError
+from colc.frontends import families, generative
+from colc.ir.topology import Link, Node, Topology
+
+NAME = "find-topology"
+
+#: Largest generalized Kautz / de Bruijn base whose tau is computed by BFB.
+MAX_BFB_BASE = 4096
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A topology recipe and its predicted costs.
+
+    Parameters
+    ----------
+    name : str
+        Seed notation, e.g. ``L^2(K(4,4))``.
+    num_ranks, degree : int
+    hops : int
+        Predicted ``T_L / alpha`` of one allgather.
+    tau : Fraction
+        Predicted ``T_B / (M/B)`` of one allgather.
+    exact : bool
+        Whether ``tau`` is exact (else an upper bound).
+    bfb_optimal : bool
+        The BFB schedule is BW-optimal and has ``hops = D`` (usable in products).
+    self_loops : bool
+        The graph (as defined by the seed) has self-loops.
+    recipe : tuple
+        How to build it (see ``build_candidate``).
+    """
+
+    name: str
+    num_ranks: int
+    degree: int
+    hops: int
+    tau: Fraction
+    exact: bool
+    bfb_optimal: bool
+    self_loops: bool
+    recipe: tuple
+
+    def allreduce_us(self, size: int, alpha: Fraction, bandwidth: Fraction) -> Fraction:
+        """``2 (hops alpha + tau M/B)`` in us (M bytes, B GB/s)."""
+        return 2 * (self.hops * alpha + self.tau * Fraction(size) / (bandwidth * 1000))
+
+
+def _bw_opt(n: int) -> Fraction:
+    return Fraction(n - 1, n)
+
+
+def moore_hops(n: int, d: int) -> int:
+    """``min{k : 1 + d + ... + d^k >= N}`` (Def 9, directed Moore bound)."""
+    k, total, layer = 0, 1, 1
+    while total < n:
+        layer *= d
+        total += layer
+        k += 1
+        if d == 1 and k > n:
+            break
+    return k
+
+
+def _pareto(cands: list[Candidate]) -> list[Candidate]:
+    out: list[Candidate] = []
+    for c in sorted(cands, key=lambda c: (c.hops, c.tau, not c.exact, _depth(c.recipe), c.name)):
+        if not out or c.tau < out[-1].tau:
+            out.append(c)
+    best_bfb = min((c for c in cands if c.bfb_optimal), key=lambda c: (c.hops, c.name), default=None)
+    if best_bfb is not None and best_bfb not in out:
+        out.append(best_bfb)
+    return out
+
+
+def _depth(recipe: tuple) -> int:
+    """Number of expansions in a recipe (ties prefer plain base graphs)."""
+    return sum(1 + _depth(r) for r in recipe[1:] if isinstance(r, tuple) and r and isinstance(r[0], str))
+
+
+def _diameter_circulant(n: int, offsets: tuple[int, ...]) -> int:
+    dist = [-1] * n
+    dist[0] = 0
+    frontier = [0]
+    while frontier:
+        nxt = []
+        for x in frontier:
+            for o in offsets:
+                for y in ((x + o) % n, (x - o) % n):
+                    if dist[y] < 0:
+                        dist[y] = dist[x] + 1
+                        nxt.append(y)
+        frontier = nxt
+    return max(dist)
+
+
+@lru_cache(maxsize=None)
+def _bfb_tau(kind: str, a: int, b: int) -> tuple[int, Fraction]:
+    topo = generative.de_bruijn(a, b) if kind == "debruijn" else families.generalized_kautz(b, a, 1)
+    sol = generate_bfb(topo)
+    return sol.num_steps, sol.tau(a)
+
+
+def _bases(n: int, d: int) -> list[Candidate]:
+    out: list[Candidate] = []
+    bw = _bw_opt(n)
+
+    def add(name: str, hops: int, tau: Fraction, opt: bool, loops: bool, recipe: tuple) -> None:
+        out.append(Candidate(name, n, d, hops, tau, True, opt, loops, recipe))
+
+    if n == d + 1:
+        add(f"K{n}", 1, bw, True, False, ("complete", n))
+    if n == 2 * d and d >= 2:
+        add(f"K({d},{d})", 2, bw, True, False, ("bipartite", n))
+    for dims in range(2, 8):
+        q = round(n ** (1 / dims))
+        for qq in (q - 1, q, q + 1):
+            if qq >= 2 and qq ** dims == n and dims * (qq - 1) == d:
+                add(f"H({dims},{qq})", dims, bw, True, False, ("hamming", dims, qq))
+    if d == 4 and n > 6:
+        m = math.ceil((-1 + math.sqrt(2 * n - 1)) / 2)
+        if m + 1 < n - m - 1:
+            offs = (m, m + 1)
+            add(f"C({n},{{{m},{m + 1}}})", _diameter_circulant(n, offs), bw, True, False,
+                ("circulant", n, offs))
+    if d % 2 == 0 and n >= 3:
+        add(f"BiRing({d},{n})", n // 2, bw, True, False, ("biring", d, n))
+    if n >= 2:
+        add(f"UniRing({d},{n})", n - 1, bw, True, False, ("uniring", d, n))
+    if d == 4:
+        for key in generative.DISTANCE_REGULAR:
+            label = generative.DISTANCE_REGULAR[key][0]
+            if label.endswith(f"N={n}"):
+                g = generative.distance_regular(key)
+                hops = generate_bfb(g).num_steps
+                add(f"DistReg({key})", hops, bw, True, False, ("distreg", key))
+    if n > d >= 2 and n <= MAX_BFB_BASE:
+        hops, tau = _bfb_tau("kautz", d, n)
+        loops = n % (d + 1) != 0
+        add(f"Pi({d},{n})", hops, tau, tau == bw, loops, ("kautz", d, n))
+    k = round(math.log(n, d)) if d >= 2 and n >= 2 else 0
+    if k >= 2 and d ** k == n and n <= MAX_BFB_BASE:
+        hops, tau = _bfb_tau("debruijn", d, k)
+        add(f"DBJ({d},{k})", hops, tau, False, True, ("debruijn", d, k))
+    return out
+
+
+@lru_cache(maxsize=None)
+def frontier(n: int, d: int) -> tuple[Candidate, ...]:
+    """Pareto frontier (plus the best BW-optimal BFB candidate) at ``(n, d)``."""
+    cands = _bases(n, d)
+    if d >= 2 and n % d == 0 and n // d >= 2:
+        for c in frontier(n // d, d):
+            if c.self_loops:
+                continue
+            # Cor 10.1: L of an optimal BFB schedule with |N+(u)| > 1 is optimal BFB.
+            exact = c.exact and c.recipe[0] not in ("degree", "power", "uniring")
+            cands.append(Candidate(f"L({c.name})", n, d, c.hops + 1, c.tau + Fraction(1, c.num_ranks),
+                                   exact, False, False, ("line", c.recipe)))
+    for copies in range(2, d + 1):
+        if d % copies or n % copies or n // copies < 2:
+            continue
+        for c in frontier(n // copies, d // copies):
+            if c.self_loops:
+                continue
+            tau = c.tau + Fraction(copies - 1, copies * c.num_ranks)
+            cands.append(Candidate(f"({c.name})*{copies}", n, d, c.hops + 1, tau, c.exact, False,
+                                   False, ("degree", c.recipe, copies)))
+    for power in range(2, 12):
+        base = round(n ** (1 / power))
+        for b in (base - 1, base, base + 1):
+            if b >= 2 and b ** power == n and d % power == 0:
+                for c in frontier(b, d // power):
+                    tau = c.tau * Fraction(b, b - 1) * Fraction(n - 1, n)
+                    cands.append(Candidate(f"({c.name})^{power}", n, d, power * c.hops, tau, c.exact,
+                                           c.bfb_optimal, c.self_loops, ("power", c.recipe, power)))
+    for n1 in range(2, math.isqrt(n) + 1):
+        if n % n1:
+            continue
+        for d1 in range(1, d):
+            for a in frontier(n1, d1):
+                for b in frontier(n // n1, d - d1):
+                    if a.bfb_optimal and b.bfb_optimal:
+                        cands.append(Candidate(f"{a.name} x {b.name}", n, d, a.hops + b.hops,
+                                               _bw_opt(n), True, True, False,
+                                               ("product", a.recipe, b.recipe)))
+    return tuple(_pareto(cands))
+
+
+def build_candidate(recipe: tuple, bandwidth: Fraction = Fraction(1)) -> Topology:
+    """Build the topology of a recipe with ``bandwidth`` GB/s per link."""
+    kind = recipe[0]
+    simple: dict[str, Callable[..., Topology]] = {
+        "complete": lambda n: families.complete(n, bandwidth),
+        "bipartite": lambda n: families.complete_bipartite(n, bandwidth),
+        "hamming": lambda a, q: generative.hamming(a, q, bandwidth),
+        "circulant": lambda n, offs: families.circulant(n, list(offs), bandwidth),
+        "biring": lambda d, m: generative.biring(d, m, bandwidth),
+        "uniring": lambda d, m: generative.uniring(d, m, bandwidth),
+        "distreg": lambda key: generative.distance_regular(key, bandwidth),
+        "kautz": lambda d, n: families.generalized_kautz(n, d, bandwidth),
+        "debruijn": lambda d, k: generative.de_bruijn(d, k, bandwidth),
+    }
+    if kind in simple:
+        return simple[kind](*recipe[1:])
+    if kind == "line":
+        return line_graph(build_candidate(recipe[1], bandwidth))
+    if kind == "degree":
+        return degree_expansion(build_candidate(recipe[1], bandwidth), recipe[2])
+    if kind == "power":
+        return cartesian_power(build_candidate(recipe[1], bandwidth), recipe[2])
+    return cartesian_product(build_candidate(recipe[1], bandwidth), build_candidate(recipe[2], bandwidth))
+
+
+@dataclass(frozen=True)
+class FindResult:
+    """The finder's answer (see ``find_topology``)."""
+
+    frontier: tuple[Candidate, ...]
+    chosen: Candidate
+    bound_hops: int
+    bound_tau: Fraction
+    size: int
+    alpha: Fraction
+    bandwidth: Fraction
+
+    def table(self) -> str:
+        """The frontier as text, one candidate per line, the chosen one starred."""
+        rows = [f"{'':2}{'topology':40} {'hops':>4} {'tau':>8} {'allreduce_us':>13}"]
+        for c in self.frontier:
+            mark = "* " if c is self.chosen else "  "
+            tau = f"{float(c.tau):.4f}" + ("" if c.exact else "+")
+            us = float(c.allreduce_us(self.size, self.alpha, self.bandwidth))
+            rows.append(f"{mark}{c.name:40} {c.hops:>4} {tau:>8} {us:>13.1f}")
+        lb = 2 * (self.bound_hops * self.alpha + self.bound_tau * self.size / (self.bandwidth * 1000))
+        rows.append(f"  {'(bound)':40} {self.bound_hops:>4} {float(self.bound_tau):>8.4f} "
+                    f"{float(lb):>13.1f}")
+        return "\n".join(rows) + "\n"
+
+    def topology(self) -> Topology:
+        """The chosen topology, links of ``B/d`` GB/s, ranks renamed ``r0..``."""
+        topo = build_candidate(self.chosen.recipe, self.bandwidth / self.chosen.degree)
+        rename = {x: f"r{i}" for i, x in enumerate(topo.ranks)}
+        return Topology(
+            self.chosen.name, tuple(Node(rename[n.id], "gpu") for n in topo.nodes),
+            tuple(Link(rename[lk.src], rename[lk.dst], lk.bandwidth, lk.latency) for lk in topo.links),
+            source="colc find",
+        )
+
+    def yaml(self) -> str:
+        """Explicit-form YAML of ``topology()`` (``colc compile`` reads it)."""
+        topo = self.topology()
+        lines = [f"name: {_quote(topo.name)}", "nodes:"]
+        lines += [f"  - {{id: {n.id}, kind: gpu}}" for n in topo.nodes]
+        lines.append("links:")
+        for lk in topo.links:
+            bw = lk.bandwidth
+            val = str(bw.numerator) if bw.denominator == 1 else f'"{bw}"'
+            lines.append(f"  - {{src: {lk.src}, dst: {lk.dst}, bandwidth: {val}}}")
+        return "\n".join(lines) + "\n"
+
+
+def _quote(s: str) -> str:
+    return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def find_topology(
+    ranks: int,
+    degree: int,
+    *,
+    size: int = 1 << 20,
+    alpha: Fraction | int | str = 10,
+    bandwidth: Fraction | int | str = Fraction(25, 2),
+) -> FindResult:
+    """Search bases and expansions for ``(ranks, degree)`` and pick one.
+
+    Parameters
+    ----------
+    ranks, degree : int
+    size : int
+        Allreduce message size in bytes (default 1 MiB).
+    alpha : number
+        Per-hop latency in us (default 10).
+    bandwidth : number
+        Node egress bandwidth ``B`` in GB/s (default 12.5 = 100 Gbps).
+
+    Returns
+    -------
+    FindResult
+
+    Raises
+    ------
+    SpecError
+        Impossible targets (``ranks < 2``, ``degree < 1``, non-positive
+        numbers) or no candidate.
+
+    Examples
+    --------
+    >>> r = find_topology(12, 4)
+    >>> r.chosen.name, r.chosen.hops
+    ('C(12,{2,3})', 2)
+    """
+    src = "<colc find>"
+    if ranks < 2:
+        raise SpecError(src, f"--ranks must be >= 2, got {ranks}")
+    if degree < 1:
+        raise SpecError(src, f"--degree must be >= 1, got {degree}")
+    if size < 1:
+        raise SpecError(src, f"--size must be >= 1 byte, got {size}")
+    a, b = Fraction(str(alpha)), Fraction(str(bandwidth))
+    if a < 0 or b <= 0:
+        raise SpecError(src, f"--alpha must be >= 0 and --bandwidth > 0, got {alpha}, {bandwidth}")
+    front = frontier(ranks, degree)
+    if not front:
+        raise SpecError(src, f"no topology with {ranks} ranks and degree {degree} in the search space")
+    chosen = min(front, key=lambda c: (c.allreduce_us(size, a, b), c.hops, c.name))
+    return FindResult(front, chosen, moore_hops(ranks, degree), _bw_opt(ranks), size, a, b)
+
+
+def check_prediction(c: Candidate) -> tuple[int, Fraction]:
+    """BFB steps and tau measured on the built graph (tests and ``--verify``)."""
+    topo = build_candidate(c.recipe)
+    sol = generate_bfb(topo)
+    node_bw = max(sum(v for (a, _), v in rank_capacity(topo).items() if a == r)
+                  for r in range(topo.num_ranks))
+    return sol.num_steps, sol.tau(node_bw)
