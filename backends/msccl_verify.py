@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from colc.backends.msccl_reader import read_msccl
 from colc.ir.diagnostics import Diagnostic, error
 from colc.ir.interpret import interpret
-from colc.ir.load_checks import load_program
+from colc.ir.load_checks import LoadedProgram, load_program
 from colc.ir.program import Program
 
 
@@ -45,7 +45,8 @@ class VerifyReport:
 
 
 def verify_program(program: Program,
-                   locate: Callable[[Diagnostic], Diagnostic] | None = None) -> list[Diagnostic]:
+                   locate: Callable[[Diagnostic], Diagnostic] | None = None,
+                   loaded: LoadedProgram | None = None) -> list[Diagnostic]:
     """Load-check and interpret ``program`` in every mode it declares.
 
     Parameters
@@ -53,13 +54,16 @@ def verify_program(program: Program,
     program : Program
     locate : callable, optional
         Adds file lines to diagnostics (``ReadResult.locate``).
+    loaded : LoadedProgram, optional
+        ``load_program(program)`` when already computed.
 
     Returns
     -------
     list of Diagnostic
         Without duplicates, in a deterministic order.
     """
-    loaded = load_program(program)
+    if loaded is None:
+        loaded = load_program(program)
     found: list[Diagnostic] = list(loaded.diagnostics)
     if loaded.runnable:
         modes = [m for m, on in ((True, program.inplace), (False, program.outofplace)) if on]
@@ -70,8 +74,8 @@ def verify_program(program: Program,
         for inplace in modes:
             diags = interpret(program, fifo_depth=depth, inplace=inplace, loaded=loaded)
             found.extend(diags)
-            if any("deadlock" in d.message for d in diags):
-                found.extend(interpret(program, fifo_depth=None, inplace=inplace, loaded=loaded))
+            if any(d.message.startswith("deadlock") for d in diags):
+                found.extend(_unbounded_rerun(program, loaded, inplace, depth, diags))
     seen: set[str] = set()
     unique = []
     for d in found:
@@ -82,6 +86,23 @@ def verify_program(program: Program,
             seen.add(key)
             unique.append(d)
     return unique
+
+
+def _unbounded_rerun(program: Program, loaded: LoadedProgram, inplace: bool, depth: int,
+                     finite: list[Diagnostic]) -> list[Diagnostic]:
+    """Findings of an unbounded-FIFO run that the finite run did not already make."""
+    mode = "in-place" if inplace else "out-of-place"
+    known = {str(d) for d in finite}
+    out = []
+    deadlocked = False
+    for d in interpret(program, fifo_depth=None, inplace=inplace, loaded=loaded):
+        deadlocked = deadlocked or d.message.startswith("deadlock")
+        if str(d).replace("FIFO depth unbounded", f"FIFO depth {depth}") not in known:
+            out.append(d)
+    if not deadlocked:
+        out.append(error(f"the deadlock ({mode}) is caused by the FIFO depth {depth} of "
+                         f"{program.protocol.value}: with unbounded FIFOs the schedule completes"))
+    return out
 
 
 def verify_msccl_text(text: str, path: str) -> VerifyReport:
@@ -106,7 +127,7 @@ def verify_msccl_text(text: str, path: str) -> VerifyReport:
     res = read_msccl(text, path)
     diags = list(res.diagnostics)
     if res.runnable and res.program is not None:
-        for d in verify_program(res.program, res.locate):
+        for d in verify_program(res.program, res.locate, res.loaded):
             if str(d) not in {str(x) for x in diags}:
                 diags.append(d)
     errors = tuple(str(d) for d in diags if d.is_error)

@@ -39,7 +39,13 @@ import numpy as np
 from colc.errors import InternalError
 from colc.ir.core import Buffer, Collective, buffer_extents, inplace_alias
 from colc.ir.diagnostics import Diagnostic, error
-from colc.ir.load_checks import USED_FIELDS, LoadedProgram, Transmission, load_program
+from colc.ir.load_checks import (
+    USED_FIELDS,
+    LoadedProgram,
+    Transmission,
+    load_program,
+    sort_diagnostics,
+)
 from colc.ir.program import Program, StepKind
 
 _CAP = 20  # findings reported per category before summarising
@@ -132,7 +138,7 @@ class _TB:
 class _Mem:
     """Physical chunks of one rank with race-detection metadata."""
 
-    __slots__ = ("rank", "vals", "writes", "reads", "init_lo", "init_hi", "names")
+    __slots__ = ("rank", "vals", "writes", "reads", "init_lo", "init_hi", "layout")
 
     def __init__(self, rank: int, size: int, init_lo: int, init_hi: int):
         self.rank = rank
@@ -142,7 +148,15 @@ class _Mem:
         self.reads: list = [None] * size
         self.init_lo = init_lo
         self.init_hi = init_hi
-        self.names: list[str] = []
+        self.layout: dict[Buffer, tuple[int, int]] = {}
+
+    def name(self, p: int) -> str:
+        """Logical name of physical chunk ``p`` (the input name wins on an alias)."""
+        for buf in (Buffer.INPUT, Buffer.OUTPUT, Buffer.SCRATCH):
+            base, n = self.layout[buf]
+            if base <= p < base + n:
+                return f"{_LETTER[buf]}[{p - base}]"
+        raise InternalError(f"physical chunk {p} of rank {self.rank} has no name")
 
 
 class _Interpreter:
@@ -214,12 +228,7 @@ class _Interpreter:
             layout[buf] = (region[canon] + idx0, sizes[buf])
         lo = layout[Buffer.INPUT][0]
         mem = _Mem(rank, size, lo, lo + sizes[Buffer.INPUT])
-        names = [""] * size
-        for buf in (Buffer.SCRATCH, Buffer.OUTPUT, Buffer.INPUT):  # input name wins on alias
-            base, n = layout[buf]
-            for k in range(n):
-                names[base + k] = f"{_LETTER[buf]}[{k}]"
-        mem.names = names
+        mem.layout = layout
         return layout, mem
 
     def _compile(self, rank: int, tbid: int, t: Transmission,
@@ -271,6 +280,7 @@ class _Interpreter:
         self._report_unconsumed()
         if not stuck:
             self._check_postcondition()
+        self.diags = sort_diagnostics(self.diags)
         for cat, n in sorted(self.counts.items()):
             if n > _CAP:
                 self.diags.append(error(f"... and {n - _CAP} more {cat} findings ({self.mode})"))
@@ -376,7 +386,8 @@ class _Interpreter:
             if not bad:
                 self._fused_reduce(tb, tx, j)
         else:  # rrs, rrc, rrcs
-            out = _POISON if bad else self._combine(tb, tx, incoming, self._read(tb, tx, tx.src + j))
+            out = _POISON if bad else self._combine(tb, tx, incoming,
+                                                    self._read(tb, tx, tx.src + j))
             if kind is not StepKind.RECV_REDUCE_SEND and not bad:
                 self._write(tb, tx, tx.dst + j, out)
         if tx.sends:
@@ -421,7 +432,7 @@ class _Interpreter:
             rd[tb.tid] = (tb.clock, tx.t.position)
         if v == _UNINIT:
             self.report("uninitialised-read", error(
-                f"reads uninitialised {mem.names[p]} ({self.mode})", tb.rank, tb.id,
+                f"reads uninitialised {mem.name(p)} ({self.mode})", tb.rank, tb.id,
                 tx.t.position))
             return _POISON
         return v
@@ -448,7 +459,7 @@ class _Interpreter:
             return
         self.seen.add(key)
         self.report("race", error(
-            f"data race on {tb.mem.names[p]}: {mine} here and {theirs} by tb {o.id} step "
+            f"data race on {tb.mem.name(p)}: {mine} here and {theirs} by tb {o.id} step "
             f"{other[2]} are not ordered by happens-before ({self.mode})",
             tb.rank, tb.id, tx.t.position))
 

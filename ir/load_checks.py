@@ -47,6 +47,8 @@ CHECKED_FIELDS: dict[StepKind, tuple[bool, bool]] = {
     StepKind.NOP: (False, False),
 }
 
+_CHECKED_BY_VALUE = {k._value_: v for k, v in CHECKED_FIELDS.items()}
+
 # Fields the runtime actually reads or writes locally (section 3 table).
 USED_FIELDS: dict[StepKind, tuple[bool, bool]] = {
     StepKind.SEND: (True, False),
@@ -59,6 +61,13 @@ USED_FIELDS: dict[StepKind, tuple[bool, bool]] = {
     StepKind.REDUCE: (True, True),
     StepKind.NOP: (False, False),
 }
+
+
+# Kind properties keyed by the plain ``_value_`` string (hashing Enum members
+# runs Python code; this module touches every step several times).
+_SENDS = frozenset(k._value_ for k in StepKind if k.sends)
+_RECEIVES = frozenset(k._value_ for k in StepKind if k.receives)
+_NOP = StepKind.NOP
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,12 +159,13 @@ def fold_threadblock(tb: Threadblock, rank: int) -> tuple[FoldedThreadblock, lis
     chain: tuple[Buffer, int | None, Buffer] | None = None
     n_reductions = 0
     for pos, st in enumerate(tb.steps):
-        if st.kind is StepKind.NOP:
+        if st.kind is _NOP:
             if st.dep is not None and st.dep[0] >= 0:
                 pending_deps.append((st.dep[0], st.dep[1], pos))
             else:
-                diags.append(warning("nop without a dependency is dropped and shifts the kernel's "
-                                     "step numbering by -1 for the rest of the tb", rank, tb.id, pos))
+                diags.append(warning("nop without a dependency is dropped and shifts the "
+                                     "kernel's step numbering by -1 for the rest of the tb",
+                                     rank, tb.id, pos))
             continue
         diags.extend(_check_step(st, tb, rank, pos))
         key = (st.dst.buffer, st.dst.offset, st.src.buffer)
@@ -171,9 +181,9 @@ def fold_threadblock(tb: Threadblock, rank: int) -> tuple[FoldedThreadblock, lis
             if own_dep is not None:
                 deps.append((own_dep[0], own_dep[1], pos))
             if pending_deps and own_dep is None:
-                diags.append(error("nops before this step carry dependencies but the step has none "
-                                   "(runtime: 'when there is a chain of dependencies...'; load fails)",
-                                   rank, tb.id, pos))
+                diags.append(error("nops before this step carry dependencies but the step has "
+                                   "none (runtime: 'when there is a chain of dependencies...'; "
+                                   "load fails)", rank, tb.id, pos))
             pending_deps = []
             cur = _Pending(st, pos, deps, last=pos)
             if st.kind is StepKind.REDUCE:
@@ -208,17 +218,18 @@ def fold_threadblock(tb: Threadblock, rank: int) -> tuple[FoldedThreadblock, lis
 
 def _check_fusion(cur: _Pending, tb: Threadblock, rank: int) -> list[Diagnostic]:
     m = len(cur.operands)
+    span = f"steps {cur.position}..{cur.last}"
+    where = (rank, tb.id, cur.position)
     out = []
     if len(set(cur.counts)) > 1:
-        out.append(warning(f"fused re chain (steps {cur.position}..{cur.last}) has unequal cnt "
-                           f"{cur.counts}; the runtime uses the last one", rank, tb.id, cur.position))
+        out.append(warning(f"fused re chain ({span}) has unequal cnt {cur.counts}; the runtime "
+                           "uses the last one", *where))
     if m == MAX_REDUCE_FUSION:
-        out.append(error(f"fused re chain of {m} steps (steps {cur.position}..{cur.last}): for large "
-                         "messages reduceCopy drops the old destination value (keep chains <= 15)",
-                         rank, tb.id, cur.position))
+        out.append(error(f"fused re chain of {m} steps ({span}): for large messages reduceCopy "
+                         "drops the old destination value (keep chains <= 15)", *where))
     elif m > MAX_REDUCE_FUSION:
-        out.append(error(f"fused re chain of {m} steps (steps {cur.position}..{cur.last}) overflows "
-                         "the kernel's source array (keep chains <= 15)", rank, tb.id, cur.position))
+        out.append(error(f"fused re chain of {m} steps ({span}) overflows the kernel's source "
+                         "array (keep chains <= 15)", *where))
     return out
 
 
@@ -226,9 +237,9 @@ def _check_step(st: Step, tb: Threadblock, rank: int, pos: int) -> list[Diagnost
     out = []
     if not 0 <= st.count < MAX_COUNT:
         out.append(error(f"cnt {st.count} out of range 0..{MAX_COUNT - 1}", rank, tb.id, pos))
-    if st.kind.sends and tb.send is None:
+    if tb.send is None and st.kind._value_ in _SENDS:
         out.append(error(f"{st.kind.value} step in a tb without a send peer", rank, tb.id, pos))
-    if st.kind.receives and tb.recv is None:
+    if tb.recv is None and st.kind._value_ in _RECEIVES:
         out.append(error(f"{st.kind.value} step in a tb without a recv peer", rank, tb.id, pos))
     if st.dep is not None and st.dep[0] > MAX_DEPID:
         out.append(error(f"depid {st.dep[0]} > {MAX_DEPID} (stored as int8)", rank, tb.id, pos))
@@ -246,12 +257,13 @@ def _declared(rp: RankProgram, buf: Buffer) -> int:
 def _check_offsets(rp: RankProgram, tb: Threadblock) -> list[Diagnostic]:
     out = []
     for pos, st in enumerate(tb.steps):
-        check_src, check_dst = CHECKED_FIELDS[st.kind]
+        check_src, check_dst = _CHECKED_BY_VALUE[st.kind._value_]
         for name, checked, loc in (("src", check_src, st.src), ("dst", check_dst, st.dst)):
             if checked and loc.offset is not None and loc.offset >= _declared(rp, loc.buffer):
                 out.append(error(
                     f"{name}off {loc.offset} >= declared {loc.buffer.value[0]}_chunks "
-                    f"{_declared(rp, loc.buffer)} (runtime: 'Incorrect offset')", rp.rank, tb.id, pos))
+                    f"{_declared(rp, loc.buffer)} (runtime: 'Incorrect offset')",
+                    rp.rank, tb.id, pos))
     return out
 
 
@@ -282,14 +294,17 @@ def _check_tbs(program: Program, rp: RankProgram) -> list[Diagnostic]:
                              "connected (hang)", r, tb.id))
         for what, peer in (("send", tb.send), ("recv", tb.recv)):
             if peer is not None and not 0 <= peer < program.ngpus:
-                out.append(error(f"{what} peer {peer} is not a rank 0..{program.ngpus - 1}", r, tb.id))
+                out.append(error(f"{what} peer {peer} is not a rank 0..{program.ngpus - 1}",
+                                 r, tb.id))
             elif peer == r:
                 out.append(error(f"{what} peer {peer} is the tb's own rank", r, tb.id))
         if 0 <= c <= MAX_CHANNELS:
-            if any(s.kind.sends for s in tb.steps) and n_send[c] >= MAX_TBS_PER_CHANNEL:
+            if n_send[c] >= MAX_TBS_PER_CHANNEL and any(s.kind._value_ in _SENDS
+                                                        for s in tb.steps):
                 out.append(error(f"too many sends per channel {c} (max {MAX_TBS_PER_CHANNEL} tbs)",
                                  r, tb.id))
-            if any(s.kind.receives for s in tb.steps) and n_recv[c] >= MAX_TBS_PER_CHANNEL:
+            if n_recv[c] >= MAX_TBS_PER_CHANNEL and any(s.kind._value_ in _RECEIVES
+                                                        for s in tb.steps):
                 out.append(error(f"too many recvs per channel {c} (max {MAX_TBS_PER_CHANNEL} tbs)",
                                  r, tb.id))
             n_send[c] += tb.send is not None
@@ -329,8 +344,8 @@ def _check_pairing(program: Program) -> list[Diagnostic]:
     out = []
     for rp in program.ranks:
         for tb in rp.threadblocks:
-            sends = [i for i, s in enumerate(tb.steps) if s.kind.sends]
-            recvs = [i for i, s in enumerate(tb.steps) if s.kind.receives]
+            sends = [i for i, s in enumerate(tb.steps) if s.kind._value_ in _SENDS]
+            recvs = [i for i, s in enumerate(tb.steps) if s.kind._value_ in _RECEIVES]
             if sends and tb.send is not None and (tb.channel, rp.rank, tb.send) not in recv_ends:
                 out.append(error(f"no tb on rank {tb.send} receives from rank {rp.rank} on chan "
                                  f"{tb.channel}", rp.rank, tb.id, sends[0]))

@@ -117,7 +117,8 @@ def segmented_ring_allgather(n: int, hops_per_tb: int = 63) -> str:
             lines.append(f'    <tb id="{k + 1}" send="{nxt}" recv="{prv}" chan="{k}">')
             first = (r - (hops[0] - 1)) % n
             src = ("i", 0) if k == 0 else ("o", first)
-            lines.append(step(0, "s", src, ("o", first), dep=None if k == 0 else (k, len(segs[k - 1]))))
+            dep = None if k == 0 else (k, len(segs[k - 1]))
+            lines.append(step(0, "s", src, ("o", first), dep=dep))
             for pos, h in enumerate(hops, start=1):
                 c = (r - h) % n
                 last = pos == len(hops)
