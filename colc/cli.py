@@ -225,11 +225,31 @@ def _cmd_convert(argv: list[str]) -> int:
 
 
 def _cmd_find(argv: list[str]) -> int:
+    from fractions import Fraction
+
+    from colc.compiler.find_topology import find_topology
+
+    p = argparse.ArgumentParser(
+        prog="colc find", description="Search direct-connect topologies (bases and expansions) "
+        "for N ranks of degree d; print the Pareto frontier and write the chosen one as YAML.")
+    p.add_argument("--ranks", type=int, required=True)
+    p.add_argument("--degree", type=int, required=True)
+    p.add_argument("--size", type=int, default=1 << 20, help="allreduce size in bytes")
+    p.add_argument("--alpha", default="10", help="per-hop latency in us")
+    p.add_argument("--bandwidth", default="12.5", help="egress bandwidth per rank, GB/s")
+    p.add_argument("-o", "--output", help="write the chosen topology here (colc YAML)")
+    args = p.parse_args(argv)
     try:
-        from colc.compiler.find_topology import main as find_main
-    except ImportError as err:
-        raise ColcError("colc find is not available in this build") from err
-    return find_main(argv, write=write_atomically)
+        alpha, bandwidth = Fraction(args.alpha), Fraction(args.bandwidth)
+    except (ValueError, ZeroDivisionError) as err:
+        raise ColcError(f"colc find: error: --alpha/--bandwidth must be numbers ({err})") from err
+    result = find_topology(args.ranks, args.degree, size=args.size, alpha=alpha,
+                           bandwidth=bandwidth)
+    print(result.table())
+    if args.output:
+        write_atomically(args.output, result.yaml())
+        print(f"colc: wrote {args.output}", file=sys.stderr)
+    return 0
 
 
 if __name__ == "__main__":

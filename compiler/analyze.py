@@ -73,13 +73,24 @@ def analyze_topology(topo: Topology) -> dict:
                                   "error": str(err)})
                 continue
             entry = {"algorithm": name, "collective": coll.value,
-                     "steps": schedule_steps(sched), "algbw": _num(schedule_algbw(sched, topo))}
+                     "steps": _steps(name, topo, coll, sched),
+                     "algbw": _num(schedule_algbw(sched, topo))}
             extra = getattr(sched, "report", None)
             if isinstance(extra, dict):
                 entry.update(extra)
             schedules.append(entry)
     return {"topology": topo.name, "ranks": topo.num_ranks, "bounds": _bounds(topo),
             "schedules": schedules}
+
+
+def _steps(name: str, topo: Topology, coll: Collective, sched) -> int:
+    """Hop count: the algorithm's own rounds when it has them (BFB), else the
+    longest chain of transfers in the schedule."""
+    if name == "bfb":
+        from colc.compiler.bfb_schedule import bfb_report
+
+        return bfb_report(topo, coll)[0]
+    return schedule_steps(sched)
 
 
 def format_table(report: dict) -> str:
