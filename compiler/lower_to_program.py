@@ -51,6 +51,8 @@ NAME = "lower-to-program"
 MAX_STEPS = 64
 MAX_CHANNELS = 32
 MAX_THREADBLOCKS = 108
+MAX_COUNT = 71
+MAX_DEPID = 127
 
 
 @dataclass(frozen=True, slots=True)
@@ -543,7 +545,13 @@ def _limit_problem(program: Program, opts: LoweringOptions) -> str | None:
         if len(rp.threadblocks) > opts.max_threadblocks:
             return (f"rank {rp.rank} needs {len(rp.threadblocks)} threadblocks "
                     f"> {opts.max_threadblocks}")
+        if len(rp.threadblocks) > MAX_DEPID + 1 and any(
+                st.dep is not None and st.dep[0] > MAX_DEPID
+                for tb in rp.threadblocks for st in tb.steps):
+            return f"rank {rp.rank} depends on threadblock ids > {MAX_DEPID} (int8 depid)"
         for tb in rp.threadblocks:
+            if any(st.count > MAX_COUNT for st in tb.steps):
+                return f"rank {rp.rank} threadblock {tb.id} moves more than {MAX_COUNT} chunks in a step"
             if len(tb.steps) > MAX_STEPS:
                 return f"rank {rp.rank} threadblock {tb.id} has {len(tb.steps)} steps > {MAX_STEPS}"
         nodes = 1 + program.ngpus + len(rp.threadblocks) + sum(len(t.steps) for t in rp.threadblocks)
