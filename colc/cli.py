@@ -139,6 +139,8 @@ def _cmd_compile(argv: list[str]) -> int:
         instances=args.instances, min_bytes=args.min_bytes, max_bytes=args.max_bytes,
         backend=_backend_for(args), verify_each=args.verify_each)
     result = compile_topology(topo, opts)
+    for note in result.notes:
+        print(f"colc: note: {note}", file=sys.stderr)
     if args.output:
         write_atomically(args.output, result.text)
         print(f"colc: wrote {args.output} ({result.algorithm}, {opts.collective.value}, "

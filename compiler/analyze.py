@@ -42,18 +42,25 @@ def per_rank_bounds(topo: Topology) -> dict[str, Fraction]:
 
 
 def _bounds(topo: Topology) -> dict[str, dict]:
-    try:
-        from colc.compiler.exact_bounds import exact_bounds
-    except ImportError:
-        exact_bounds = None
-    if exact_bounds is not None and topo.num_ranks > 1:
-        try:
-            exact = exact_bounds(topo)
-            return {c: {"algbw": _num(v), "method": m} for c, (v, m) in exact.items()}
-        except ColcError:
-            pass
+    """Exact bounds (ForestColl cut bound, B.7 LP) when they apply, else per-rank."""
     simple = per_rank_bounds(topo)
-    return {c: {"algbw": _num(v), "method": "per-rank ingress/egress"} for c, v in simple.items()}
+    out = {c: {"algbw": _num(v), "method": "per-rank ingress/egress"} for c, v in simple.items()}
+    if topo.num_ranks < 2:
+        return out
+    try:
+        from colc.compiler.generate_trees import exact_bounds
+
+        exact = exact_bounds(topo)
+    except (ImportError, ColcError):
+        return out
+    for coll in ("allgather", "reducescatter"):
+        out[coll] = {"algbw": _num(exact[coll]), "method": "exact cut bound"}
+    lp = exact.get("allreduce_lp")
+    out["allreduce"] = {"algbw": _num(lp if lp is not None else exact["allreduce_trees"]),
+                        "method": "allreduce LP (B.7)" if lp is not None
+                        else "reducescatter + allgather cut bounds",
+                        "trees": _num(exact["allreduce_trees"])}
+    return out
 
 
 def _num(x: Fraction) -> float:
@@ -75,9 +82,8 @@ def analyze_topology(topo: Topology) -> dict:
             entry = {"algorithm": name, "collective": coll.value,
                      "steps": _steps(name, topo, coll, sched),
                      "algbw": _num(schedule_algbw(sched, topo))}
-            extra = getattr(sched, "report", None)
-            if isinstance(extra, dict):
-                entry.update(extra)
+            if name == "trees":
+                entry["k"] = sched.chunks_per_rank
             schedules.append(entry)
     return {"topology": topo.name, "ranks": topo.num_ranks, "bounds": _bounds(topo),
             "schedules": schedules}

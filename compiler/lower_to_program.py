@@ -55,6 +55,10 @@ MAX_COUNT = 71
 MAX_DEPID = 127
 
 
+class LoweringStalled(InternalError):
+    """The ordering simulation found no runnable step (fusion created a cycle)."""
+
+
 @dataclass(frozen=True, slots=True)
 class LoweringOptions:
     """Runtime-facing choices of the lowering (they map to CLI flags)."""
@@ -395,6 +399,17 @@ def _order(sched: Schedule, parts: list[_Part], instrs: list[_Instr]) -> None:
     fifo_next: dict[tuple, int] = defaultdict(int)  # recv-side connection -> next message no.
     sent_no: dict[int, int] = {}  # op id -> message number on its connection
     sent_count: dict[tuple, int] = defaultdict(int)
+    # Messages leave every connection in program order, so receives (which
+    # follow arrival order) also meet them in program order: with one part
+    # per instruction the earliest pending part is always runnable.
+    send_queue: dict[tuple, list[int]] = defaultdict(list)
+    for ins in instrs:
+        for p in ins.parts:
+            if p.role == "send":
+                send_queue[(ins.send_conn[0], ins.rank, p.op.dst.rank)].append(p.pid)
+    for queue in send_queue.values():
+        queue.sort()
+    send_turn: dict[tuple, int] = defaultdict(int)
     heap = [(ins.key, ins.iid) for ins in instrs if waiting[ins.iid] == 0]
     heapq.heapify(heap)
     blocked: dict[tuple, list[int]] = defaultdict(list)
@@ -403,21 +418,28 @@ def _order(sched: Schedule, parts: list[_Part], instrs: list[_Instr]) -> None:
         _, iid = heapq.heappop(heap)
         ins = instrs[iid]
         recv = next((p for p in ins.parts if p.role == "recv"), None)
+        send = next((p for p in ins.parts if p.role == "send"), None)
         if recv is not None:
             conn = (ins.recv_conn[0], recv.op.src.rank, ins.rank)
             if recv.op.op_id not in arrived or sent_no[recv.op.op_id] != fifo_next[conn]:
                 blocked[conn].append(iid)
                 continue
-            fifo_next[conn] += 1
+        if send is not None:
+            out = (ins.send_conn[0], ins.rank, send.op.dst.rank)
+            if send_queue[out][send_turn[out]] != send.pid:
+                blocked[out].append(iid)
+                continue
+        if recv is not None:
+            fifo_next[(ins.recv_conn[0], recv.op.src.rank, ins.rank)] += 1
         ins.pos = done
         done += 1
-        for p in ins.parts:
-            if p.role == "send":
-                conn = (ins.send_conn[0], ins.rank, p.op.dst.rank)
-                sent_no[p.op.op_id] = sent_count[conn]
-                sent_count[conn] += 1
-                arrived.add(p.op.op_id)
-                _wake(blocked, conn, heap, instrs)
+        if send is not None:
+            conn = (ins.send_conn[0], ins.rank, send.op.dst.rank)
+            send_turn[conn] += 1
+            sent_no[send.op.op_id] = sent_count[conn]
+            sent_count[conn] += 1
+            arrived.add(send.op.op_id)
+            _wake(blocked, conn, heap, instrs)
         if recv is not None:
             _wake(blocked, (ins.recv_conn[0], recv.op.src.rank, ins.rank), heap, instrs)
         for dep in dependents[iid]:
@@ -425,7 +447,7 @@ def _order(sched: Schedule, parts: list[_Part], instrs: list[_Instr]) -> None:
             if waiting[dep] == 0:
                 heapq.heappush(heap, (instrs[dep].key, dep))
     if done != len(instrs):
-        raise InternalError(f"lowering stalled after {done} of {len(instrs)} steps")
+        raise LoweringStalled(f"lowering stalled after {done} of {len(instrs)} steps")
 
 
 def _wake(blocked: dict, conn: tuple, heap: list, instrs: list[_Instr]) -> None:
@@ -560,5 +582,5 @@ def _limit_problem(program: Program, opts: LoweringOptions) -> str | None:
     return None
 
 
-__all__ = ["NAME", "STRATEGIES", "LoweringOptions", "lower_to_program"]
+__all__ = ["NAME", "STRATEGIES", "LoweringOptions", "LoweringStalled", "lower_to_program"]
 _ = Collective

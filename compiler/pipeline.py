@@ -17,15 +17,26 @@ Steps, in order:
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from fractions import Fraction
 
 from colc.compiler.estimate_bandwidth import schedule_algbw
-from colc.compiler.lower_to_program import STRATEGIES, LoweringOptions, lower_to_program
+from colc.compiler.lower_to_program import (
+    STRATEGIES,
+    LoweringOptions,
+    LoweringStalled,
+    lower_to_program,
+)
 from colc.compiler.replicate_instances import replicate_instances
 from colc.compiler.ring import ring_schedule
-from colc.errors import ColcError, InternalError, UnsupportedError, VerificationError
+from colc.errors import (
+    ColcError,
+    InfeasibleError,
+    InternalError,
+    UnsupportedError,
+    VerificationError,
+)
 from colc.ir.check_chunks import check_schedule
 from colc.ir.chunks import Schedule
 from colc.ir.core import Collective, Protocol
@@ -36,6 +47,8 @@ Generator = Callable[[Topology, Collective], Schedule]
 
 #: Schedule generators by ``--algorithm`` name.
 ALGORITHMS: dict[str, Generator] = {"ring": ring_schedule}
+#: ``max_k`` values tried for tree packings, best bandwidth first.
+TREE_K_SCAN = (16, 8, 4, 2, 1)
 
 
 def register_algorithm(name: str, generator: Generator) -> None:
@@ -68,6 +81,7 @@ class CompileResult:
     text: str
     algorithm: str
     algbw: Fraction
+    notes: tuple[str, ...] = ()
 
 
 def available_algorithms() -> list[str]:
@@ -91,29 +105,60 @@ def _load_optional_algorithms() -> None:
             ALGORITHMS[name] = gen
 
 
-def generate(topo: Topology, opts: CompileOptions) -> tuple[str, Schedule]:
-    """Run the chosen generator (``auto``: the best algbw among those that apply)."""
+def variants(name: str, topo: Topology, collective: Collective) -> Iterator[Schedule]:
+    """Schedules of one algorithm, best first, cheaper for the runtime after.
+
+    Trees: the optimal (or best fixed-k) packing first, then smaller k, which
+    needs fewer chunks and so fewer steps and channels (seed 001 B.5.4).
+    """
+    gen = ALGORITHMS[name]
+    if name != "trees":
+        yield gen(topo, collective)
+        return
+    seen: set[int] = set()
+    for max_k in TREE_K_SCAN:
+        sched = gen(topo, collective, max_k=max_k)
+        if sched.nchunks not in seen:
+            seen.add(sched.nchunks)
+            yield sched
+
+
+def candidates(topo: Topology, opts: CompileOptions) -> Iterator[tuple[str, Schedule]]:
+    """(algorithm, schedule) pairs in the order the compiler tries them.
+
+    ``auto`` ranks the algorithms that apply by the bandwidth-only algbw of
+    their first variant.
+    """
     _load_optional_algorithms()
     if opts.algorithm != "auto":
-        gen = ALGORITHMS.get(opts.algorithm)
-        if gen is None:
+        if opts.algorithm not in ALGORITHMS:
             raise UnsupportedError(f"unknown algorithm '{opts.algorithm}'; "
                                    f"choose from {', '.join(available_algorithms())}")
-        return opts.algorithm, gen(topo, opts.collective)
-    best: tuple[Fraction, str, Schedule] | None = None
+        for sched in variants(opts.algorithm, topo, opts.collective):
+            yield opts.algorithm, sched
+        return
+    ranked = []
     errors = []
     for name in sorted(ALGORITHMS):
+        gen = variants(name, topo, opts.collective)
         try:
-            sched = ALGORITHMS[name](topo, opts.collective)
+            first = next(gen)
         except ColcError as err:
             errors.append(f"{name}: {err}")
             continue
-        bw = schedule_algbw(sched, topo)
-        if best is None or bw > best[0]:
-            best = (bw, name, sched)
-    if best is None:
+        ranked.append((-schedule_algbw(first, topo), name, first, gen))
+    if not ranked:
         raise UnsupportedError("no algorithm applies: " + "; ".join(errors))
-    return best[1], best[2]
+    ranked.sort(key=lambda r: (r[0], r[1]))
+    for _, name, first, gen in ranked:
+        yield name, first
+        for sched in gen:
+            yield name, sched
+
+
+def generate(topo: Topology, opts: CompileOptions) -> tuple[str, Schedule]:
+    """The first candidate schedule (see ``candidates``)."""
+    return next(iter(candidates(topo, opts)))
 
 
 def _modes(sched: Schedule, topo: Topology, opts: CompileOptions) -> Schedule:
@@ -153,18 +198,25 @@ def compile_topology(topo: Topology, opts: CompileOptions) -> CompileResult:
     ColcError
         For requests that cannot be met; nothing has been written.
     """
-    algorithm, sched = generate(topo, opts)
-    sched = _modes(sched, topo, opts)
-    if opts.instances != 1:
-        sched = replicate_instances(sched, opts.instances)
-        if opts.verify_each:
-            _check_or_raise(sched, topo, "replicate-instances")
-    lowering = LoweringOptions(
-        protocol=opts.protocol, inplace=sched.inplace, outofplace=sched.outofplace,
-        min_bytes=opts.min_bytes, max_bytes=opts.max_bytes,
-        name=f"{topo.name}-{opts.collective.value}-{algorithm}")
-    program, text = _lower_and_verify(sched, lowering, opts.backend)
-    return CompileResult(sched, program, text, algorithm, schedule_algbw(sched, topo))
+    refusals: list[str] = []
+    for algorithm, sched in candidates(topo, opts):
+        sched = _modes(sched, topo, opts)
+        if opts.instances != 1:
+            sched = replicate_instances(sched, opts.instances)
+            if opts.verify_each:
+                _check_or_raise(sched, topo, "replicate-instances")
+        lowering = LoweringOptions(
+            protocol=opts.protocol, inplace=sched.inplace, outofplace=sched.outofplace,
+            min_bytes=opts.min_bytes, max_bytes=opts.max_bytes,
+            name=f"{topo.name}-{opts.collective.value}-{algorithm}")
+        try:
+            program, text = _lower_and_verify(sched, lowering, opts.backend)
+        except InfeasibleError as err:
+            refusals.append(f"{algorithm} ({sched.nchunks} chunks): {err}")
+            continue
+        notes = tuple(f"not used: {r}" for r in refusals)
+        return CompileResult(sched, program, text, algorithm, schedule_algbw(sched, topo), notes)
+    raise InfeasibleError("no schedule fits the runtime's limits: " + "; ".join(refusals[-3:]))
 
 
 def _lower_and_verify(sched: Schedule, lowering: LoweringOptions,
@@ -172,7 +224,11 @@ def _lower_and_verify(sched: Schedule, lowering: LoweringOptions,
     """Lower with the first strategy whose printed file verifies on the runtime's terms."""
     findings: list[str] = []
     for strategy in STRATEGIES:
-        program = lower_to_program(sched, dataclasses.replace(lowering, **strategy))
+        try:
+            program = lower_to_program(sched, dataclasses.replace(lowering, **strategy))
+        except LoweringStalled as err:
+            findings = [str(err)]
+            continue
         text = _emit(program, backend)
         report = _verify_text(text, backend)
         if report.ok:

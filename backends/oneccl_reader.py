@@ -1,0 +1,165 @@
+"""oneCCL XML reader: a file of colc's oneCCL format back into a ThreadSchedule.
+
+The document is parsed safely (size limit, no DTD or entities, no network),
+validated against ``oneccl.rng``, then checked for what a schema cannot say:
+rank ids ``0..nranks-1`` and thread ids ``0..n-1`` in document order,
+instruction ``i`` equal to its position, peers in range and not the rank
+itself, and ``sync`` targets that exist.  Every problem is a ``SpecError``
+naming the file and line.  Semantics (message matching, bounds, deadlock,
+races, postcondition) are the verifier's job: ``colc.ir.interpret_oneccl``.
+
+Example
+-------
+>>> doc = '''<oneccl_schedule version="1" name="x" coll="allreduce" nranks="1" nchunks="1"
+...   inplace="1" outofplace="0" min_bytes="0" max_bytes="0" eager_depth="2">
+...   <rank id="0" input_chunks="1" output_chunks="1" scratch_chunks="0"/>
+... </oneccl_schedule>'''
+>>> read_oneccl_xml(doc, "x.oneccl.xml").collective
+<Collective.ALLREDUCE: 'allreduce'>
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from lxml import etree
+
+from colc.errors import SpecError
+from colc.ir.core import Collective
+from colc.ir.oneccl import Instr, InstrKind, RankThreads, Region, Thread, ThreadSchedule
+
+from .oneccl_xml import MAX_XML_BYTES, validate_oneccl_xml
+
+
+def load_oneccl_xml(path: str) -> ThreadSchedule:
+    """Read and check a oneCCL XML file.
+
+    Parameters
+    ----------
+    path : str
+        The file.
+
+    Returns
+    -------
+    ThreadSchedule
+
+    Raises
+    ------
+    SpecError
+        Unreadable, too large, malformed, or inconsistent file.
+    """
+    p = Path(path)
+    try:
+        size = p.stat().st_size
+        if size > MAX_XML_BYTES:
+            raise SpecError(path, f"file is {size} bytes; at most {MAX_XML_BYTES} are accepted")
+        data = p.read_bytes()
+    except OSError as err:
+        raise SpecError(path, f"cannot read file: {err.strerror or err}") from None
+    return read_oneccl_xml(data, path)
+
+
+def read_oneccl_xml(text: str | bytes, path: str = "<string>") -> ThreadSchedule:
+    """Parse, validate and check a oneCCL XML document.
+
+    Parameters
+    ----------
+    text : str or bytes
+        The document.
+    path : str
+        File name for messages.
+
+    Returns
+    -------
+    ThreadSchedule
+
+    Raises
+    ------
+    SpecError
+        Malformed XML, schema violation, or an inconsistent id, index, peer
+        or sync target (with its line).
+    """
+    root = validate_oneccl_xml(text, path)
+    nranks = int(root.get("nranks"))
+    ranks: list[RankThreads] = []
+    for el in _children(root):
+        rank = int(el.get("id"))
+        if rank != len(ranks):
+            raise SpecError(path, f"rank id {rank}: expected {len(ranks)} (ranks must be "
+                            "listed in order 0..nranks-1)", el.sourceline)
+        if rank >= nranks:
+            raise SpecError(path, f"rank id {rank}: nranks is {nranks}", el.sourceline)
+        ranks.append(_rank(el, rank, nranks, path))
+    if len(ranks) != nranks:
+        raise SpecError(path, f"nranks is {nranks} but {len(ranks)} <rank> elements are given",
+                        root.sourceline)
+    return ThreadSchedule(
+        name=root.get("name"),
+        collective=Collective(root.get("coll")),
+        nranks=nranks,
+        nchunks=int(root.get("nchunks")),
+        inplace=root.get("inplace") == "1",
+        outofplace=root.get("outofplace") == "1",
+        min_bytes=int(root.get("min_bytes")),
+        max_bytes=int(root.get("max_bytes")),
+        eager_depth=int(root.get("eager_depth")),
+        ranks=tuple(ranks),
+    )
+
+
+def _children(el: etree._Element) -> list[etree._Element]:
+    return [c for c in el if isinstance(c.tag, str)]
+
+
+def _rank(el: etree._Element, rank: int, nranks: int, path: str) -> RankThreads:
+    threads: list[Thread] = []
+    lines: list[list[int | None]] = []
+    for tel in _children(el):
+        tid = int(tel.get("id"))
+        if tid != len(threads):
+            raise SpecError(path, f"rank {rank}: thread id {tid}: expected {len(threads)} "
+                            "(threads must be numbered 0..n-1 in order)", tel.sourceline)
+        instrs = []
+        ilines: list[int | None] = []
+        for i, iel in enumerate(_children(tel)):
+            if int(iel.get("i")) != i:
+                raise SpecError(path, f"rank {rank} thread {tid}: instruction i={iel.get('i')} "
+                                f"is at position {i}", iel.sourceline)
+            instrs.append(_instr(iel, rank, nranks, path))
+            ilines.append(iel.sourceline)
+        threads.append(Thread(tid, int(tel.get("channel")), int(tel.get("tmp_chunks")),
+                              tuple(instrs)))
+        lines.append(ilines)
+    for th, ilines in zip(threads, lines):
+        for i, instr in enumerate(th.instrs):
+            if instr.kind is not InstrKind.SYNC:
+                continue
+            wt, wi = instr.wait_thread or 0, instr.wait_instr or 0
+            if wt >= len(threads):
+                raise SpecError(path, f"rank {rank} thread {th.id} instr {i}: sync on thread "
+                                f"{wt}, but the rank has {len(threads)} threads", ilines[i])
+            if wi >= len(threads[wt].instrs):
+                raise SpecError(path, f"rank {rank} thread {th.id} instr {i}: sync on thread "
+                                f"{wt} instr {wi}, but that thread has "
+                                f"{len(threads[wt].instrs)} instructions", ilines[i])
+    return RankThreads(rank, int(el.get("input_chunks")), int(el.get("output_chunks")),
+                       int(el.get("scratch_chunks")), tuple(threads))
+
+
+def _instr(el: etree._Element, rank: int, nranks: int, path: str) -> Instr:
+    kind = InstrKind(el.tag)
+    if kind is InstrKind.SYNC:
+        return Instr(kind, wait_thread=int(el.get("thread")), wait_instr=int(el.get("instr")))
+    cnt = int(el.get("cnt"))
+    if kind in (InstrKind.SEND, InstrKind.RECV):
+        peer = int(el.get("peer"))
+        if peer >= nranks or peer == rank:
+            why = "is the rank itself" if peer == rank else f"is not below nranks={nranks}"
+            raise SpecError(path, f"rank {rank}: {kind.value} peer {peer} {why}", el.sourceline)
+        buf, off = Region(el.get("buf")), int(el.get("off"))
+        if kind is InstrKind.SEND:
+            return Instr(kind, peer=peer, tag=int(el.get("tag")), src=buf, src_off=off,
+                         count=cnt)
+        return Instr(kind, peer=peer, tag=int(el.get("tag")), dst=buf, dst_off=off, count=cnt)
+    return Instr(kind, src=Region(el.get("src_buf")), src_off=int(el.get("src_off")),
+                 dst=Region(el.get("dst_buf")), dst_off=int(el.get("dst_off")), count=cnt)

@@ -1,0 +1,35 @@
+"""Reading small JSON input files with size limits and one-line errors."""
+
+from __future__ import annotations
+
+import json
+
+from colc.errors import SpecError
+
+from ._xml import read_bytes_limited
+
+#: Largest JSON topology file read (bytes).
+MAX_JSON_BYTES = 16 * 1024 * 1024
+
+
+def load_json(path: str) -> object:
+    """Read and decode a JSON file; SpecError with the line on bad input."""
+    data = read_bytes_limited(path, MAX_JSON_BYTES)
+    try:
+        return json.loads(data.decode("utf-8"))
+    except UnicodeDecodeError as err:
+        raise SpecError(path, f"not UTF-8 text (byte {err.start})") from None
+    except json.JSONDecodeError as err:
+        raise SpecError(path, f"malformed JSON: {err.msg}", err.lineno) from None
+    except RecursionError:
+        raise SpecError(path, "malformed JSON: nested too deeply") from None
+
+
+def matrix(value: object, path: str, field: str, n: int | None = None) -> list[list[object]]:
+    """Check a square list of lists (``n`` x ``n`` when given)."""
+    if not isinstance(value, list) or not all(isinstance(r, list) for r in value):
+        raise SpecError(path, f"field '{field}': must be a list of lists")
+    size = len(value) if n is None else n
+    if len(value) != size or any(len(r) != size for r in value):
+        raise SpecError(path, f"field '{field}': must be a {size}x{size} matrix")
+    return value

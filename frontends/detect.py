@@ -1,0 +1,93 @@
+"""Pick the frontend for a non-colc-YAML topology input by its content.
+
+``foreign_loader(path, boxes)`` returns a zero-argument loader, or None for
+colc's own YAML (explicit or family form):
+
+* XML whose root is ``<system>``: NCCL topology (``nccl_topo_xml``), ``boxes``
+  copies;
+* YAML with a top-level ``nccl_topo`` key: the NCCL wrapper (``boxes`` on the
+  command line overrides the file's);
+* JSON with ``"msccl_type": "topology"``: msccl-tools;
+* JSON with ``gpus_per_node``: TACCL topology (``boxes`` = its ``nnodes``);
+  a sketch beside it named ``<stem>.sketch.json`` is used when present.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from pathlib import Path
+
+import yaml
+
+from colc.errors import SpecError
+from colc.ir.topology import Topology
+
+from ._json import load_json
+from .msccl_tools_json import load_msccl_tools_topology
+from .nccl_topo_xml import load_nccl_topo, topology_from_mapping
+from .taccl_json import load_taccl_topology
+
+_HEAD = 4096
+
+
+def _head(path: str) -> str:
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(_HEAD).decode("utf-8", errors="replace")
+    except OSError as err:
+        raise SpecError(path, f"cannot read file: {err.strerror or err}") from None
+
+
+def foreign_loader(path: str, boxes: int | None = None) -> Callable[[], Topology] | None:
+    """A loader for ``path`` if it is not colc YAML.
+
+    Parameters
+    ----------
+    path : str
+        The input file.
+    boxes : int or None
+        Boxes for single-box inputs (NCCL dump, TACCL profile).
+
+    Returns
+    -------
+    callable or None
+        Calling it reads the file and returns a validated ``Topology``.
+    """
+    head = _head(path)
+    text = re.sub(r"^\s*(<\?xml[^>]*\?>\s*)?(<!--.*?-->\s*)*", "", head, flags=re.S)
+    if text.startswith("<"):
+        return lambda: load_nccl_topo(path, boxes=boxes or 1)
+    stripped = head.lstrip()
+    if stripped.startswith("{") and path.endswith(".json") or stripped.startswith('{"'):
+        return lambda: _json_loader(path, boxes)
+    if re.search(r"^nccl_topo\s*:", head, flags=re.M):
+        return lambda: _wrapper(path, boxes)
+    return None
+
+
+def _json_loader(path: str, boxes: int | None) -> Topology:
+    doc = load_json(path)
+    if isinstance(doc, dict) and doc.get("msccl_type") == "topology":
+        return load_msccl_tools_topology(path)
+    if isinstance(doc, dict) and "gpus_per_node" in doc:
+        sketch = Path(path).with_suffix("").as_posix() + ".sketch.json"
+        return load_taccl_topology(path, sketch if Path(sketch).exists() else None, boxes)
+    if isinstance(doc, dict) and "nnodes" in doc:
+        raise SpecError(path, "this is a TACCL communication sketch; pass the TACCL topology "
+                        "file (its sketch is read from <stem>.sketch.json beside it)")
+    raise SpecError(path, "unrecognised JSON topology: expected msccl-tools "
+                    "(\"msccl_type\": \"topology\") or TACCL (\"gpus_per_node\")")
+
+
+def _wrapper(path: str, boxes: int | None) -> Topology:
+    try:
+        doc = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as err:
+        raise SpecError(path, f"cannot read the nccl_topo wrapper: "
+                        f"{str(err).splitlines()[0]}") from None
+    if not isinstance(doc, dict):
+        raise SpecError(path, "top level must be a mapping")
+    if boxes is not None:
+        doc = {**doc, "boxes": boxes}
+    return topology_from_mapping(doc, path)

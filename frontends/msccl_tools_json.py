@@ -1,0 +1,140 @@
+"""msccl-tools (SCCL) topology JSON frontend.
+
+Format (``msccl/serialization.py``; peer survey section 2.1)::
+
+    {"msccl_type": "topology", "name": "MyTopo",
+     "links":    [[0,1,1,1],[1,0,1,1],[1,1,0,1],[1,1,1,0]],
+     "switches": [[[0],[1,2,3],1,"node_0_out"], [[1,2,3],[0],1,"node_0_in"]]}
+
+``links[dst][src]`` is an integer multiplicity (rows are DESTINATIONS); a
+switch ``[srcs, dsts, bw, name]`` caps at ``bw`` the traffic from all of
+``srcs`` to all of ``dsts``.  colc model: ranks ``r0..r{n-1}`` (kind gpu);
+``src -> dst`` at ``multiplicity * unit`` GB/s (``unit`` = 1 by default; the
+format has no physical unit).  A switch becomes a node named after it: with
+one source or one destination, ``src -> switch`` and ``switch -> dst`` links
+of ``bw * unit``; otherwise two nodes ``<name>.in -> <name>.out`` joined by
+one ``bw * unit`` link carry the shared cap.  Pairs covered by a switch use
+it instead of their direct link.  Per-pair multiplicities inside a switch are
+not modelled beyond the switch cap.
+
+Example
+-------
+>>> import json, tempfile, os
+>>> d = tempfile.mkdtemp(); p = os.path.join(d, "t.json")
+>>> _ = open(p, "w").write(json.dumps({"msccl_type": "topology", "name": "ring3",
+...     "links": [[0, 0, 1], [1, 0, 0], [0, 1, 0]]}))
+>>> load_msccl_tools_topology(p).capacity()[("r0", "r1")]
+Fraction(1, 1)
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+from colc.errors import SpecError
+from colc.ir.topology import Link, Node, Topology
+
+from ._json import load_json, matrix
+from ._values import fraction_value
+from .validate import validate_topology
+
+_MAX_RANKS = 1 << 14
+
+
+def load_msccl_tools_topology(path: str, unit: object = 1) -> Topology:
+    """Read an msccl-tools topology JSON file.
+
+    Parameters
+    ----------
+    path : str
+        The file.
+    unit : number
+        GB/s per unit of multiplicity.
+
+    Returns
+    -------
+    Topology
+        Validated.
+
+    Raises
+    ------
+    SpecError
+        Malformed JSON or a field of the wrong shape (named in the message).
+    """
+    doc = load_json(path)
+    if not isinstance(doc, dict):
+        raise SpecError(path, "top level must be a JSON object")
+    if doc.get("msccl_type") != "topology":
+        raise SpecError(path, f"field 'msccl_type': must be \"topology\", got "
+                        f"{doc.get('msccl_type')!r}")
+    bw_unit = fraction_value(unit, path=path, field="unit")
+    links = doc.get("links")
+    if links is None:
+        raise SpecError(path, "field 'links': missing")
+    m = matrix(links, path, "links")
+    n = len(m)
+    if not 1 <= n <= _MAX_RANKS:
+        raise SpecError(path, f"field 'links': {n} ranks; 1..{_MAX_RANKS} are supported")
+    mult = [[_count(m[d][s], path, f"links[{d}][{s}]") for s in range(n)] for d in range(n)]
+    covered: set[tuple[int, int]] = set()
+    nodes = [Node(f"r{i}", "gpu") for i in range(n)]
+    extra: list[Link] = []
+    switches = doc.get("switches", [])
+    if not isinstance(switches, list):
+        raise SpecError(path, "field 'switches': must be a list")
+    used: set[str] = {nd.id for nd in nodes}
+    for k, sw in enumerate(switches):
+        f = f"switches[{k}]"
+        if not isinstance(sw, list) or len(sw) != 4:
+            raise SpecError(path, f"field '{f}': must be [srcs, dsts, bw, name]")
+        srcs = _ranks(sw[0], n, path, f + "[0]")
+        dsts = _ranks(sw[1], n, path, f + "[1]")
+        bw = _count(sw[2], path, f + "[2]")
+        if bw <= 0:
+            raise SpecError(path, f"field '{f}[2]': switch bandwidth must be > 0, got {bw}")
+        name = sw[3] if isinstance(sw[3], str) and sw[3] else f"switch{k}"
+        cap = bw * bw_unit
+        if len(srcs) == 1 or len(dsts) == 1:
+            names = [_fresh(name, used)]
+            nodes.append(Node(names[0], "switch"))
+            hub_in = hub_out = names[0]
+        else:
+            hub_in, hub_out = _fresh(name + ".in", used), _fresh(name + ".out", used)
+            nodes += [Node(hub_in, "switch"), Node(hub_out, "switch")]
+            extra.append(Link(hub_in, hub_out, cap))
+        extra += [Link(f"r{s}", hub_in, cap) for s in srcs]
+        extra += [Link(hub_out, f"r{d}", cap) for d in dsts]
+        covered |= {(s, d) for s in srcs for d in dsts}
+    direct = [Link(f"r{s}", f"r{d}", mult[d][s] * bw_unit)
+              for s in range(n) for d in range(n)
+              if s != d and mult[d][s] > 0 and (s, d) not in covered]
+    name = doc.get("name") if isinstance(doc.get("name"), str) and doc.get("name") else "msccl"
+    topo = Topology(name, tuple(nodes), tuple(direct + extra), path)
+    validate_topology(topo, path)
+    return topo
+
+
+def _count(v: object, path: str, field: str) -> int:
+    if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+        raise SpecError(path, f"field '{field}': must be an integer >= 0, got {v!r}")
+    return v
+
+
+def _ranks(v: object, n: int, path: str, field: str) -> list[int]:
+    if not isinstance(v, list) or not v:
+        raise SpecError(path, f"field '{field}': must be a non-empty list of ranks")
+    out = []
+    for r in v:
+        if isinstance(r, bool) or not isinstance(r, int) or not 0 <= r < n:
+            raise SpecError(path, f"field '{field}': rank {r!r} is not in 0..{n - 1}")
+        out.append(r)
+    return sorted(set(out))
+
+
+def _fresh(name: str, used: set[str]) -> str:
+    out, k = name, 1
+    while out in used:
+        k += 1
+        out = f"{name}~{k}"
+    used.add(out)
+    return out

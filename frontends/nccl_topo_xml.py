@@ -1,0 +1,489 @@
+"""NCCL topology XML frontend (``NCCL_TOPO_FILE`` / ``NCCL_TOPO_DUMP_FILE``).
+
+An NCCL dump describes ONE node (box).  colc reads it and replicates it
+``boxes`` times; boxes are joined by InfiniBand switches ``ib0..ib{P-1}``
+(P = ``ib_planes``, clamped to the number of NICs per box) because the dump
+says nothing about the fabric.  Multi-box is requested with the
+``boxes``/``ib_planes`` arguments (CLI ``--boxes``) or with a YAML wrapper
+read by ``topology_from_mapping``::
+
+    nccl_topo: dgx-a100.xml   # relative to the YAML file
+    boxes: 2
+    ib_planes: 2              # optional, default 2
+    nvlink_bandwidth: peak    # optional: peak (default) or nccl
+    name: my-cluster          # optional
+
+Model (grammar of NCCL ``src/graph/xml.cc``/``topo.cc``; peer survey section 3):
+
+* every ``<gpu>`` is a rank, ordered by its ``rank`` attribute (or by
+  ``dev`` when no GPU has one); node id ``b{box}g{i}``, ``i`` the GPU's
+  position in that order;
+* ``<nvlink target tclass count>``: to another GPU of the file, a directed
+  GPU -> GPU link; to an NVSwitch (``tclass`` 0x068000, or a target ``<pci>``
+  of that class) it adds to the GPU's NVSwitch link: one switch
+  ``b{box}nvs`` per box (as NCCL, all NVSwitches collapse into one), duplex;
+  NVLinks to CPUs are ignored.  Bandwidth is ``count`` times the per-link
+  bandwidth of the GPU's ``sm``: ``peak`` uses the per-direction data rate of
+  the NVLink generation (P100 20, V100/A100/H100 25, GA10x 14.0625, B200 50
+  GB/s), ``nccl`` uses NCCL's effective numbers (SM60 18, SM70/80 20, SM86
+  12, SM90 20.6, SM100 40.1);
+* every ``<net>`` with a ``dev`` is a NIC of ``speed`` Mb/s (<= 0 or missing:
+  10000) = ``speed / 8000`` GB/s.  GPUs take the nearest unassigned NIC in
+  the PCI tree in rank order; left-over NICs go to their nearest GPU.  When
+  every NIC has a GPU of its own the NIC is modelled as the link
+  GPU <-> ``ib{k % P}`` (k = the NIC's position by ``dev``); otherwise (fewer
+  NICs than GPUs) as a node ``b{box}nic{k}`` joined to each GPU that uses it
+  by that GPU's PCIe bandwidth (``link_width * code / 80``) and to the IB
+  switch by its speed;
+* PCIe peer-to-peer between GPUs and CPU interconnects are not modelled.
+
+A vendor skeleton (``<cpu>``/``<pci>`` only, GPUs and NICs filled in by NCCL
+at run time) is rejected with a message listing the GPU-class PCI devices
+that lack a ``<gpu>``.  Parsing is safe: 16 MiB limit, no DTD, no entities,
+no network.
+
+Example
+-------
+>>> xml = '''<system version="1"><cpu numaid="0" arch="x86_64" vendor="AuthenticAMD">
+...  <pci busid="0000:07:00.0" class="0x030200" link_speed="16.0 GT/s PCIe" link_width="16">
+...   <gpu dev="0" sm="80" rank="0" gdr="1"><nvlink target="0000:0f:00.0" count="12"
+...     tclass="0x030200"/></gpu></pci>
+...  <pci busid="0000:0f:00.0" class="0x030200" link_speed="16.0 GT/s PCIe" link_width="16">
+...   <gpu dev="1" sm="80" rank="1" gdr="1"><nvlink target="0000:07:00.0" count="12"
+...     tclass="0x030200"/></gpu></pci></cpu></system>'''
+>>> t = parse_nccl_topo(xml, "pair.xml")
+>>> t.ranks, t.capacity()[("b0g0", "b0g1")]
+(('b0g0', 'b0g1'), Fraction(300, 1))
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from fractions import Fraction
+from pathlib import Path
+
+from lxml import etree
+
+from colc.errors import SpecError
+from colc.ir.topology import Link, Node, Topology
+
+from ._values import FieldError, int_value, show, str_value
+from ._xml import parse_xml, read_bytes_limited
+from .validate import validate_topology
+
+#: Largest NCCL topology file read (bytes).
+MAX_BYTES = 16 * 1024 * 1024
+
+#: PCI class of an NVSwitch.
+NVSWITCH_CLASS = 0x068000
+
+#: Per-NVLink, per-direction peak bandwidth (GB/s) by SM generation.
+NVLINK_PEAK = {60: Fraction(20), 70: Fraction(25), 80: Fraction(25), 86: Fraction(225, 16),
+               90: Fraction(25), 100: Fraction(50)}
+#: NCCL's per-NVLink bandwidth (``src/graph/topo.h``).
+NVLINK_NCCL = {60: Fraction(18), 70: Fraction(20), 80: Fraction(20), 86: Fraction(12),
+               90: Fraction(103, 5), 100: Fraction(401, 10)}
+
+#: PCIe ``link_speed`` (GT/s) -> NCCL's per-lane code; bw = width * code / 80 GB/s.
+PCI_SPEED_CODE = {Fraction(5, 2): 15, Fraction(5): 30, Fraction(8): 60, Fraction(16): 120,
+                  Fraction(32): 240, Fraction(64): 480}
+
+_MAX_BOXES = 4096
+
+
+@dataclass
+class _Gpu:
+    el: etree._Element
+    busid: str
+    dev: int
+    rank: int | None
+    sm: int
+    nvlinks: list[etree._Element] = field(default_factory=list)
+
+
+@dataclass
+class _Net:
+    el: etree._Element
+    dev: int
+    bandwidth: Fraction
+    anchor: etree._Element  # the element whose position in the PCI tree counts
+
+
+def load_nccl_topo(path: str, *, boxes: int = 1, ib_planes: int = 2,
+                   nvlink_bandwidth: str = "peak", name: str | None = None) -> Topology:
+    """Read an NCCL topology XML file (see the module docstring).
+
+    Parameters
+    ----------
+    path : str
+        The XML file.
+    boxes : int
+        Copies of the node, joined by IB switches when >= 2.
+    ib_planes : int
+        IB switches (rails) between boxes.
+    nvlink_bandwidth : {"peak", "nccl"}
+        Per-link NVLink bandwidth table.
+    name : str or None
+        Topology name (default: file stem, with ``-x{boxes}`` when boxes > 1).
+
+    Returns
+    -------
+    Topology
+        Validated.
+
+    Raises
+    ------
+    SpecError
+        Unreadable, unsafe or malformed file, or a file without the GPUs or
+        links colc needs.
+    """
+    return parse_nccl_topo(read_bytes_limited(path, MAX_BYTES), path, boxes=boxes,
+                           ib_planes=ib_planes, nvlink_bandwidth=nvlink_bandwidth, name=name)
+
+
+def topology_from_mapping(mapping: Mapping[str, object], path: str,
+                          lines: Mapping[str, int] | None = None) -> Topology:
+    """Build a topology from the YAML wrapper ``{nccl_topo: file.xml, boxes: N, ...}``.
+
+    Parameters
+    ----------
+    mapping : mapping
+        Keys ``nccl_topo`` (required; relative to ``path``'s folder), ``boxes``,
+        ``ib_planes``, ``nvlink_bandwidth``, ``name``.
+    path : str
+        The YAML file, for messages and relative paths.
+    lines : mapping of str to int, optional
+        Line of each key.
+
+    Returns
+    -------
+    Topology
+
+    Raises
+    ------
+    SpecError
+        Unknown or invalid key, or a problem in the XML file.
+    """
+    lines = lines or {}
+    allowed = ("boxes", "ib_planes", "name", "nccl_topo", "nvlink_bandwidth")
+    for key in mapping:
+        if key not in allowed:
+            raise FieldError(path, str(key), f"unknown key; allowed: {', '.join(allowed)}",
+                             lines.get(str(key)))
+    if "nccl_topo" not in mapping:
+        raise SpecError(path, "field 'nccl_topo': missing")
+    xml = str_value(mapping["nccl_topo"], path=path, field="nccl_topo",
+                    line=lines.get("nccl_topo"))
+    xml_path = str(Path(path).parent / xml)
+    boxes = int_value(mapping.get("boxes", 1), path=path, field="boxes", minimum=1,
+                      maximum=_MAX_BOXES, line=lines.get("boxes"))
+    planes = int_value(mapping.get("ib_planes", 2), path=path, field="ib_planes", minimum=1,
+                       maximum=64, line=lines.get("ib_planes"))
+    model = mapping.get("nvlink_bandwidth", "peak")
+    if model not in ("peak", "nccl"):
+        raise FieldError(path, "nvlink_bandwidth", f"must be 'peak' or 'nccl', got {show(model)}",
+                         lines.get("nvlink_bandwidth"))
+    name = mapping.get("name")
+    if name is not None:
+        name = str_value(name, path=path, field="name", line=lines.get("name"))
+    return load_nccl_topo(xml_path, boxes=boxes, ib_planes=planes, nvlink_bandwidth=str(model),
+                          name=name if name is not None else Path(path).stem)
+
+
+def parse_nccl_topo(text: str | bytes, path: str = "<string>", *, boxes: int = 1,
+                    ib_planes: int = 2, nvlink_bandwidth: str = "peak",
+                    name: str | None = None) -> Topology:
+    """Parse NCCL topology XML text; see ``load_nccl_topo``.
+
+    Parameters
+    ----------
+    text : str or bytes
+        The document.
+    path : str
+        File name for messages.
+    boxes, ib_planes, nvlink_bandwidth, name
+        As in ``load_nccl_topo``.
+
+    Returns
+    -------
+    Topology
+
+    Raises
+    ------
+    SpecError
+        As in ``load_nccl_topo``.
+    """
+    boxes = int_value(boxes, path=path, field="boxes", minimum=1, maximum=_MAX_BOXES)
+    ib_planes = int_value(ib_planes, path=path, field="ib_planes", minimum=1, maximum=64)
+    if nvlink_bandwidth not in ("peak", "nccl"):
+        raise FieldError(path, "nvlink_bandwidth", f"must be 'peak' or 'nccl', got "
+                         f"{show(nvlink_bandwidth)}")
+    root = parse_xml(text, path, MAX_BYTES)
+    box = _Box.parse(root, path, NVLINK_PEAK if nvlink_bandwidth == "peak" else NVLINK_NCCL)
+    stem = Path(path).stem if not path.startswith("<") else "nccl-topo"
+    topo_name = name or (stem if boxes == 1 else f"{stem}-x{boxes}")
+    topo = box.build(boxes, ib_planes, topo_name, path)
+    validate_topology(topo, path)
+    return topo
+
+
+# --------------------------------------------------------------------------- one box
+
+
+def _attr_int(el: etree._Element, attr: str, path: str, *, required: bool = True,
+              default: int | None = None) -> int | None:
+    raw = el.get(attr)
+    if raw is None:
+        if required:
+            raise SpecError(path, f"<{el.tag}>: attribute '{attr}' missing", el.sourceline)
+        return default
+    try:
+        return int(raw.strip(), 0) if raw.strip().lower().startswith("0x") else int(raw.strip())
+    except ValueError:
+        raise SpecError(path, f"<{el.tag}>: attribute '{attr}' must be an integer, got "
+                        f"{raw!r}", el.sourceline) from None
+
+
+def _busid(raw: str | None) -> str:
+    return (raw or "").strip().lower()
+
+
+def _pci_bandwidth(el: etree._Element | None, path: str) -> Fraction:
+    """NCCL's PCIe bandwidth of a ``<pci>``: width * code / 80 GB/s (Gen4 x16 = 24)."""
+    if el is None:
+        return Fraction(24)
+    words = (el.get("link_speed") or "").split()
+    try:
+        code = PCI_SPEED_CODE.get(Fraction(words[0])) if words else None
+    except ValueError:
+        code = None
+    width = _attr_int(el, "link_width", path, required=False, default=16) or 16
+    return Fraction(width * (code or 120), 80)
+
+
+def _nvlink_bw(table: Mapping[int, Fraction], sm: int, gpu: _Gpu, path: str) -> Fraction:
+    if sm == 86:
+        return table[86]
+    for gen in (100, 90, 80, 70, 60):
+        if sm >= gen:
+            return table[gen]
+    raise SpecError(path, f"<gpu dev=\"{gpu.dev}\">: sm={sm} has no NVLink (needs sm >= 60)",
+                    gpu.el.sourceline)
+
+
+class _Box:
+    """What one NCCL file says about one node."""
+
+    def __init__(self, path: str, table: Mapping[int, Fraction]) -> None:
+        self.path = path
+        self.table = table
+        self.gpus: list[_Gpu] = []
+        self.nets: list[_Net] = []
+        self.pci_class: dict[str, int] = {}
+        self.bare_gpu_pcis: list[etree._Element] = []
+
+    @classmethod
+    def parse(cls, root: etree._Element, path: str, table: Mapping[int, Fraction]) -> _Box:
+        if root.tag != "system":
+            raise SpecError(path, f"root element is <{root.tag}>, expected <system> (an NCCL "
+                            "topology file)", root.sourceline)
+        if root.get("version") is None:
+            raise SpecError(path, "<system>: attribute 'version' missing", root.sourceline)
+        box = cls(path, table)
+        for el in root.iter():
+            if not isinstance(el.tag, str):
+                continue
+            if el.tag == "pci":
+                box._pci(el)
+            elif el.tag == "gpu":
+                box._gpu(el)
+            elif el.tag == "net":
+                box._net(el)
+        box._check()
+        return box
+
+    def _pci(self, el: etree._Element) -> None:
+        busid = _busid(el.get("busid"))
+        if not busid:
+            raise SpecError(self.path, "<pci>: attribute 'busid' missing", el.sourceline)
+        cls_ = _attr_int(el, "class", self.path) or 0
+        self.pci_class[busid] = cls_
+        if cls_ >> 16 == 0x03 and not any(c.tag == "gpu" for c in el if isinstance(c.tag, str)):
+            self.bare_gpu_pcis.append(el)
+
+    def _gpu(self, el: etree._Element) -> None:
+        parent = el.getparent()
+        if parent is None or parent.tag != "pci":
+            raise SpecError(self.path, "<gpu> must be inside the <pci> of its device",
+                            el.sourceline)
+        dev = _attr_int(el, "dev", self.path)
+        sm = _attr_int(el, "sm", self.path)
+        rank = _attr_int(el, "rank", self.path, required=False)
+        gpu = _Gpu(el, _busid(parent.get("busid")), dev or 0, rank, sm or 0)
+        gpu.nvlinks = [c for c in el if isinstance(c.tag, str) and c.tag == "nvlink"]
+        self.gpus.append(gpu)
+
+    def _net(self, el: etree._Element) -> None:
+        dev = _attr_int(el, "dev", self.path, required=False)
+        if dev is None:
+            return  # NCCL ignores nets without dev
+        speed = _attr_int(el, "speed", self.path, required=False, default=10000) or 0
+        if speed <= 0:
+            speed = 10000
+        nic = el.getparent()
+        anchor = nic.getparent() if nic is not None and nic.getparent() is not None else el
+        self.nets.append(_Net(el, dev, Fraction(speed, 8000), anchor))
+
+    def _check(self) -> None:
+        if not self.gpus:
+            missing = ", ".join(_busid(p.get("busid")) for p in self.bare_gpu_pcis)
+            hint = (f"; GPU-class PCI devices without a <gpu> child: {missing}" if missing
+                    else "")
+            raise SpecError(self.path, "no <gpu> elements: this is a CPU/PCI skeleton (as "
+                            "cloud vendors ship; NCCL adds GPUs, NVLinks and NICs by detection)"
+                            f"{hint}. Dump the full topology on the machine with "
+                            "NCCL_TOPO_DUMP_FILE=<file> and pass that file")
+        with_rank = [g for g in self.gpus if g.rank is not None]
+        if with_rank and len(with_rank) != len(self.gpus):
+            g = next(g for g in self.gpus if g.rank is None)
+            raise SpecError(self.path, f"<gpu dev=\"{g.dev}\"> has no 'rank' while other GPUs "
+                            "have one", g.el.sourceline)
+        key = "rank" if with_rank else "dev"
+        self.gpus.sort(key=lambda g: (g.rank if with_rank else g.dev))
+        seen: dict[int, _Gpu] = {}
+        for g in self.gpus:
+            k = g.rank if with_rank else g.dev
+            if k in seen:
+                raise SpecError(self.path, f"two <gpu> elements with {key}={k}", g.el.sourceline)
+            seen[k or 0] = g
+        busids = [g.busid for g in self.gpus]
+        if len(set(busids)) != len(busids):
+            raise SpecError(self.path, "two <gpu> elements share a PCI busid")
+        if len(self.gpus) > 1:
+            lonely = [g for g in self.gpus if not g.nvlinks]
+            if lonely:
+                names = ", ".join(f"dev {g.dev} ({g.busid})" for g in lonely)
+                raise SpecError(self.path, f"GPU(s) {names} have no <nvlink>: colc models "
+                                "NVLink and NIC links only (PCIe peer-to-peer is not "
+                                "modelled); dump the topology with NVLinks detected",
+                                lonely[0].el.sourceline)
+        self.nets.sort(key=lambda n: n.dev)
+        if len({n.dev for n in self.nets}) != len(self.nets):
+            raise SpecError(self.path, "two <net> elements share a 'dev'")
+
+    # -- links ---------------------------------------------------------------
+    def nvlink_edges(self) -> tuple[list[tuple[int, int, Fraction]], dict[int, Fraction]]:
+        """GPU -> GPU links (by index) and per-GPU NVSwitch bandwidth."""
+        index = {g.busid: i for i, g in enumerate(self.gpus)}
+        direct: list[tuple[int, int, Fraction]] = []
+        to_switch: dict[int, Fraction] = {}
+        for i, g in enumerate(self.gpus):
+            per_link = _nvlink_bw(self.table, g.sm, g, self.path)
+            for nv in g.nvlinks:
+                target = _busid(nv.get("target"))
+                if not target:
+                    raise SpecError(self.path, "<nvlink>: attribute 'target' missing",
+                                    nv.sourceline)
+                count = _attr_int(nv, "count", self.path, required=False, default=1) or 0
+                if count < 1:
+                    raise SpecError(self.path, f"<nvlink target=\"{target}\">: count must be "
+                                    f">= 1, got {count}", nv.sourceline)
+                tclass = _attr_int(nv, "tclass", self.path, required=False)
+                if tclass is None:
+                    tclass = 0x030000 if target in index else self.pci_class.get(target)
+                if tclass == NVSWITCH_CLASS:
+                    to_switch[i] = to_switch.get(i, Fraction(0)) + count * per_link
+                elif tclass is not None and tclass >> 16 == 0x03:
+                    if target not in index:
+                        raise SpecError(self.path, f"<nvlink target=\"{target}\"> names a GPU "
+                                        "that is not in the file", nv.sourceline)
+                    if index[target] == i:
+                        raise SpecError(self.path, "<nvlink> from a GPU to itself",
+                                        nv.sourceline)
+                    direct.append((i, index[target], count * per_link))
+                elif tclass is None:
+                    raise SpecError(self.path, f"<nvlink target=\"{target}\">: unknown target "
+                                    "(no 'tclass' and no <pci> with that busid)", nv.sourceline)
+                # other classes (CPU, P9 NVLink) are not modelled
+        return direct, to_switch
+
+    def nic_plan(self) -> tuple[dict[int, list[int]], bool]:
+        """Map NIC position -> GPU indices using it; and whether NICs are per-GPU."""
+        nics = self.nets
+        users: dict[int, list[int]] = {k: [] for k in range(len(nics))}
+        if not nics:
+            return users, True
+        dist = [[_tree_distance(g.el.getparent(), n.anchor) for n in nics] for g in self.gpus]
+        if len(nics) >= len(self.gpus):
+            free = set(range(len(nics)))
+            for i in range(len(self.gpus)):
+                k = min(free, key=lambda k: (dist[i][k], k))
+                free.discard(k)
+                users[k].append(i)
+            for k in sorted(free):
+                i = min(range(len(self.gpus)), key=lambda i: (dist[i][k], i))
+                users[k].append(i)
+            return users, True
+        for i in range(len(self.gpus)):
+            k = min(range(len(nics)), key=lambda k: (dist[i][k], k))
+            users[k].append(i)
+        return users, False
+
+    def build(self, boxes: int, planes: int, name: str, path: str) -> Topology:
+        direct, to_switch = self.nvlink_edges()
+        users, per_gpu = self.nic_plan()
+        if boxes > 1 and not self.nets:
+            raise SpecError(path, "no <net> with a 'dev' (NIC): boxes cannot be connected; "
+                            f"{boxes} boxes were requested")
+        planes = max(1, min(planes, len(self.nets)))
+        nodes: list[Node] = []
+        links: list[Link] = []
+
+        def duplex(u: str, v: str, bw: Fraction) -> None:
+            links.append(Link(u, v, bw))
+            links.append(Link(v, u, bw))
+
+        for b in range(boxes):
+            gid = [f"b{b}g{i}" for i in range(len(self.gpus))]
+            nodes.extend(Node(g, "gpu") for g in gid)
+            if to_switch:
+                nodes.append(Node(f"b{b}nvs", "switch"))
+                for i, g in enumerate(gid):
+                    if i in to_switch:
+                        duplex(g, f"b{b}nvs", to_switch[i])
+            for i, j, bw in direct:
+                links.append(Link(gid[i], gid[j], bw))
+            if boxes > 1 and not per_gpu:
+                nodes.extend(Node(f"b{b}nic{k}", "nic") for k in users)
+        if boxes > 1:
+            nodes.extend(Node(f"ib{p}", "switch") for p in range(planes))
+            for b in range(boxes):
+                for k, gpus in users.items():
+                    ib = f"ib{k % planes}"
+                    bw = self.nets[k].bandwidth
+                    if per_gpu:
+                        for i in gpus:
+                            duplex(f"b{b}g{i}", ib, bw)
+                        continue
+                    nic = f"b{b}nic{k}"
+                    for i in gpus:
+                        duplex(f"b{b}g{i}", nic, _pci_bandwidth(self.gpus[i].el.getparent(),
+                                                                path))
+                    duplex(nic, ib, bw)
+        return Topology(name, tuple(nodes), tuple(links), path)
+
+
+def _tree_distance(a: etree._Element | None, b: etree._Element | None) -> int:
+    """Edges between two elements of the XML tree (PCI hops, roughly)."""
+    if a is None or b is None:
+        return 1 << 20
+    tree = a.getroottree()
+    pa = tree.getpath(a).split("/")
+    pb = tree.getpath(b).split("/")
+    common = 0
+    for x, y in zip(pa, pb):
+        if x != y:
+            break
+        common += 1
+    return len(pa) + len(pb) - 2 * common

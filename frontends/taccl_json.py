@@ -1,0 +1,200 @@
+"""TACCL topology ("profile") JSON and communication-sketch JSON frontend.
+
+Topology forms (``taccl/examples/topo``; peer survey section 2.2):
+
+* custom: ``{"name", "gpus_per_node": N, "links": [[..]] (links[dst][src] =
+  1 when a link exists), "betas": [[..]] or "invbws": [[..]], "alpha",
+  "nics_per_node", "remote_alpha", "remote_beta", "remote_invbw"}``;
+* named profiles without ``links``: ``name`` starting with ``NDv2`` (the
+  DGX-1 hybrid cube-mesh, ``node_betas_list = [fast, slow]`` for the
+  double/single NVLink pairs), ``DGX2`` or ``HubAndSpoke`` (one NVSwitch,
+  ``node_betas_list[0]``).
+
+Costs are microseconds per MB, so a beta ``b`` is ``1000 / b`` GB/s (for
+``invbws``, ``invbw - alpha`` is used as the beta).  With a sketch file,
+``nnodes`` boxes are built (ranks box-major, ids ``b{b}g{i}``); boxes are
+joined by one switch ``ib`` with each GPU's share of the node's NICs
+(``nics_per_node * 1000 / remote_beta / gpus_per_node`` GB/s).  The other
+sketch fields steer TACCL's solver and are checked for shape only.
+
+Example
+-------
+>>> import json, tempfile, os
+>>> d = tempfile.mkdtemp(); p = os.path.join(d, "t.json")
+>>> _ = open(p, "w").write(json.dumps({"name": "HubAndSpoke_1MB", "gpus_per_node": 4,
+...     "alpha": 0.3, "node_betas_list": [40], "node_invbws_list": [40.3]}))
+>>> load_taccl_topology(p).capacity()[("b0g0", "b0nvs")]
+Fraction(25, 1)
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+from colc.errors import SpecError
+from colc.ir.topology import Link, Node, Topology
+
+from ._json import load_json, matrix
+from ._values import fraction_value
+from .validate import validate_topology
+
+#: The DGX-1 / NDv2 NVLink pattern: 2 = double (fast) link, 1 = single (slow).
+NDV2_PATTERN = (
+    (0, 2, 1, 1, 2, 0, 0, 0), (2, 0, 1, 2, 0, 1, 0, 0), (1, 1, 0, 2, 0, 0, 2, 0),
+    (1, 2, 2, 0, 0, 0, 0, 1), (2, 0, 0, 0, 0, 2, 1, 1), (0, 1, 0, 0, 2, 0, 1, 2),
+    (0, 0, 2, 0, 1, 1, 0, 2), (0, 0, 0, 1, 1, 2, 2, 0),
+)
+
+_MAX_NODES = 4096
+
+
+def _bw(beta: object, path: str, field: str) -> Fraction:
+    return Fraction(1000) / fraction_value(beta, path=path, field=field)
+
+
+def load_taccl_topology(path: str, sketch: str | None = None, nnodes: int | None = None
+                        ) -> Topology:
+    """Read a TACCL topology JSON file, optionally with its sketch.
+
+    Parameters
+    ----------
+    path : str
+        Topology ("profile") JSON.
+    sketch : str or None
+        Communication-sketch JSON; gives the number of nodes.
+    nnodes : int or None
+        Number of nodes, overriding the sketch (``--boxes``).
+
+    Returns
+    -------
+    Topology
+        Validated.
+
+    Raises
+    ------
+    SpecError
+        Malformed JSON or a missing/invalid field (named in the message).
+    """
+    doc = load_json(path)
+    if not isinstance(doc, dict):
+        raise SpecError(path, "top level must be a JSON object")
+    if nnodes is None:
+        nnodes = load_taccl_sketch(sketch) if sketch is not None else 1
+    if isinstance(nnodes, bool) or not isinstance(nnodes, int) or not 1 <= nnodes <= _MAX_NODES:
+        raise SpecError(path, f"nnodes must be an integer in 1..{_MAX_NODES}, got {nnodes!r}")
+    name = doc.get("name")
+    if not isinstance(name, str) or not name:
+        raise SpecError(path, "field 'name': missing or not a string")
+    gpn = doc.get("gpus_per_node")
+    if isinstance(gpn, bool) or not isinstance(gpn, int) or not 1 <= gpn <= 1024:
+        raise SpecError(path, f"field 'gpus_per_node': must be an integer in 1..1024, got {gpn!r}")
+    intra, hub = _intra(doc, name, gpn, path)
+    nodes: list[Node] = []
+    links: list[Link] = []
+    for b in range(nnodes):
+        ids = [f"b{b}g{i}" for i in range(gpn)]
+        nodes += [Node(g, "gpu") for g in ids]
+        if hub is not None:
+            nodes.append(Node(f"b{b}nvs", "switch"))
+            for g in ids:
+                links += [Link(g, f"b{b}nvs", hub), Link(f"b{b}nvs", g, hub)]
+        links += [Link(ids[s], ids[d], bw) for s, d, bw in intra]
+    if nnodes > 1:
+        nics = doc.get("nics_per_node", 1)
+        if isinstance(nics, bool) or not isinstance(nics, int) or nics < 1:
+            raise SpecError(path, f"field 'nics_per_node': must be an integer >= 1, got {nics!r}")
+        if "remote_beta" not in doc:
+            raise SpecError(path, "field 'remote_beta': missing (needed for more than one node)")
+        share = _bw(doc["remote_beta"], path, "remote_beta") * nics / gpn
+        nodes.append(Node("ib", "switch"))
+        for b in range(nnodes):
+            for i in range(gpn):
+                links += [Link(f"b{b}g{i}", "ib", share), Link("ib", f"b{b}g{i}", share)]
+    topo = Topology(name if nnodes == 1 else f"{name}-x{nnodes}", tuple(nodes), tuple(links),
+                    path)
+    validate_topology(topo, path)
+    return topo
+
+
+def _intra(doc: dict, name: str, gpn: int, path: str
+           ) -> tuple[list[tuple[int, int, Fraction]], Fraction | None]:
+    """Intra-node links (src, dst, GB/s) and the NVSwitch bandwidth, if any."""
+    if "links" in doc:
+        m = matrix(doc["links"], path, "links", gpn)
+        if "betas" in doc:
+            costs = matrix(doc["betas"], path, "betas", gpn)
+            alpha = Fraction(0)
+            field = "betas"
+        elif "invbws" in doc:
+            costs = matrix(doc["invbws"], path, "invbws", gpn)
+            alpha = fraction_value(doc.get("alpha", 0), path=path, field="alpha",
+                                   minimum="nonnegative")
+            field = "invbws"
+        else:
+            raise SpecError(path, "field 'betas' (or 'invbws'): missing for a custom topology")
+        out = []
+        for d in range(gpn):
+            for s in range(gpn):
+                if m[d][s] not in (0, 1):
+                    raise SpecError(path, f"field 'links[{d}][{s}]': must be 0 or 1, got "
+                                    f"{m[d][s]!r}")
+                if m[d][s] and s != d:
+                    beta = fraction_value(costs[d][s], path=path, field=f"{field}[{d}][{s}]")
+                    if beta - alpha <= 0:
+                        raise SpecError(path, f"field '{field}[{d}][{s}]': must exceed alpha")
+                    out.append((s, d, Fraction(1000) / (beta - alpha)))
+        return out, None
+    betas = doc.get("node_betas_list")
+    if not isinstance(betas, list) or not betas:
+        raise SpecError(path, "field 'node_betas_list': missing or empty (and no 'links')")
+    if name.startswith("NDv2"):
+        if gpn != 8 or len(betas) < 2:
+            raise SpecError(path, "NDv2 profiles need gpus_per_node 8 and node_betas_list "
+                            "[fast, slow]")
+        fast = _bw(betas[0], path, "node_betas_list[0]")
+        slow = _bw(betas[1], path, "node_betas_list[1]")
+        return [(s, d, fast if NDV2_PATTERN[s][d] == 2 else slow)
+                for s in range(8) for d in range(8) if NDV2_PATTERN[s][d]], None
+    if name.startswith(("DGX2", "HubAndSpoke")):
+        return [], _bw(betas[0], path, "node_betas_list[0]")
+    raise SpecError(path, f"field 'name': {name!r} is not a known TACCL profile (NDv2*, DGX2*, "
+                    "HubAndSpoke*) and the file has no 'links' matrix")
+
+
+def load_taccl_sketch(path: str) -> int:
+    """Check a TACCL communication sketch and return its ``nnodes``.
+
+    Parameters
+    ----------
+    path : str
+        Sketch JSON.
+
+    Returns
+    -------
+    int
+        Number of nodes.
+
+    Raises
+    ------
+    SpecError
+        Malformed JSON or fields of the wrong shape.
+    """
+    doc = load_json(path)
+    if not isinstance(doc, dict):
+        raise SpecError(path, "top level must be a JSON object")
+    n = doc.get("nnodes", 1)
+    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= _MAX_NODES:
+        raise SpecError(path, f"field 'nnodes': must be an integer in 1..{_MAX_NODES}, got {n!r}")
+    intra = doc.get("intranode_sketch")
+    if intra is not None:
+        if not isinstance(intra, dict):
+            raise SpecError(path, "field 'intranode_sketch': must be an object")
+        strat = intra.get("strategy")
+        if strat not in ("switch", "none", "maxmin", "minmax"):
+            raise SpecError(path, f"field 'intranode_sketch.strategy': unknown {strat!r}")
+    inter = doc.get("internode_sketch")
+    if n > 1:
+        if not isinstance(inter, dict) or inter.get("strategy") != "relay":
+            raise SpecError(path, "field 'internode_sketch.strategy': must be \"relay\" when "
+                            "nnodes > 1")
+    return n

@@ -1,0 +1,78 @@
+"""Write a ``Topology`` as colc's explicit YAML form (``colc convert``).
+
+Output: ``name``, ``nodes: [{id, kind[, multicast]}]`` in node order (so
+ranks keep their order) and ``links: [{src, dst, bandwidth[, latency][,
+duplex]}]`` in link order.  Two consecutive links that are each other's
+reverse with equal bandwidth and latency are written once with
+``duplex: true`` (the parser expands that back to the same two links, in the
+same order), so parsing the text gives back an equal ``Topology``.
+Bandwidths and latencies are integers when whole, else ``"p/q"`` strings.
+Ids and names are quoted with JSON string syntax (valid YAML flow scalars).
+
+Example
+-------
+>>> from fractions import Fraction
+>>> from colc.ir.topology import Link, Node, Topology
+>>> t = Topology("pair", (Node("a", "gpu"), Node("b", "gpu")),
+...              (Link("a", "b", Fraction(25, 2)), Link("b", "a", Fraction(25, 2))))
+>>> print(topology_to_yaml(t), end="")
+name: "pair"
+nodes:
+  - {id: "a", kind: gpu}
+  - {id: "b", kind: gpu}
+links:
+  - {src: "a", dst: "b", bandwidth: "25/2", duplex: true}
+"""
+
+from __future__ import annotations
+
+import json
+from fractions import Fraction
+
+from colc.ir.topology import Link, Topology
+
+
+def _num(x: Fraction) -> str:
+    return str(x.numerator) if x.denominator == 1 else f'"{x.numerator}/{x.denominator}"'
+
+
+def _link(link: Link, duplex: bool) -> str:
+    parts = [f"src: {json.dumps(link.src)}", f"dst: {json.dumps(link.dst)}",
+             f"bandwidth: {_num(link.bandwidth)}"]
+    if link.latency:
+        parts.append(f"latency: {_num(link.latency)}")
+    if duplex:
+        parts.append("duplex: true")
+    return "  - {" + ", ".join(parts) + "}"
+
+
+def topology_to_yaml(topo: Topology) -> str:
+    """Render ``topo`` in the explicit YAML form.
+
+    Parameters
+    ----------
+    topo : Topology
+
+    Returns
+    -------
+    str
+        YAML text ending with a newline; deterministic.
+    """
+    out = [f"name: {json.dumps(topo.name)}", "nodes:"]
+    for n in topo.nodes:
+        extra = ", multicast: true" if n.multicast else ""
+        out.append(f"  - {{id: {json.dumps(n.id)}, kind: {n.kind}{extra}}}")
+    out.append("links:" if topo.links else "links: []")
+    links = topo.links
+    i = 0
+    while i < len(links):
+        a = links[i]
+        b = links[i + 1] if i + 1 < len(links) else None
+        if (b is not None and (b.src, b.dst) == (a.dst, a.src)
+                and b.bandwidth == a.bandwidth and b.latency == a.latency):
+            out.append(_link(a, True))
+            i += 2
+        else:
+            out.append(_link(a, False))
+            i += 1
+    return "\n".join(out) + "\n"

@@ -1,0 +1,430 @@
+"""oneCCL XML backend: lowering, printing, schema, reader and verifier."""
+
+from __future__ import annotations
+
+import dataclasses
+import glob
+import os
+
+import pytest
+
+from colc.backends.msccl_xml import emit_msccl_xml
+from colc.backends.oneccl_reader import load_oneccl_xml, read_oneccl_xml
+from colc.backends.oneccl_xml import (
+    emit_oneccl_xml,
+    lower_program,
+    print_oneccl_xml,
+    validate_oneccl_xml,
+)
+from colc.errors import InternalError, SpecError
+from colc.ir.core import Buffer, Collective, Protocol
+from colc.ir.interpret_oneccl import (
+    ThreadDiagnostic,
+    check_thread_schedule,
+    interpret_thread_schedule,
+    verify_thread_schedule,
+)
+from colc.ir.oneccl import Instr, InstrKind, RankThreads, Region, Thread, ThreadSchedule
+from colc.ir.program import Loc, Program, RankProgram, Step, StepKind, Threadblock
+from oneccl_cases import ring_allgather, ring_allgather_split, ring_allreduce, ring_reducescatter
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+GOLDEN = os.path.join(HERE, "data", "oneccl")
+MSCCL_EXAMPLES = "/work/shared/reference/msccl-examples"
+
+
+def _verify(program: Program) -> list[str]:
+    text = emit_oneccl_xml(program)
+    return [str(d) for d in verify_thread_schedule(read_oneccl_xml(text, program.name))]
+
+
+# --------------------------------------------------------------------------- correct schedules
+
+
+@pytest.mark.parametrize("n", [2, 3, 4, 5])
+@pytest.mark.parametrize("build", [ring_allreduce, ring_allgather, ring_reducescatter,
+                                   ring_allgather_split])
+def test_ring_schedules_verify(build, n: int) -> None:
+    assert _verify(build(n)) == []
+
+
+def test_all_three_collectives_under_both_aliasings() -> None:
+    # allgather and reducescatter rings declare in-place and out-of-place.
+    for prog in (ring_allgather(4), ring_reducescatter(4)):
+        sched = lower_program(prog)
+        for inplace in (True, False):
+            done, diags = interpret_thread_schedule(sched, inplace=inplace, eager_depth=2)
+            assert done and diags == []
+
+
+def test_emit_is_deterministic_and_round_trips() -> None:
+    prog = ring_allreduce(4)
+    text = emit_oneccl_xml(prog)
+    assert text == emit_oneccl_xml(prog)
+    assert text.endswith("</oneccl_schedule>\n")
+    assert "\t" not in text
+    back = read_oneccl_xml(text, "x.oneccl.xml")
+    assert back == lower_program(prog)
+    assert print_oneccl_xml(back) == text
+
+
+def test_lowering_of_fused_steps() -> None:
+    sched = lower_program(ring_reducescatter(3))
+    instrs = sched.ranks[0].threads[0].instrs
+    kinds = [i.kind for i in instrs]
+    # s; rrs = recv tmp, reduce, send tmp; rrc (src != dst) = recv tmp, reduce, copy
+    assert kinds == [InstrKind.SEND, InstrKind.RECV, InstrKind.REDUCE, InstrKind.SEND,
+                     InstrKind.RECV, InstrKind.REDUCE, InstrKind.COPY]
+    assert instrs[3].src is Region.TMP and instrs[6].dst is Region.OUTPUT
+    assert sched.ranks[0].threads[0].tmp_chunks == 1
+    # tags are k * C + channel, per direction
+    assert [i.tag for i in instrs if i.kind is InstrKind.SEND] == [0, 1]
+    assert [i.tag for i in instrs if i.kind is InstrKind.RECV] == [0, 1]
+
+
+def test_dependency_becomes_sync_on_last_lowered_instruction() -> None:
+    sched = lower_program(ring_allgather_split(4))
+    t0 = sched.ranks[0].threads[0].instrs
+    syncs = [i for i in t0 if i.kind is InstrKind.SYNC]
+    assert [(s.wait_thread, s.wait_instr) for s in syncs] == [(1, 0), (1, 1)]
+
+
+def test_eager_depth_follows_protocol() -> None:
+    assert lower_program(ring_allgather(3)).eager_depth == 2
+    assert lower_program(ring_allgather(3, Protocol.LL)).eager_depth == 8
+
+
+def test_lowering_rejects_shared_connection() -> None:
+    prog = ring_allgather(3)
+    rp = prog.ranks[0]
+    tb = rp.threadblocks[0]
+    bad = dataclasses.replace(rp, threadblocks=(tb, dataclasses.replace(tb, id=1)))
+    with pytest.raises(InternalError, match="two threadblocks"):
+        lower_program(dataclasses.replace(prog, ranks=(bad, *prog.ranks[1:])))
+
+
+# --------------------------------------------------------------------------- golden files
+
+
+GOLDEN_PROGRAMS = {
+    "ring3-allreduce": lambda: ring_allreduce(3),
+    "ring3-allgather": lambda: ring_allgather(3),
+    "ring3-reducescatter": lambda: ring_reducescatter(3),
+    "ring3-allgather-split": lambda: ring_allgather_split(3),
+}
+
+
+@pytest.mark.parametrize("name", sorted(GOLDEN_PROGRAMS))
+@pytest.mark.parametrize("backend", ["msccl", "oneccl"])
+def test_golden_both_backends(name: str, backend: str, update_golden: bool) -> None:
+    prog = GOLDEN_PROGRAMS[name]()
+    text = emit_oneccl_xml(prog) if backend == "oneccl" else emit_msccl_xml(prog)
+    path = os.path.join(GOLDEN, f"{name}.{backend}.xml")
+    if update_golden:
+        os.makedirs(GOLDEN, exist_ok=True)
+        with open(path, "w", encoding="utf-8", newline="\n") as fh:
+            fh.write(text)
+        return
+    with open(path, encoding="utf-8") as fh:
+        assert fh.read() == text, f"{path} differs: review and rerun with --update-golden"
+
+
+def test_golden_oneccl_files_verify() -> None:
+    files = sorted(glob.glob(os.path.join(GOLDEN, "*.oneccl.xml")))
+    assert files
+    for path in files:
+        assert verify_thread_schedule(load_oneccl_xml(path)) == [], path
+
+
+# --------------------------------------------------------------------------- verifier findings
+
+
+def _sched(coll: Collective, n: int, nchunks: int, threads: dict[int, list[list[Instr]]],
+           *, inplace: bool = False, depth: int = 2, scratch: int = 0) -> ThreadSchedule:
+    from colc.ir.core import buffer_extents
+    ext = buffer_extents(coll, nchunks, n)
+    ranks = tuple(
+        RankThreads(r, ext[Buffer.INPUT], ext[Buffer.OUTPUT], scratch,
+                    tuple(Thread(t, 0, 1, tuple(code)) for t, code in enumerate(threads[r])))
+        for r in range(n))
+    return ThreadSchedule("t", coll, n, nchunks, inplace, not inplace, 0, 0, depth, ranks)
+
+
+def send(peer: int, tag: int, buf: Region, off: int, cnt: int = 1) -> Instr:
+    return Instr(InstrKind.SEND, peer=peer, tag=tag, src=buf, src_off=off, count=cnt)
+
+
+def recv(peer: int, tag: int, buf: Region, off: int, cnt: int = 1) -> Instr:
+    return Instr(InstrKind.RECV, peer=peer, tag=tag, dst=buf, dst_off=off, count=cnt)
+
+
+def copy(a: Region, ao: int, b: Region, bo: int) -> Instr:
+    return Instr(InstrKind.COPY, src=a, src_off=ao, dst=b, dst_off=bo, count=1)
+
+
+def reduce(a: Region, ao: int, b: Region, bo: int) -> Instr:
+    return Instr(InstrKind.REDUCE, src=a, src_off=ao, dst=b, dst_off=bo, count=1)
+
+
+def sync(t: int, i: int) -> Instr:
+    return Instr(InstrKind.SYNC, wait_thread=t, wait_instr=i)
+
+
+IN, OUT, TMP = Region.INPUT, Region.OUTPUT, Region.TMP
+
+
+def _pair_allgather(first_recv: bool) -> ThreadSchedule:
+    """2-rank allgather; with ``first_recv`` both ranks receive before sending."""
+    code = {}
+    for r in range(2):
+        p = 1 - r
+        body = [send(p, 0, OUT, r), recv(p, 0, OUT, p)]
+        if first_recv:
+            body.reverse()
+        code[r] = [[copy(IN, 0, OUT, r), *body]]
+    return _sched(Collective.ALLGATHER, 2, 2, code)
+
+
+def test_hand_schedule_correct() -> None:
+    assert verify_thread_schedule(_pair_allgather(False)) == []
+
+
+def test_deadlock_regardless_of_buffering() -> None:
+    diags = [str(d) for d in verify_thread_schedule(_pair_allgather(True))]
+    assert "rank 0 thread 0 instr 1: deadlock (eager depth 2): blocked in recv from rank 1 " \
+           "tag 0 waits for a message never sent" in diags
+    assert any("unbounded buffering" in d for d in diags)
+
+
+def test_deadlock_only_with_bounded_buffering() -> None:
+    # Both ranks send three messages before receiving any.
+    code = {}
+    for r in range(2):
+        p = 1 - r
+        code[r] = [[*(send(p, t, IN, t) for t in range(3)),
+                    *(recv(p, t, TMP, 0) for t in range(3))]]
+    sched = _sched(Collective.ALLREDUCE, 2, 3, code)
+    done, diags = interpret_thread_schedule(sched, inplace=False, eager_depth=2)
+    assert not done
+    assert any("deadlock (eager depth 2): blocked in send to rank 1 tag 2 has 2 unreceived" in str(d)
+               for d in diags)
+    done, _ = interpret_thread_schedule(sched, inplace=False, eager_depth=None)
+    assert done
+    done, _ = interpret_thread_schedule(sched, inplace=False, eager_depth=3)
+    assert done
+
+
+def test_rendezvous_when_receive_is_posted() -> None:
+    # Depth 0: every send waits for its receive; out-of-order tags still match.
+    code = {0: [[send(1, 0, IN, 0), send(1, 1, IN, 1)]],
+            1: [[recv(0, 1, TMP, 0), recv(0, 0, TMP, 0)]]}
+    sched = _sched(Collective.ALLREDUCE, 2, 2, code)
+    done, _ = interpret_thread_schedule(sched, inplace=False, eager_depth=0)
+    assert not done  # rank 0 sends tag 0 first, but rank 1 waits for tag 1
+    done, _ = interpret_thread_schedule(sched, inplace=False, eager_depth=1)
+    assert done
+
+
+def test_race_detected_without_dependency() -> None:
+    diags = _verify(ring_allgather_split(4, drop_dep=True))
+    assert "rank 1 thread 1 instr 0: data race on output[0]: write here and read by thread 0 " \
+           "instr 2, not ordered (out-of-place)" in diags
+
+
+def test_race_between_local_threads() -> None:
+    code = {0: [[copy(IN, 0, OUT, 0)], [copy(IN, 0, OUT, 0)]],
+            1: [[copy(IN, 0, OUT, 1)]]}
+    sched = _sched(Collective.ALLGATHER, 2, 2, code)
+    diags = [str(d) for d in verify_thread_schedule(sched)]
+    assert any(d.startswith("rank 0 thread 1 instr 0: data race on output[0]") for d in diags)
+    # A sync orders them.
+    code[0][1] = [sync(0, 0), copy(IN, 0, OUT, 0)]
+    diags = [str(d) for d in verify_thread_schedule(_sched(Collective.ALLGATHER, 2, 2, code))]
+    assert not any("race" in d for d in diags)
+
+
+def test_double_reduction_is_an_error() -> None:
+    code = {}
+    for r in range(2):
+        p = 1 - r
+        code[r] = [[send(p, 0, IN, 0), recv(p, 0, TMP, 0), reduce(TMP, 0, IN, 0),
+                    reduce(TMP, 0, IN, 0)]]
+    sched = _sched(Collective.ALLREDUCE, 2, 2, code, inplace=True)
+    diags = [str(d) for d in verify_thread_schedule(sched)]
+    assert "rank 0 thread 0 instr 3: reduces a contribution twice: i0[0]+i1[0] (+) i1[0] " \
+           "(in-place)" in diags
+
+
+def test_postcondition_failure_names_chunk() -> None:
+    code = {0: [[copy(IN, 0, OUT, 0), send(1, 0, OUT, 0), recv(1, 0, OUT, 0)]],
+            1: [[copy(IN, 0, OUT, 1), send(0, 0, OUT, 1), recv(0, 0, OUT, 0)]]}
+    diags = [str(d) for d in verify_thread_schedule(_sched(Collective.ALLGATHER, 2, 2, code))]
+    assert "rank 0: postcondition of allgather fails: output[0] holds i1[0], expected i0[0] " \
+           "(out-of-place)" in diags
+    assert "rank 0: postcondition of allgather fails: output[1] holds uninitialised, " \
+           "expected i1[0] (out-of-place)" in diags
+
+
+def test_reduce_of_uninitialized_chunk() -> None:
+    code = {0: [[reduce(IN, 0, OUT, 0)]], 1: [[copy(IN, 0, OUT, 0)]]}
+    diags = [str(d) for d in verify_thread_schedule(
+        _sched(Collective.ALLREDUCE, 2, 2, code))]
+    assert "rank 0 thread 0 instr 0: reads uninitialised output[0] (out-of-place)" in diags
+
+
+def test_static_findings() -> None:
+    code = {0: [[send(1, 0, IN, 0), send(1, 0, IN, 0), send(1, 5, IN, 1, cnt=2)]],
+            1: [[recv(0, 0, OUT, 0), recv(0, 7, OUT, 0), sync(0, 2)]]}
+    diags = [str(d) for d in check_thread_schedule(_sched(Collective.ALLREDUCE, 2, 2, code))]
+    assert "rank 0 thread 0 instr 1: send to rank 1 reuses tag 0 of thread 0 instr 0" in diags
+    assert "rank 0 thread 0 instr 2: send touches input[1..2] but input has 2 chunks" in diags
+    assert "rank 0 thread 0 instr 2: send to rank 1 tag 5 is never received" in diags
+    assert "rank 1 thread 0 instr 1: recv from rank 0 tag 7 is never sent" in diags
+    assert "rank 1 thread 0 instr 2: sync waits for its own thread's instr 2, which cannot " \
+           "have completed" in diags
+
+
+def test_size_mismatch_and_wrong_extent() -> None:
+    code = {0: [[send(1, 0, IN, 0, cnt=2)]], 1: [[recv(0, 0, OUT, 0)]]}
+    sched = _sched(Collective.ALLREDUCE, 2, 2, code)
+    diags = [str(d) for d in check_thread_schedule(sched)]
+    assert "rank 0 thread 0 instr 0: send of 2 chunks to rank 1 tag 0 is received as 1 " \
+           "chunks by thread 0 instr 0" in diags
+    bad = dataclasses.replace(sched, ranks=(dataclasses.replace(sched.ranks[0], output_chunks=1),
+                                            sched.ranks[1]))
+    diags = [str(d) for d in check_thread_schedule(bad)]
+    assert "rank 0: output_chunks=1, but allreduce of 2 chunks on 2 ranks has 2" in diags
+
+
+def test_thread_diagnostic_is_a_diagnostic() -> None:
+    from colc.ir.diagnostics import Diagnostic
+    d = ThreadDiagnostic("x", rank=1, tb=2, step=3)
+    assert isinstance(d, Diagnostic) and str(d) == "rank 1 thread 2 instr 3: x"
+
+
+# --------------------------------------------------------------------------- reader errors
+
+
+GOOD = emit_oneccl_xml(ring_allgather_split(3))
+
+
+def _bad(text: str) -> SpecError:
+    with pytest.raises(SpecError) as info:
+        read_oneccl_xml(text, "bad.oneccl.xml")
+    return info.value
+
+
+@pytest.mark.parametrize(("mutate", "expect"), [
+    (lambda t: t.replace("</oneccl_schedule>", ""), "malformed XML"),
+    (lambda t: t.replace('version="1"', 'version="2"'), "schema"),
+    (lambda t: t.replace('coll="allgather"', 'coll="alltoall"'), "schema"),
+    (lambda t: t.replace('cnt="1"', 'cnt="0"', 1), "schema"),
+    (lambda t: t.replace('cnt="1"', 'cnt="01"', 1), "schema"),
+    (lambda t: t.replace('<send i="1"', '<send i="1" extra="x"', 1), "schema"),
+    (lambda t: t.replace('<send i="1"', '<bcast i="1"', 1).replace("</send>", ""), "schema"),
+    (lambda t: t.replace('<send i="1"', '<send i="7"', 1), "instruction i=7 is at position 1"),
+    (lambda t: t.replace('peer="1"', 'peer="0"', 1), "send peer 0 is the rank itself"),
+    (lambda t: t.replace('peer="1"', 'peer="9"', 1), "not below nranks=3"),
+    (lambda t: t.replace('<rank id="1"', '<rank id="2"', 1), "rank id 2: expected 1"),
+    (lambda t: t.replace('thread="1" instr="0"', 'thread="4" instr="0"', 1),
+     "sync on thread 4, but the rank has 2 threads"),
+    (lambda t: t.replace('thread="1" instr="0"', 'thread="1" instr="9"', 1),
+     "sync on thread 1 instr 9, but that thread has 2 instructions"),
+    (lambda t: t.replace('nranks="3"', 'nranks="4"'), "4 <rank> elements"[2:]),
+])
+def test_reader_rejects(mutate, expect: str) -> None:
+    err = _bad(mutate(GOOD))
+    assert expect in str(err)
+    assert str(err).startswith("bad.oneccl.xml")
+    assert "\n" not in str(err)
+
+
+def test_reader_line_numbers() -> None:
+    err = _bad(GOOD.replace('peer="1"', 'peer="0"', 1))
+    assert err.line == 6
+
+
+def test_reader_refuses_entities_and_dtd() -> None:
+    bomb = ('<?xml version="1.0"?>\n<!DOCTYPE lolz [<!ENTITY lol "lol">'
+            '<!ENTITY lol2 "&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;">]>\n'
+            '<oneccl_schedule name="&lol2;"/>')
+    err = _bad(bomb)
+    assert "DOCTYPE" in str(err) or "schema" in str(err)
+    external = ('<?xml version="1.0"?>\n<!DOCTYPE x [<!ENTITY e SYSTEM "file:///etc/passwd">]>'
+                '\n<oneccl_schedule name="&e;"/>')
+    assert "root:" not in str(_bad(external))
+
+
+def test_reader_size_limit(tmp_path) -> None:
+    from colc.backends import oneccl_xml
+    with pytest.raises(SpecError, match="at most"):
+        oneccl_xml.parse_xml_safely(b" " * 10 + b"<a/>", "big.xml", max_bytes=8)
+    missing = tmp_path / "none.oneccl.xml"
+    with pytest.raises(SpecError, match="cannot read"):
+        load_oneccl_xml(str(missing))
+
+
+def test_validate_returns_root() -> None:
+    assert validate_oneccl_xml(GOOD, "x").tag == "oneccl_schedule"
+
+
+# --------------------------------------------------------------------------- MSCCL examples
+
+
+def _msccl_reader():
+    return pytest.importorskip("colc.backends.msccl_reader")
+
+
+@pytest.mark.parametrize("path", sorted(glob.glob(os.path.join(MSCCL_EXAMPLES,
+                                                               "0[1-5]_*.executor.xml"))))
+def test_msccl_examples_convert_and_verify(path: str) -> None:
+    reader = _msccl_reader()
+    with open(path, encoding="utf-8") as fh:
+        result = reader.read_msccl(fh.read(), path)
+    assert result.program is not None, [str(d) for d in result.diagnostics]
+    program = result.program
+    text = emit_oneccl_xml(program)
+    assert verify_thread_schedule(read_oneccl_xml(text, path)) == []
+
+
+def test_unused_threadblock_ids_must_be_contiguous() -> None:
+    prog = ring_allgather(2)
+    rp = prog.ranks[0]
+    tb = dataclasses.replace(rp.threadblocks[0], id=3)
+    with pytest.raises(InternalError, match="0..n-1"):
+        lower_program(dataclasses.replace(prog, ranks=(dataclasses.replace(rp, threadblocks=(tb,)),
+                                                       prog.ranks[1])))
+
+
+def test_nop_and_zero_count_lowering() -> None:
+    o = Loc(Buffer.OUTPUT, 0)
+    none = Loc(Buffer.INPUT, None)
+    steps0 = (Step(StepKind.NOP, none, none, 0),
+              Step(StepKind.COPY, Loc(Buffer.INPUT, 0), o, 1, has_dep=True))
+    steps1 = (Step(StepKind.NOP, none, none, 0, dep=(0, 0)),  # vacuous: target lowers to nothing
+              Step(StepKind.NOP, none, none, 0, dep=(0, 1)),
+              Step(StepKind.SEND, o, o, 1))
+    r0 = RankProgram(0, 1, 2, 0, (Threadblock(0, None, None, 0, steps0),
+                                  Threadblock(1, 1, None, 0, steps1)))
+    r1 = RankProgram(1, 1, 2, 0, (Threadblock(0, None, 0, 0, (
+        Step(StepKind.COPY, Loc(Buffer.INPUT, 0), Loc(Buffer.OUTPUT, 1), 1),
+        Step(StepKind.RECV, o, o, 1))),))
+    prog = Program("nops", Collective.ALLGATHER, Protocol.SIMPLE, 1, 2, 2, False, True, 0, 0,
+                   (r0, r1))
+    sched = lower_program(prog)
+    t1 = sched.ranks[0].threads[1].instrs
+    assert [(i.kind, i.wait_thread, i.wait_instr) for i in t1[:1]] == [(InstrKind.SYNC, 0, 0)]
+    assert len(t1) == 2
+    # rank 1 never sends its own chunk to rank 0: postcondition fails, nothing else.
+    diags = [str(d) for d in verify_thread_schedule(sched)]
+    assert diags == ["rank 0: postcondition of allgather fails: output[1] holds uninitialised, "
+                     "expected i1[0] (out-of-place)"]
+
+
+def test_doc_example_and_its_race_message() -> None:
+    doc = open(os.path.join(HERE, "..", "docs", "oneccl-xml.md"), encoding="utf-8").read()
+    with open(os.path.join(GOLDEN, "ring3-allgather-split.oneccl.xml"), encoding="utf-8") as fh:
+        assert fh.read() in doc
+    diags = _verify(ring_allgather_split(3, drop_dep=True))
+    assert ("rank 0 thread 1 instr 0: data race on output[2]: write here and read by thread 0 "
+            "instr 2, not ordered (out-of-place)") in diags

@@ -1,0 +1,300 @@
+"""Real-machine frontends: NCCL topology XML, msccl-tools JSON, TACCL JSON, YAML writer."""
+
+from __future__ import annotations
+
+import os
+from fractions import Fraction
+
+import pytest
+
+from colc.errors import ColcError, SpecError
+from colc.frontends.detect import foreign_loader
+from colc.frontends.families import dgx_a100
+from colc.frontends.msccl_tools_json import load_msccl_tools_topology
+from colc.frontends.nccl_topo_xml import load_nccl_topo, parse_nccl_topo, topology_from_mapping
+from colc.frontends.taccl_json import load_taccl_sketch, load_taccl_topology
+from colc.frontends.yaml_topology import parse_topology_text
+from colc.frontends.yaml_writer import topology_to_yaml
+
+DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "real")
+DGX = os.path.join(DATA, "dgx-a100.nccl.xml")
+
+
+def _structure(t):
+    return t.ranks, {(n.id, n.kind, n.multicast) for n in t.nodes}, t.capacity()
+
+
+# --------------------------------------------------------------------------- NCCL XML
+
+
+@pytest.mark.parametrize("boxes", [1, 2, 3])
+def test_dgx_a100_dump_equals_family(boxes: int) -> None:
+    t = load_nccl_topo(DGX, boxes=boxes)
+    assert _structure(t) == _structure(dgx_a100(boxes))
+    assert t.nodes == dgx_a100(boxes).nodes and t.links == dgx_a100(boxes).links
+
+
+def test_yaml_wrapper_equals_family() -> None:
+    t = foreign_loader(os.path.join(DATA, "dgx-a100-2boxes.yaml"))()
+    assert t == dgx_a100(2)
+
+
+def test_dgx_a100_dump_compiles_like_family() -> None:
+    pipeline = pytest.importorskip("colc.compiler.pipeline")
+    from colc.ir.core import Collective
+
+    def outcome(topo, opts) -> str:
+        try:
+            return pipeline.compile_topology(topo, opts).text
+        except ColcError as err:  # the same refusal for both is the same outcome
+            return f"error: {err}"
+
+    dump = load_nccl_topo(DGX, boxes=2, name="dgx-a100-2")
+    for algorithm in ("auto", "ring"):
+        for coll in (Collective.ALLGATHER, Collective.REDUCESCATTER, Collective.ALLREDUCE):
+            opts = pipeline.CompileOptions(algorithm=algorithm, collective=coll)
+            assert outcome(dump, opts) == outcome(dgx_a100(2), opts)
+
+
+def test_nccl_bandwidth_model() -> None:
+    t = load_nccl_topo(DGX, boxes=2, nvlink_bandwidth="nccl")
+    assert t.capacity()[("b0g0", "b0nvs")] == 240  # 12 links x 20 GB/s (SM80)
+    assert t.capacity()[("b1g3", "ib1")] == 25  # 200 Gb/s HDR
+
+
+NVS_PCI = ('<system version="1"><cpu numaid="0" arch="x86_64" vendor="GenuineIntel">'
+           '<pci busid="0000:c4:00.0" class="0x068000" link_speed="" link_width="0"/>'
+           '{gpus}</cpu></system>')
+
+
+def _gpu(dev: int, sm: int = 90, links: str = "", rank: str | None = None) -> str:
+    r = f' rank="{rank if rank is not None else dev}"' if rank != "" else ""
+    return (f'<pci busid="0000:0{dev}:00.0" class="0x030200" link_speed="32.0 GT/s PCIe" '
+            f'link_width="16"><gpu dev="{dev}" sm="{sm}"{r} gdr="1">{links}</gpu></pci>')
+
+
+def test_nvswitch_found_through_pci_class_and_h100_peak() -> None:
+    link = '<nvlink target="0000:c4:00.0" count="18"/>'
+    t = parse_nccl_topo(NVS_PCI.format(gpus=_gpu(0, links=link) + _gpu(1, links=link)), "h.xml")
+    assert t.capacity()[("b0g1", "b0nvs")] == 450
+
+
+def test_gpu_order_by_rank() -> None:
+    a = _gpu(0, 80, '<nvlink target="0000:01:00.0" count="4" tclass="0x030200"/>', rank="1")
+    b = _gpu(1, 80, '<nvlink target="0000:00:00.0" count="4" tclass="0x030200"/>', rank="0")
+    xml = f'<system version="1"><cpu numaid="0" arch="x86_64" vendor="x">{a}{b}</cpu></system>'
+    t = parse_nccl_topo(xml, "p.xml")
+    assert t.capacity()[("b0g0", "b0g1")] == 100
+
+
+def test_fewer_nics_than_gpus_gives_nic_nodes() -> None:
+    link = '<nvlink target="0000:c4:00.0" count="2" tclass="0x068000"/>'
+    nic = ('<pci busid="0000:09:00.0" class="0x020000" link_speed="16.0 GT/s PCIe" '
+           'link_width="16"><nic><net name="mlx5_0" dev="0" speed="100000"/></nic></pci>')
+    xml = NVS_PCI.format(gpus=_gpu(0, 80, link) + _gpu(1, 80, link) + nic)
+    t = parse_nccl_topo(xml, "n.xml", boxes=2)
+    cap = t.capacity()
+    assert cap[("b0nic0", "ib0")] == Fraction(25, 2)
+    assert cap[("b0g1", "b0nic0")] == 48  # PCIe Gen5 x16 = 16 * 240 / 80
+    assert t.switches == ("b0nvs", "b0nic0", "b1nvs", "b1nic0", "ib0")
+
+
+def test_skeleton_is_rejected_with_missing_gpus() -> None:
+    with pytest.raises(SpecError) as info:
+        load_nccl_topo(os.path.join(DATA, "ndv4-skeleton.nccl.xml"))
+    msg = str(info.value)
+    assert "no <gpu> elements" in msg and "0001:00:00.0" in msg and "0002:00:00.0" in msg
+    assert "NCCL_TOPO_DUMP_FILE" in msg and "\n" not in msg
+
+
+@pytest.mark.parametrize(("xml", "expect"), [
+    ("<system version='1'><cpu>", "malformed XML"),
+    ("<topology/>", "expected <system>"),
+    ("<system/>", "'version' missing"),
+    (NVS_PCI.format(gpus=_gpu(0) + _gpu(1)), "have no <nvlink>"),
+    (NVS_PCI.format(gpus=_gpu(0, links='<nvlink target="0000:07:00.0" count="2" '
+                                       'tclass="0x030200"/>')), "not in the file"),
+    (NVS_PCI.format(gpus=_gpu(0, links='<nvlink target="0000:c4:00.0" count="x"/>')),
+     "'count' must be an integer"),
+    (NVS_PCI.format(gpus=_gpu(0, links='<nvlink target="0000:c4:00.0" count="0"/>')),
+     "count must be >= 1"),
+    (NVS_PCI.format(gpus=_gpu(0, links='<nvlink target="0000:99:00.0"/>')), "unknown target"),
+    (NVS_PCI.format(gpus=_gpu(0, 50, '<nvlink target="0000:c4:00.0"/>')), "has no NVLink"),
+    (NVS_PCI.format(gpus=_gpu(0, links='<nvlink target="0000:c4:00.0"/>')
+                    + _gpu(1, links='<nvlink target="0000:c4:00.0"/>', rank="0")),
+     "two <gpu> elements with rank=0"),
+    (NVS_PCI.format(gpus=_gpu(0, links='<nvlink target="0000:c4:00.0"/>')
+                    + _gpu(1, links='<nvlink target="0000:c4:00.0"/>', rank="")),
+     "has no 'rank'"),
+    ('<?xml version="1.0"?><!DOCTYPE s [<!ENTITY a "aaaa">]><system version="&a;"/>',
+     "DOCTYPE"),
+    ('<?xml version="1.0"?><!DOCTYPE s [<!ENTITY a SYSTEM "http://example.com/x">]>'
+     '<system version="&a;"/>', "entity"),
+])
+def test_nccl_malformed(xml: str, expect: str) -> None:
+    with pytest.raises(SpecError) as info:
+        parse_nccl_topo(xml, "bad.xml")
+    assert expect in str(info.value)
+    assert str(info.value).startswith("bad.xml")
+
+
+def test_nccl_multibox_needs_nics() -> None:
+    link = '<nvlink target="0000:c4:00.0"/>'
+    with pytest.raises(SpecError, match="boxes cannot be connected"):
+        parse_nccl_topo(NVS_PCI.format(gpus=_gpu(0, links=link)), "x.xml", boxes=2)
+
+
+def test_nccl_size_limit(tmp_path, monkeypatch) -> None:
+    from colc.frontends import nccl_topo_xml
+    big = tmp_path / "big.xml"
+    big.write_bytes(b"<system version='1'>" + b" " * 100 + b"</system>")
+    monkeypatch.setattr(nccl_topo_xml, "MAX_BYTES", 50)
+    with pytest.raises(SpecError, match="at most 50"):
+        nccl_topo_xml.load_nccl_topo(str(big))
+
+
+def test_wrapper_errors(tmp_path) -> None:
+    p = str(tmp_path / "w.yaml")
+    with pytest.raises(SpecError, match="'nccl_topo': missing"):
+        topology_from_mapping({"boxes": 2}, p)
+    with pytest.raises(SpecError, match="unknown key"):
+        topology_from_mapping({"nccl_topo": "x.xml", "gpus": 2}, p)
+    with pytest.raises(SpecError, match="boxes"):
+        topology_from_mapping({"nccl_topo": "x.xml", "boxes": 0}, p)
+    with pytest.raises(SpecError, match="cannot read"):
+        topology_from_mapping({"nccl_topo": "missing.xml"}, p)
+
+
+# --------------------------------------------------------------------------- msccl-tools JSON
+
+
+def test_msccl_tools_ring_and_switches() -> None:
+    t = load_msccl_tools_topology(os.path.join(DATA, "msccl-ring4.json"))
+    assert t.ranks == ("r0", "r1", "r2", "r3")
+    assert set(t.capacity()) == {("r0", "r1"), ("r1", "r2"), ("r2", "r3"), ("r3", "r0")}
+    h = load_msccl_tools_topology(os.path.join(DATA, "msccl-hub.json"), unit=25)
+    cap = h.capacity()
+    assert ("r0", "r1") not in cap  # covered by node_0_out
+    assert cap[("r0", "node_0_out")] == 25 and cap[("node_0_in", "r0")] == 25
+    assert cap[("r1", "r2")] == 25
+
+
+@pytest.mark.parametrize(("doc", "expect"), [
+    ("[1, 2]", "JSON object"),
+    ('{"msccl_type": "algorithm"}', "msccl_type"),
+    ('{"msccl_type": "topology"}', "'links': missing"),
+    ('{"msccl_type": "topology", "links": [[0, 1], [1]]}', "2x2 matrix"),
+    ('{"msccl_type": "topology", "links": [[0, -1], [1, 0]]}', "links[0][1]"),
+    ('{"msccl_type": "topology", "links": [[0, 1], [1, 0]], "switches": [[[0], [5], 1, "s"]]}',
+     "switches[0][1]"),
+    ('{"msccl_type": "topology", "links": [[0, 1], [1, 0]], "switches": [[[0], [1], 0, "s"]]}',
+     "must be > 0"),
+    ('{"msccl_type": "topology", "links": [[0, 1], [0, 0]]}', "cannot be reached"),
+    ('{"msccl_type": "topology",\n "links": [[0, 1], [1, 0]],,}', ":2: error: malformed JSON"),
+])
+def test_msccl_tools_malformed(tmp_path, doc: str, expect: str) -> None:
+    p = tmp_path / "t.json"
+    p.write_text(doc)
+    with pytest.raises(ColcError) as info:
+        load_msccl_tools_topology(str(p))
+    assert expect in str(info.value)
+
+
+# --------------------------------------------------------------------------- TACCL JSON
+
+
+def test_taccl_ndv2_with_sketch() -> None:
+    t = load_taccl_topology(os.path.join(DATA, "taccl-ndv2.json"),
+                            os.path.join(DATA, "taccl-ndv2.sketch.json"))
+    cap = t.capacity()
+    assert t.num_ranks == 16
+    assert cap[("b0g0", "b0g1")] == Fraction(1000, 23)  # double NVLink (fast)
+    assert cap[("b1g0", "b1g2")] == Fraction(1000, 46)  # single NVLink (slow)
+    assert cap[("b0g5", "ib")] == Fraction(1000, 105) / 8
+
+
+def test_taccl_custom_invbws() -> None:
+    t = load_taccl_topology(os.path.join(DATA, "taccl-custom.json"))
+    assert t.capacity()[("b0g1", "b0g2")] == 50  # 1000 / (20.5 - 0.5)
+    assert foreign_loader(os.path.join(DATA, "taccl-custom.json"), boxes=2)().num_ranks == 6
+
+
+@pytest.mark.parametrize(("doc", "expect"), [
+    ('{"gpus_per_node": 2}', "'name'"),
+    ('{"name": "x", "gpus_per_node": 0}', "gpus_per_node"),
+    ('{"name": "Mystery", "gpus_per_node": 2}', "node_betas_list"),
+    ('{"name": "Mystery", "gpus_per_node": 2, "node_betas_list": [1]}', "not a known TACCL"),
+    ('{"name": "NDv2", "gpus_per_node": 4, "node_betas_list": [1, 2]}', "NDv2 profiles"),
+    ('{"name": "c", "gpus_per_node": 2, "links": [[0, 1], [1, 0]]}', "'betas'"),
+    ('{"name": "c", "gpus_per_node": 2, "links": [[0, 2], [1, 0]], "betas": [[0, 1], [1, 0]]}',
+     "links[0][1]"),
+    ('{"name": "c", "gpus_per_node": 2, "links": [[0, 1], [1, 0]], "betas": [[0, -1], [1, 0]]}',
+     "betas[0][1]"),
+])
+def test_taccl_malformed(tmp_path, doc: str, expect: str) -> None:
+    p = tmp_path / "t.json"
+    p.write_text(doc)
+    with pytest.raises(SpecError) as info:
+        load_taccl_topology(str(p))
+    assert expect in str(info.value)
+
+
+@pytest.mark.parametrize(("doc", "expect"), [
+    ('{"nnodes": 0}', "nnodes"),
+    ('{"nnodes": 2}', "relay"),
+    ('{"nnodes": 1, "intranode_sketch": {"strategy": "teleport"}}', "strategy"),
+])
+def test_taccl_sketch_malformed(tmp_path, doc: str, expect: str) -> None:
+    p = tmp_path / "s.json"
+    p.write_text(doc)
+    with pytest.raises(SpecError, match=expect):
+        load_taccl_sketch(str(p))
+
+
+def test_detect_rejects_unknown_json_and_sketch(tmp_path) -> None:
+    p = tmp_path / "x.json"
+    p.write_text('{"hello": 1}')
+    with pytest.raises(SpecError, match="unrecognised"):
+        foreign_loader(str(p))()
+    with pytest.raises(SpecError, match="sketch"):
+        foreign_loader(os.path.join(DATA, "taccl-ndv2.sketch.json"))()
+    y = tmp_path / "t.yaml"
+    y.write_text("family: ring\nranks: 4\nbandwidth: 1\n")
+    assert foreign_loader(str(y)) is None
+
+
+# --------------------------------------------------------------------------- YAML writer
+
+
+@pytest.mark.parametrize("load", [
+    lambda: load_nccl_topo(DGX, boxes=2),
+    lambda: load_msccl_tools_topology(os.path.join(DATA, "msccl-hub.json")),
+    lambda: load_taccl_topology(os.path.join(DATA, "taccl-ndv2.json"),
+                                os.path.join(DATA, "taccl-ndv2.sketch.json")),
+    lambda: load_taccl_topology(os.path.join(DATA, "taccl-custom.json")),
+])
+def test_yaml_round_trip(load) -> None:
+    t = load()
+    text = topology_to_yaml(t)
+    assert parse_topology_text(text, "x.yaml") == t
+    assert text == topology_to_yaml(parse_topology_text(text, "x.yaml"))
+
+
+def test_convert_cli(tmp_path) -> None:
+    cli = pytest.importorskip("colc.cli")
+    out = tmp_path / "o.yaml"
+    assert cli.main(["convert", DGX, "--boxes", "2", "-o", str(out)]) == 0
+    assert parse_topology_text(out.read_text(), str(out)) == load_nccl_topo(DGX, boxes=2)
+
+
+@pytest.mark.parametrize("backend", ["msccl", "oneccl"])
+def test_dgx_dump_both_backends_verify(backend: str) -> None:
+    pipeline = pytest.importorskip("colc.compiler.pipeline")
+    from colc.backends.verify import verify_text
+    from colc.ir.core import Collective
+    topo = load_nccl_topo(DGX, boxes=2)
+    for coll in (Collective.ALLGATHER, Collective.REDUCESCATTER, Collective.ALLREDUCE):
+        opts = pipeline.CompileOptions(algorithm="ring", collective=coll, backend=backend)
+        text = pipeline.compile_topology(topo, opts).text
+        report = verify_text(text, f"dgx.{backend}", backend)
+        assert report.ok, report.errors[:3]

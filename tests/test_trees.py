@@ -1,0 +1,245 @@
+"""ForestColl tree passes: exact published optima, properties, lowering, errors.
+
+Published figures: seed 001 section 4.6 / Table 4.1 and seed inventory 3.5.
+"""
+
+from __future__ import annotations
+
+import random
+from fractions import Fraction
+
+import pytest
+
+from colc.compiler.cut_bound import brute_force_cut_bound, cut_bound
+from colc.compiler.find_optimal_throughput import find_optimal_throughput, integer_graph
+from colc.compiler.fixed_k_trees import fixed_k_scale
+from colc.compiler.generate_trees import (
+    check_tree_schedule,
+    exact_bounds,
+    is_symmetric,
+    lower_packing,
+    pack_trees,
+    tree_algbw,
+    tree_schedule,
+)
+from colc.compiler.pack_spanning_trees import verify_packing
+from colc.errors import TopologyError, UnsupportedError
+from colc.frontends.families import dgx_a100, mi250, ring
+from colc.ir.core import Collective
+from colc.ir.topology import Link, Node, Topology
+from colc.ir.trees import TreePacking
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _topo(name: str, ranks: int, switches: int, arcs: dict[tuple[str, str], Fraction]) -> Topology:
+    nodes = tuple(Node(f"r{i}", "gpu") for i in range(ranks)) + tuple(
+        Node(f"w{i}", "switch") for i in range(switches))
+    links = tuple(Link(u, v, c) for (u, v), c in arcs.items())
+    return Topology(name, nodes, links)
+
+
+def random_topology(seed: int) -> Topology:
+    """Small strongly connected topology; with switches it is Eulerian (duplex)."""
+    rng = random.Random(seed)
+    n = rng.randint(2, 6)
+    s = rng.choice([0, 0, 1, 2])
+    ids = [f"r{i}" for i in range(n)] + [f"w{i}" for i in range(s)]
+    arcs: dict[tuple[str, str], Fraction] = {}
+
+    def duplex(a: str, b: str, c: Fraction) -> None:
+        arcs[(a, b)] = arcs.get((a, b), Fraction(0)) + c
+        arcs[(b, a)] = arcs.get((b, a), Fraction(0)) + c
+
+    order = ids[:]
+    rng.shuffle(order)
+    for a, b in zip(order, order[1:]):  # a spanning path keeps it connected
+        duplex(a, b, Fraction(rng.randint(1, 6), rng.choice([1, 2])))
+    for _ in range(rng.randint(0, 2 * len(ids))):
+        a, b = rng.sample(ids, 2)
+        if s == 0 and rng.random() < 0.5:  # switch-free: one-way arcs allowed
+            arcs[(a, b)] = arcs.get((a, b), Fraction(0)) + rng.randint(1, 5)
+        else:
+            duplex(a, b, Fraction(rng.randint(1, 5)))
+    if s == 0:
+        for a, b in zip(order, order[1:] + order[:1]):  # directed cycle: strongly connected
+            arcs[(a, b)] = arcs.get((a, b), Fraction(0)) + 1
+    return _topo(f"random-{seed}", n, s, arcs)
+
+
+def check_packing(topo: Topology, packing: TreePacking) -> None:
+    """Spanning, k per root, logical loads within routed capacity, physical loads within links."""
+    logical = {e: sum(u for _, u in paths) for e, paths in packing.routes}
+    verify_packing(packing.num_ranks, logical, packing.k,
+                   [_batch(t) for t in packing.trees])
+    cap = topo.capacity()
+    for link, load in packing.physical_load().items():
+        assert load <= cap[link], (link, load, cap[link])
+    for edge, paths in packing.routes:
+        for path, _ in paths:
+            assert path[0] == topo.ranks[edge[0]] and path[-1] == topo.ranks[edge[1]]
+            assert all(not topo.node[x].is_compute for x in path[1:-1])
+
+
+def _batch(t):
+    from colc.compiler.pack_spanning_trees import TreeBatch
+
+    return TreeBatch(t.root, t.edges, t.multiplicity)
+
+
+# --------------------------------------------------------------------------- published figures
+
+
+def test_dgx_a100_x2_optimum_exact() -> None:
+    opt = find_optimal_throughput(dgx_a100(2))
+    assert opt.allgather_algbw == Fraction(1040, 3)  # 346.667 GB/s
+    assert opt.inv_x_star == Fraction(3, 65)
+    assert opt.k == 13
+
+
+def test_dgx_a100_x2_trees_reach_optimum() -> None:
+    topo = dgx_a100(2)
+    packing = pack_trees(topo, max_k=13)
+    assert packing.k == 13 and packing.optimal
+    assert tree_algbw(packing) == Fraction(1040, 3)
+    check_packing(topo, packing)
+
+
+@pytest.mark.parametrize(("boxes", "algbw"), [(4, Fraction(800, 3)), (8, Fraction(1600, 7))])
+def test_dgx_a100_larger_optima(boxes: int, algbw: Fraction) -> None:
+    opt = find_optimal_throughput(dgx_a100(boxes))
+    assert (opt.allgather_algbw, opt.k) == (algbw, 1)  # 266.667 and 228.571 GB/s
+
+
+def test_dgx_a100_x4_trees() -> None:
+    topo = dgx_a100(4)
+    packing = pack_trees(topo)
+    assert packing.k == 1 and packing.algbw == Fraction(800, 3)
+    check_packing(topo, packing)
+
+
+def test_mi250_x2_optimum_and_table_4_1() -> None:
+    topo = mi250(2)
+    opt = find_optimal_throughput(topo)
+    assert opt.allgather_algbw == Fraction(5312, 15)  # 354.133 GB/s
+    assert opt.k == 83
+    graph = integer_graph(topo)
+    expected = [Fraction(320), Fraction(1024, 3), Fraction(2400, 7), Fraction(1024, 3),
+                Fraction(8000, 23)]  # 320, 341.33, 342.86, 341.33, 347.83
+    got = [32 * k * graph.unit / fixed_k_scale(graph, k) for k in range(1, 6)]
+    assert got == expected
+
+
+@pytest.mark.slow
+def test_mi250_x2_optimal_trees() -> None:
+    topo = mi250(2)
+    packing = pack_trees(topo, max_k=83)
+    assert packing.k == 83 and packing.algbw == Fraction(5312, 15)
+    check_packing(topo, packing)
+
+
+def test_mi250_x2_fixed_k_packing() -> None:
+    topo = mi250(2)
+    packing = pack_trees(topo, k=5)
+    assert packing.k == 5 and packing.algbw == Fraction(8000, 23)
+    check_packing(topo, packing)
+
+
+# --------------------------------------------------------------------------- properties
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_random_cut_bound_and_packing(seed: int) -> None:
+    topo = random_topology(seed)
+    assert cut_bound(topo) == brute_force_cut_bound(topo)
+    packing = pack_trees(topo, max_k=10**9)
+    assert packing.optimal
+    assert packing.inv_rate == brute_force_cut_bound(topo)
+    check_packing(topo, packing)
+
+
+@pytest.mark.parametrize("seed", range(0, 40, 4))
+def test_random_schedules_verify(seed: int) -> None:
+    topo = random_topology(seed)
+    packing = pack_trees(topo, max_k=4)
+    check_tree_schedule(lower_packing(packing, Collective.ALLGATHER, pipeline=2), topo)
+    tree_schedule(topo, Collective.REDUCESCATTER, max_k=4)  # transposed when asymmetric
+    if is_symmetric(topo):
+        check_tree_schedule(lower_packing(packing, Collective.ALLREDUCE, pipeline=2), topo)
+    else:
+        with pytest.raises(UnsupportedError):
+            tree_schedule(topo, Collective.ALLREDUCE)
+
+
+def test_deterministic_packing() -> None:
+    a = pack_trees(dgx_a100(2))
+    b = pack_trees(dgx_a100(2))
+    assert a == b
+
+
+def test_toy_two_box_example() -> None:
+    """Fig 4.5/B.1: 2 boxes x 4, box switch 10b, global switch b: 1/x* = 4/(4b), k = 1."""
+    arcs: dict[tuple[str, str], Fraction] = {}
+    nodes = [Node(f"c{i}{j}", "gpu") for i in range(2) for j in range(4)]
+    nodes += [Node("w0", "switch"), Node("w1", "switch"), Node("w2", "switch")]
+    for i in range(2):
+        for j in range(4):
+            c = f"c{i}{j}"
+            for w, bw in ((f"w{i + 1}", 10), ("w0", 1)):
+                arcs[(c, w)] = Fraction(bw)
+                arcs[(w, c)] = Fraction(bw)
+    topo = Topology("toy", tuple(nodes), tuple(Link(u, v, c) for (u, v), c in arcs.items()))
+    packing = pack_trees(topo)
+    assert packing.inv_x_star == 1 and packing.k == 1 and packing.optimal
+    check_packing(topo, packing)
+
+
+# --------------------------------------------------------------------------- lowering
+
+
+@pytest.mark.parametrize("coll", [Collective.ALLGATHER, Collective.REDUCESCATTER,
+                                  Collective.ALLREDUCE])
+def test_ring_schedules(coll: Collective) -> None:
+    sched = tree_schedule(ring(4, 10), coll)
+    assert sched.ngpus == 4 and sched.nchunks % 4 == 0
+    assert any(op.deps for op in sched.ops)
+
+
+def test_dgx_a100_allgather_schedule() -> None:
+    sched = tree_schedule(dgx_a100(2), Collective.ALLGATHER)
+    assert sched.nchunks == 16 * 13
+
+
+def test_exact_bounds_small() -> None:
+    bounds = exact_bounds(ring(4, 10))
+    assert bounds["allgather"] == bounds["reducescatter"] == Fraction(80, 3)
+    assert bounds["allreduce_trees"] == Fraction(40, 3)
+    assert bounds["allreduce_lp"] == Fraction(40, 3)
+
+
+# --------------------------------------------------------------------------- bad input
+
+
+def test_switch_not_eulerian_names_node() -> None:
+    arcs = {("r0", "w0"): Fraction(2), ("w0", "r0"): Fraction(1),
+            ("r1", "w0"): Fraction(1), ("w0", "r1"): Fraction(1)}
+    topo = _topo("bad", 2, 1, arcs)
+    with pytest.raises(TopologyError, match="'w0'|'r0'"):
+        pack_trees(topo)
+
+
+def test_switch_ingress_egress_differ_names_switch() -> None:
+    arcs = {("r0", "w0"): Fraction(2), ("w0", "r0"): Fraction(2),
+            ("r1", "w0"): Fraction(2), ("w0", "r1"): Fraction(1),
+            ("r1", "r0"): Fraction(1)}
+    topo = _topo("bad", 2, 1, arcs)
+    with pytest.raises(TopologyError, match="switch 'w0'"):
+        find_optimal_throughput(topo)
+
+
+def test_not_strongly_connected_names_rank() -> None:
+    arcs = {("r0", "r1"): Fraction(1), ("r1", "r0"): Fraction(1), ("r1", "r2"): Fraction(1)}
+    topo = _topo("oneway", 3, 0, arcs)
+    with pytest.raises(TopologyError, match="'r2'"):
+        pack_trees(topo)
