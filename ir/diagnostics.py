@@ -47,19 +47,25 @@ class Diagnostic:
     severity: Severity = Severity.ERROR
     line: int | None = None
 
+    @staticmethod
+    def labels() -> tuple[str, str]:
+        """Words naming the threadblock and step parts of the location."""
+        return "tb", "step"
+
     @property
     def is_error(self) -> bool:
         """Whether the finding is an error."""
         return self.severity is Severity.ERROR
 
     def __str__(self) -> str:
+        tb_label, step_label = self.labels()
         parts = []
         if self.rank is not None:
             parts.append(f"rank {self.rank}")
         if self.tb is not None:
-            parts.append(f"tb {self.tb}")
+            parts.append(f"{tb_label} {self.tb}")
         if self.step is not None:
-            parts.append(f"step {self.step}")
+            parts.append(f"{step_label} {self.step}")
         where = " ".join(parts)
         text = f"{where}: {self.message}" if where else self.message
         if self.line is not None:

@@ -69,19 +69,10 @@ class ThreadDiagnostic(Diagnostic):
     'rank 1 thread 0 instr 3: recv never matched'
     """
 
-    def __str__(self) -> str:
-        parts = []
-        if self.rank is not None:
-            parts.append(f"rank {self.rank}")
-        if self.tb is not None:
-            parts.append(f"thread {self.tb}")
-        if self.step is not None:
-            parts.append(f"instr {self.step}")
-        where = " ".join(parts)
-        text = f"{where}: {self.message}" if where else self.message
-        if self.line is not None:
-            text += f" [line {self.line}]"
-        return text
+    @staticmethod
+    def labels() -> tuple[str, str]:
+        """A oneCCL location is a thread and an instruction."""
+        return "thread", "instr"
 
 
 def _err(msg: str, rank: int | None = None, thread: int | None = None,
