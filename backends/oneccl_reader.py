@@ -20,13 +20,14 @@ Example
 
 from __future__ import annotations
 
-from pathlib import Path
 
 from lxml import etree
 
 from colc.errors import SpecError
 from colc.ir.core import Collective
 from colc.ir.oneccl import Instr, InstrKind, RankThreads, Region, Thread, ThreadSchedule
+
+from colc.safe_xml import read_bytes_limited
 
 from .oneccl_xml import MAX_XML_BYTES, validate_oneccl_xml
 
@@ -48,15 +49,7 @@ def load_oneccl_xml(path: str) -> ThreadSchedule:
     SpecError
         Unreadable, too large, malformed, or inconsistent file.
     """
-    p = Path(path)
-    try:
-        size = p.stat().st_size
-        if size > MAX_XML_BYTES:
-            raise SpecError(path, f"file is {size} bytes; at most {MAX_XML_BYTES} are accepted")
-        data = p.read_bytes()
-    except OSError as err:
-        raise SpecError(path, f"cannot read file: {err.strerror or err}") from None
-    return read_oneccl_xml(data, path)
+    return read_oneccl_xml(read_bytes_limited(path, MAX_XML_BYTES), path)
 
 
 def read_oneccl_xml(text: str | bytes, path: str = "<string>") -> ThreadSchedule:

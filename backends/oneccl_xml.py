@@ -53,6 +53,8 @@ from xml.sax.saxutils import quoteattr
 
 from lxml import etree
 
+from colc.safe_xml import parse_xml, safe_parser
+
 from colc.errors import InternalError, SpecError
 from colc.ir.core import Buffer, buffer_extents
 from colc.ir.oneccl import Instr, InstrKind, RankThreads, Region, Thread, ThreadSchedule
@@ -367,48 +369,13 @@ def emit_oneccl_xml(program: Program) -> str:
 @cache
 def _schema() -> etree.RelaxNG:
     data = resources.files("colc.backends").joinpath("oneccl.rng").read_bytes()
-    return etree.RelaxNG(etree.fromstring(data, _safe_parser()))
-
-
-def _safe_parser() -> etree.XMLParser:
-    return etree.XMLParser(resolve_entities=False, no_network=True, huge_tree=False,
-                           load_dtd=False, dtd_validation=False)
+    return etree.RelaxNG(etree.fromstring(data, safe_parser()))
 
 
 def parse_xml_safely(text: str | bytes, path: str, max_bytes: int = MAX_XML_BYTES
                      ) -> etree._ElementTree:
-    """Parse untrusted XML: size limit, no DTD, no entities, no network.
-
-    Parameters
-    ----------
-    text : str or bytes
-        The document.
-    path : str
-        File name for messages.
-    max_bytes : int
-        Largest accepted document.
-
-    Returns
-    -------
-    lxml.etree._ElementTree
-
-    Raises
-    ------
-    SpecError
-        Too large, not well-formed, or carrying a DOCTYPE.
-    """
-    data = text.encode("utf-8") if isinstance(text, str) else text
-    if len(data) > max_bytes:
-        raise SpecError(path, f"file is {len(data)} bytes; at most {max_bytes} are accepted")
-    try:
-        tree = etree.ElementTree(etree.fromstring(data, _safe_parser()))
-    except etree.XMLSyntaxError as err:
-        line = err.lineno if err.lineno else None
-        msg = str(err.msg or err).splitlines()[0]
-        raise SpecError(path, f"malformed XML: {msg}", line) from None
-    if tree.docinfo.doctype or tree.docinfo.internalDTD is not None:
-        raise SpecError(path, "DOCTYPE declarations are not allowed", 1)
-    return tree
+    """Parse untrusted XML (see ``colc.safe_xml.parse_xml``); returns the tree."""
+    return parse_xml(text, path, max_bytes).getroottree()
 
 
 def validate_oneccl_xml(text: str | bytes, path: str) -> etree._Element:

@@ -6,7 +6,7 @@ import json
 
 from colc.errors import SpecError
 
-from ._xml import read_bytes_limited
+from colc.safe_xml import read_bytes_limited
 
 #: Largest JSON topology file read (bytes).
 MAX_JSON_BYTES = 16 * 1024 * 1024

@@ -69,7 +69,7 @@ from colc.errors import SpecError
 from colc.ir.topology import Link, Node, Topology
 
 from ._values import FieldError, int_value, show, str_value
-from ._xml import parse_xml, read_bytes_limited
+from colc.safe_xml import parse_xml, read_bytes_limited
 from .validate import validate_topology
 
 #: Largest NCCL topology file read (bytes).

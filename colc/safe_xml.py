@@ -1,4 +1,4 @@
-"""Safe parsing of untrusted XML input files (shared by the XML frontends).
+"""Safe parsing of untrusted XML (shared by the XML frontends and the oneCCL backend).
 
 lxml with entity resolution, DTD loading and network access off, no huge
 trees, a byte limit checked before parsing, and any DOCTYPE rejected, so a
@@ -12,6 +12,12 @@ from pathlib import Path
 from lxml import etree
 
 from colc.errors import SpecError
+
+
+def safe_parser() -> etree.XMLParser:
+    """An lxml parser with entities, DTDs, network access and huge trees off."""
+    return etree.XMLParser(resolve_entities=False, no_network=True, huge_tree=False,
+                           load_dtd=False, dtd_validation=False)
 
 
 def read_bytes_limited(path: str, max_bytes: int) -> bytes:
@@ -67,10 +73,8 @@ def parse_xml(data: str | bytes, path: str, max_bytes: int) -> etree._Element:
     raw = data.encode("utf-8") if isinstance(data, str) else data
     if len(raw) > max_bytes:
         raise SpecError(path, f"file is {len(raw)} bytes; at most {max_bytes} are accepted")
-    parser = etree.XMLParser(resolve_entities=False, no_network=True, huge_tree=False,
-                             load_dtd=False, dtd_validation=False)
     try:
-        root = etree.fromstring(raw, parser)
+        root = etree.fromstring(raw, safe_parser())
     except etree.XMLSyntaxError as err:
         msg = str(err.msg or err).splitlines()[0]
         raise SpecError(path, f"malformed XML: {msg}", err.lineno or None) from None
