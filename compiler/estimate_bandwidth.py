@@ -1,7 +1,10 @@
 """Bandwidth-only cost of a chunk schedule on a topology.
 
-Every transfer's bytes are routed over its switch path (``Router``); the
-time is the largest link load divided by the link's bandwidth.  algbw follows
+Every transfer's bytes are routed over its switch path: split over the
+schedule's routing witness (``Schedule.routes``, in proportion to the
+weights) when it has one for the pair, else the fabric's default path
+(``Router``).  The time is the largest link load divided by the link's
+bandwidth.  algbw follows
 nccl-tests: the collective size M (allgather: output, reducescatter: input,
 allreduce: buffer) divided by that time.  With loads counted in units of M,
 ``algbw = 1 / max_link(load / bandwidth)`` GB/s.
@@ -20,14 +23,20 @@ from colc.ir.topology import Topology
 
 def link_loads(sched: Schedule, router: Router) -> dict[tuple[str, str], Fraction]:
     """Bytes (in units of the collective size M) crossing each link."""
-    loads: dict[tuple[str, str], Fraction] = {}
+    traffic: dict[tuple[int, int], int] = {}
     for op in sched.ops:
-        if not op.is_transfer:
-            continue
-        path = router.switch_paths(op.src.rank)[op.dst.rank]
-        amount = Fraction(op.count, sched.nchunks)
-        for edge in zip(path, path[1:], strict=False):
-            loads[edge] = loads.get(edge, Fraction(0)) + amount
+        if op.is_transfer:
+            pair = (op.src.rank, op.dst.rank)
+            traffic[pair] = traffic.get(pair, 0) + op.count
+    witness = dict(sched.routes)
+    loads: dict[tuple[str, str], Fraction] = {}
+    for pair, chunks in traffic.items():
+        paths = witness.get(pair) or ((router.switch_paths(pair[0])[pair[1]], 1),)
+        total = sum(w for _, w in paths)
+        for path, weight in paths:
+            amount = Fraction(chunks * weight, sched.nchunks * total)
+            for edge in zip(path, path[1:], strict=False):
+                loads[edge] = loads.get(edge, Fraction(0)) + amount
     return loads
 
 

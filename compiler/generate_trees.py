@@ -9,7 +9,7 @@ dependencies inferred from that order.
 Pipeline (seed 001 sections 4.5.2-4.5.7):
 
 1. ``find_optimal_throughput`` -- exact ``1/x* = p/q``, ``k = q``, ``U = p``;
-2. when ``k`` exceeds ``max_k`` (what the runtime executes well), scan
+2. when ``k`` exceeds ``max_k`` (None: no cap, the default), scan
    ``k = 1..max_k`` with ``fixed_k_scale`` and keep the best algbw (ties:
    the smaller ``k``) -- the "scan over small k";
 3. ``split_switches`` on the tree capacities, then
@@ -17,17 +17,19 @@ Pipeline (seed 001 sections 4.5.2-4.5.7):
 
 Lowering: a batch of ``m`` identical trees of root ``r`` gets ``m / g``
 consecutive chunks of ``r``'s shard (``g`` = gcd of all multiplicities), times
-``pipeline`` chunks for pipelining, so ``cf = pipeline * k / g``.  Allgather:
-the root copies its input shard into its output shard, then every tree edge
-copies the chunk parent.output -> child.output, chunk by chunk in
-breadth-first order.  Reduce-scatter: each tree reversed; a node reduces its
+``pipeline`` slices for pipelining, so ``cf = pipeline * k / g``.  A batch's
+slice moves as one multi-chunk op per tree edge (at most 71 chunks, the
+runtime's ``cnt`` limit), so the number of runtime steps grows with the
+number of batches, not with ``k``.  Allgather: the root copies its input
+shard into its output shard, then every tree edge copies the slice
+parent.output -> child.output in breadth-first order.  Reduce-scatter: each tree reversed; a node reduces its
 children's partials into a scratch accumulator (the root: its output chunk),
 the first child using the node's input chunk as operand.  Allreduce:
 reduce-scatter then allgather on the same trees over the full buffer.
 ``channel`` = index of the tree within its root modulo ``channels``.
 
 Complexity: dominated by steps 3-4 (see those modules); lowering is linear
-in ``N * cf * N``.
+in ``pipeline * (number of batches) * N``.
 
 Example
 -------
@@ -35,7 +37,7 @@ Example
 >>> from colc.ir.core import Collective
 >>> s = tree_schedule(ring(4, 10), Collective.ALLGATHER)
 >>> s.ngpus, s.nchunks, len(s.ops)
-(4, 8, 32)
+(4, 8, 25)
 """
 
 from __future__ import annotations
@@ -65,8 +67,10 @@ from colc.ir.trees import Tree, TreePacking
 
 NAME = "generate-trees"
 
-#: Default largest k the runtime is asked to execute (chunks per shard grow with k).
-DEFAULT_MAX_K = 16
+#: Default cap on k: none (the optimal k).  The lowering moves each batch of
+#: trees as multi-chunk steps, so runtime steps grow with batches, not with k;
+#: the pipeline retries smaller caps when a file breaks the runtime's limits.
+DEFAULT_MAX_K: int | None = None
 
 #: ``progress(stage, done, total)``.
 ProgressFn = Callable[[str, int, int], None]
@@ -99,21 +103,22 @@ class _Progress:
         return lambda done, total: self(name, done, total)
 
 
-def choose_k(graph: IntegerGraph, opt: Optimum, max_k: int) -> tuple[int, Fraction]:
+def choose_k(graph: IntegerGraph, opt: Optimum, max_k: int | None) -> tuple[int, Fraction]:
     """The ``(k, U)`` to pack: optimal if ``k* <= max_k``, else the best fixed k.
 
     Parameters
     ----------
     graph : IntegerGraph
     opt : Optimum
-    max_k : int
+    max_k : int or None
+        None: no cap.
 
     Returns
     -------
     (int, Fraction)
         ``k`` and the scale ``U`` (tree capacity of arc e is ``floor(U beta_e)``).
     """
-    if opt.k <= max_k:
+    if max_k is None or opt.k <= max_k:
         return opt.k, opt.scale
     best: tuple[Fraction, int, Fraction] | None = None
     for k in range(1, max_k + 1):
@@ -129,7 +134,7 @@ def pack_trees(
     topo: Topology,
     *,
     k: int | None = None,
-    max_k: int = DEFAULT_MAX_K,
+    max_k: int | None = DEFAULT_MAX_K,
     progress: ProgressFn | None = None,
 ) -> TreePacking:
     """ForestColl allgather trees for a topology.
@@ -140,8 +145,8 @@ def pack_trees(
     k : int or None
         Force this many trees per root (fixed-k optimum); None: the optimal
         ``k`` if it is at most ``max_k``, else the best ``k <= max_k``.
-    max_k : int
-        Largest ``k`` considered when ``k`` is None.
+    max_k : int or None
+        Largest ``k`` considered when ``k`` is None (None: no cap).
     progress : callable or None
         ``progress(stage, done, total)``; without it a bar is drawn on
         stderr when stderr is a TTY.
@@ -164,7 +169,7 @@ def pack_trees(
     opt = optimum_of(graph, topo.num_ranks)
     bar("optimum", 1, 1)
     if k is None:
-        k_used, scale = choose_k(graph, opt, max(1, max_k))
+        k_used, scale = choose_k(graph, opt, None if max_k is None else max(1, max_k))
     elif k == opt.k:
         k_used, scale = k, opt.scale
     else:
@@ -229,69 +234,85 @@ def tree_algbw(packing: TreePacking) -> Fraction:
 # --------------------------------------------------------------------------- lowering
 
 
+#: Largest ``cnt`` of one runtime step (runtime notes section 5).
+MAX_PIECE = 71
+
+
 class _Ops:
     def __init__(self) -> None:
         self.ops: list[Op] = []
 
     def add(self, kind: OpKind, src: Slot, dst: Slot, channel: int,
-            operand: Slot | None = None) -> None:
-        self.ops.append(Op(len(self.ops), kind, src, dst, 1, operand, (), channel))
+            operand: Slot | None = None, count: int = 1) -> None:
+        self.ops.append(Op(len(self.ops), kind, src, dst, count, operand, (), channel))
 
 
-def _chunk_plan(packing: TreePacking, pipeline: int) -> tuple[int, list[tuple[Tree, int, int, int]]]:
-    """``cf`` and, per tree batch, (tree, first chunk in shard, chunk count, channel slot)."""
+#: One coalesced piece of a batch: (tree, first chunk in the root's shard, chunks, slot).
+Piece = tuple[Tree, int, int, int]
+
+
+def _chunk_plan(packing: TreePacking, pipeline: int) -> tuple[int, list[list[Piece]]]:
+    """``cf`` and the pieces in program order, grouped by pipeline round.
+
+    A batch of ``m`` trees owns ``pipeline * m / g`` consecutive chunks of its
+    root's shard; round ``j`` of the pipeline moves the ``j``-th slice of
+    ``m / g`` chunks (cut into pieces of at most ``MAX_PIECE``) of every batch.
+    """
     g = 0
     for t in packing.trees:
         g = math.gcd(g, t.multiplicity)
     cf = pipeline * packing.k // g
-    plan = []
+    rounds: list[list[Piece]] = [[] for _ in range(pipeline)]
     for root, trees in sorted(packing.by_root().items()):
         offset = 0
         for i, t in enumerate(trees):
-            count = pipeline * t.multiplicity // g
-            plan.append((t, offset, count, i))
-            offset += count
+            size = t.multiplicity // g
+            for j in range(pipeline):
+                for lo in range(0, size, MAX_PIECE):
+                    count = min(MAX_PIECE, size - lo)
+                    rounds[j].append((t, offset + j * size + lo, count, i))
+            offset += pipeline * size
         if offset != cf:
             raise InternalError(f"root {root}: chunks {offset} != cf {cf}")
-    return cf, plan
+    return cf, rounds
 
 
-def _allgather_ops(out: _Ops, plan: list[tuple[Tree, int, int, int]], cf: int,
-                   channels: int, base: int | None) -> None:
-    """Broadcast each tree's chunks down the tree, chunk-major (pipelined)."""
-    width = max(c for _, _, c, _ in plan)
-    for j in range(width):
-        for t, off, count, slot in plan:
-            if j >= count:
-                continue
-            idx = t.root * cf + off + j
+def _allgather_ops(out: _Ops, rounds: list[list[Piece]], cf: int, channels: int) -> None:
+    """Broadcast each piece down its tree, round by round (pipelined)."""
+    for pieces in rounds:
+        for t, off, count, slot in pieces:
+            idx = t.root * cf + off
             for parent, child in t.edges:
                 out.add(OpKind.COPY, Slot(parent, Buffer.OUTPUT, idx),
-                        Slot(child, Buffer.OUTPUT, idx), slot % channels)
-    del base
+                        Slot(child, Buffer.OUTPUT, idx), slot % channels, count=count)
 
 
-def _reduce_ops(out: _Ops, plan: list[tuple[Tree, int, int, int]], cf: int, channels: int,
+def _reduce_ops(out: _Ops, rounds: list[list[Piece]], cf: int, channels: int,
                 root_slot: Callable[[int, int], Slot], scratch: dict[int, int]) -> None:
-    """Reduce each tree's chunks up the reversed tree into ``root_slot(root, idx)``."""
-    width = max(c for _, _, c, _ in plan)
-    for j in range(width):
-        for t, off, count, slot in plan:
-            if j >= count:
-                continue
-            idx = t.root * cf + off + j
+    """Reduce each piece up the reversed tree into ``root_slot(root, idx)``."""
+    for pieces in rounds:
+        for t, off, count, slot in pieces:
+            idx = t.root * cf + off
             kids = t.children()
             acc: dict[int, Slot] = {t.root: root_slot(t.root, idx)}
             for rank in kids:
                 if rank != t.root:
                     acc[rank] = Slot(rank, Buffer.SCRATCH, scratch.get(rank, 0))
-                    scratch[rank] = scratch.get(rank, 0) + 1
+                    scratch[rank] = scratch.get(rank, 0) + count
             started: set[int] = set()
             for parent, child in reversed(t.edges):
                 src = acc[child] if child in kids else Slot(child, Buffer.INPUT, idx)
                 operand = acc[parent] if parent in started else Slot(parent, Buffer.INPUT, idx)
                 started.add(parent)
-                out.add(OpKind.REDUCE, src, acc[parent], slot % channels, operand)
+                out.add(OpKind.REDUCE, src, acc[parent], slot % channels, operand, count)
+
+
+def _local_copies(out: _Ops, n: int, cf: int) -> None:
+    """Allgather: every rank copies its input shard into its output shard."""
+    for r in range(n):
+        for lo in range(0, cf, MAX_PIECE):
+            out.add(OpKind.COPY, Slot(r, Buffer.INPUT, lo), Slot(r, Buffer.OUTPUT, r * cf + lo),
+                    0, count=min(MAX_PIECE, cf - lo))
 
 
 def lower_packing(packing: TreePacking, collective: Collective, *, pipeline: int = 1,
@@ -320,21 +341,19 @@ def lower_packing(packing: TreePacking, collective: Collective, *, pipeline: int
     if pipeline < 1 or channels < 1:
         raise UnsupportedError("pipeline and channels must be at least 1")
     n = packing.num_ranks
-    cf, plan = _chunk_plan(packing, pipeline)
+    cf, rounds = _chunk_plan(packing, pipeline)
     out = _Ops()
     scratch: dict[int, int] = {}
     if collective is Collective.ALLGATHER:
-        for r in range(n):
-            for i in range(cf):
-                out.add(OpKind.COPY, Slot(r, Buffer.INPUT, i), Slot(r, Buffer.OUTPUT, r * cf + i), 0)
-        _allgather_ops(out, plan, cf, channels, None)
+        _local_copies(out, n, cf)
+        _allgather_ops(out, rounds, cf, channels)
     elif collective is Collective.REDUCESCATTER:
-        _reduce_ops(out, plan, cf, channels,
+        _reduce_ops(out, rounds, cf, channels,
                     lambda root, idx: Slot(root, Buffer.OUTPUT, idx - root * cf), scratch)
     elif collective is Collective.ALLREDUCE:
-        _reduce_ops(out, plan, cf, channels,
+        _reduce_ops(out, rounds, cf, channels,
                     lambda root, idx: Slot(root, Buffer.OUTPUT, idx), scratch)
-        _allgather_ops(out, plan, cf, channels, None)
+        _allgather_ops(out, rounds, cf, channels)
     else:
         raise UnsupportedError(f"tree schedules do not implement {collective.value}")
     sched = Schedule(
@@ -344,8 +363,34 @@ def lower_packing(packing: TreePacking, collective: Collective, *, pipeline: int
         scratch_chunks=max(scratch.values(), default=0),
         ops=tuple(out.ops),
         algorithm=f"trees-k{packing.k}",
+        routes=_routing_witness(packing, collective),
     )
     return _finish(sched)
+
+
+def _routing_witness(packing: TreePacking, collective: Collective
+                     ) -> tuple[tuple[tuple[int, int], tuple[tuple[tuple[str, ...], int], ...]], ...]:
+    """The switch paths of the logical arcs, as ``Schedule.routes``.
+
+    Broadcast transfers follow the logical arc ``(u, v)``; reduction
+    transfers run the arc backwards (``v -> u`` over the reversed path,
+    whose links exist with the same bandwidth, or the packing was made on
+    the transposed topology).  Every tree unit moves the same volume, so
+    adding the weights of both directions' contributions is exact.
+    """
+    merged: dict[tuple[int, int], dict[tuple[str, ...], int]] = {}
+
+    def add(pair: tuple[int, int], path: tuple[str, ...], units: int) -> None:
+        into = merged.setdefault(pair, {})
+        into[path] = into.get(path, 0) + units
+
+    for (u, v), paths in packing.routes:
+        for path, units in paths:
+            if collective.reduces:
+                add((v, u), tuple(reversed(path)), units)
+            if collective is not Collective.REDUCESCATTER:
+                add((u, v), tuple(path), units)
+    return tuple((pair, tuple(sorted(paths.items()))) for pair, paths in sorted(merged.items()))
 
 
 def _finish(sched: Schedule) -> Schedule:
@@ -381,7 +426,7 @@ def tree_schedule(
     collective: Collective,
     *,
     k: int | None = None,
-    max_k: int = DEFAULT_MAX_K,
+    max_k: int | None = DEFAULT_MAX_K,
     pipeline: int = 1,
     channels: int = 2,
     progress: ProgressFn | None = None,

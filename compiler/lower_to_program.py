@@ -53,6 +53,7 @@ MAX_CHANNELS = 32
 MAX_THREADBLOCKS = 108
 MAX_COUNT = 71
 MAX_DEPID = 127
+MAX_OFFSET = 32767  # chunk offsets are stored as int16
 
 
 class LoweringStalled(InternalError):
@@ -563,6 +564,10 @@ def _limit_problem(program: Program, opts: LoweringOptions) -> str | None:
     """The first runtime limit the program breaks, if any."""
     if program.nchannels > MAX_CHANNELS:
         return f"{program.nchannels} channels > {MAX_CHANNELS}"
+    for rp in program.ranks:
+        size = max(rp.input_chunks, rp.output_chunks, rp.scratch_chunks)
+        if size > MAX_OFFSET + 1:
+            return f"rank {rp.rank} has a buffer of {size} chunks > {MAX_OFFSET + 1} (int16 offsets)"
     for rp in program.ranks:
         if len(rp.threadblocks) > opts.max_threadblocks:
             return (f"rank {rp.rank} needs {len(rp.threadblocks)} threadblocks "

@@ -47,8 +47,8 @@ Generator = Callable[[Topology, Collective], Schedule]
 
 #: Schedule generators by ``--algorithm`` name.
 ALGORITHMS: dict[str, Generator] = {"ring": ring_schedule}
-#: ``max_k`` values tried for tree packings, best bandwidth first.
-TREE_K_SCAN = (16, 8, 4, 2, 1)
+#: ``max_k`` caps tried for tree packings, best bandwidth first (None: optimal k).
+TREE_K_SCAN: tuple[int | None, ...] = (None, 16, 8, 4, 2, 1)
 
 
 def register_algorithm(name: str, generator: Generator) -> None:

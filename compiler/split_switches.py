@@ -93,6 +93,8 @@ class _Splitter:
             frozenset(x for x in (*self.succ[i], *self.pred[i]) if not compute[x])
             for i in range(n)
         ]
+        self.direct = [frozenset(x for x in self.succ[i] if compute[x]) for i in range(n)]
+        self.component = _direct_components(n, compute, self.succ)
 
     # -- network -------------------------------------------------------
     def network(self) -> tuple[FlowNetwork, int, int]:
@@ -204,10 +206,11 @@ class _Splitter:
         size = max(len(ring), 1)
         others = self.switch_nbrs[t] - {w}
 
-        def key(u: int) -> tuple[bool, bool, int, int]:
+        def key(u: int) -> tuple[bool, bool, bool, bool, int, int]:
             shares = bool(others & (self.switch_nbrs[u] - {w}))
             dist = (pos[u] - t_pos) % size if u in pos else size
-            return (u == t, shares, dist, u)
+            return (u == t, t in self.direct[u], self.component[u] == self.component[t],
+                    shares, dist, u)
 
         return sorted(self.pred[w], key=key)
 
@@ -227,6 +230,23 @@ class _Splitter:
                     f"edge splitting could not drain arc ({w}, {t}) (Theorem 27 violated)")
         if self.succ[w] or self.pred[w]:
             raise InternalError(f"edge splitting left switch {w} connected")
+
+
+def _direct_components(n: int, compute: tuple[bool, ...],
+                       succ: list[dict[int, int]]) -> list[int]:
+    """Per node, the smallest rank index of its component over rank-rank links."""
+    comp = list(range(n))
+    for i in range(n):
+        if not compute[i] or comp[i] != i:
+            continue
+        stack = [i]
+        while stack:
+            u = stack.pop()
+            for v in succ[u]:
+                if compute[v] and comp[v] == v and v != i:
+                    comp[v] = i
+                    stack.append(v)
+    return comp
 
 
 def split_switches(

@@ -117,6 +117,26 @@ def _check_physical(sched: Schedule, topo: Topology) -> list[str]:
             out.append(f"op {op.op_id}: rank {op.src.rank} ({topo.ranks[op.src.rank]}) is not "
                        f"connected to rank {op.dst.rank} ({topo.ranks[op.dst.rank]}); "
                        "data must be relayed")
+    out.extend(_check_routes(sched, topo))
+    return out
+
+
+def _check_routes(sched: Schedule, topo: Topology) -> list[str]:
+    """Every routing-witness path joins its pair through switches over real links."""
+    cap = topo.capacity()
+    out = []
+    for (u, v), paths in sched.routes:
+        if not (0 <= u < topo.num_ranks and 0 <= v < topo.num_ranks) or u == v:
+            out.append(f"route for pair ({u}, {v}): not two distinct ranks")
+            continue
+        for path, weight in paths:
+            ends = (path[0], path[-1]) if path else None
+            if ends != (topo.ranks[u], topo.ranks[v]) or weight <= 0:
+                out.append(f"route {path} (weight {weight}) does not join rank {u} to rank {v}")
+            elif any(topo.node[x].is_compute for x in path[1:-1]):
+                out.append(f"route {path} passes through a rank; only switches forward data")
+            elif any(cap.get(e, 0) <= 0 for e in zip(path, path[1:], strict=False)):
+                out.append(f"route {path} uses a link the topology does not have")
     return out
 
 

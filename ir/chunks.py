@@ -90,6 +90,14 @@ class Schedule:
         Name of the generator (for reports and the XML name).
     inplace, outofplace : bool
         Under which aliasing the schedule is meant to be correct.
+    routes : tuple
+        Optional routing witness: ``((src, dst), ((path, weight), ...))``
+        per rank pair, ``path`` a node-id tuple through switches only and
+        ``weight`` a positive integer.  The pair's traffic is spread over
+        its paths in proportion to the weights (what the generator assumed,
+        e.g. the switch paths of ForestColl's edge splitting); pairs without
+        an entry take the fabric's default path (``Router``).  The runtime
+        file does not carry routes; the checker proves each path is real.
     """
 
     collective: Collective
@@ -100,6 +108,7 @@ class Schedule:
     algorithm: str = ""
     inplace: bool = True
     outofplace: bool = True
+    routes: tuple[tuple[tuple[int, int], tuple[tuple[tuple[str, ...], int], ...]], ...] = ()
 
     @property
     def chunks_per_rank(self) -> int:

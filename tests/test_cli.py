@@ -113,7 +113,8 @@ def test_analyze_json(capsys) -> None:
 
 def test_verify_rejects_broken_file(tmp_path) -> None:
     out = tmp_path / "a.xml"
-    assert main([os.path.join(EXAMPLES, "ring-4.yaml"), "-o", str(out)]) == 0
+    assert main([os.path.join(EXAMPLES, "ring-4.yaml"), "--algorithm", "ring",
+                 "-o", str(out)]) == 0
     bad = tmp_path / "bad.xml"
     bad.write_text(out.read_text().replace('type="rrs"', 'type="rrc"', 1))
     assert main(["verify", str(bad)]) == 1
