@@ -8,6 +8,18 @@ algbw follows nccl-tests (collective size over time, bandwidth-only time).
 Bounds: the exact cut bound and the allreduce LP bound when the tree
 analysis is available (``colc.compiler.exact_bounds``); otherwise the
 per-rank ingress/egress bound.
+
+In-network multicast (seed 001 section 4.5.6): when the topology has a
+multicast switch, the ``trees`` entries of allgather and reducescatter get
+``"multicast": {"switches", "traffic_before", "traffic_after",
+"gpu_sends_before", "gpu_sends_after", "gpu_recvs_before",
+"gpu_recvs_after", "runtime"}`` from ``compiler/apply_multicast.py`` on the
+same packing ``tree_schedule`` makes.  Figures are GB moved per GB of
+collective size (summed over links, over hops leaving a rank, over hops
+entering a rank); algbw is unchanged by multicast.  Allgather saves GPU
+sends (switches replicate), reduce-scatter saves GPU receives/reductions
+(switches aggregate).  ``runtime`` says that the written XML files do not
+use it: MSCCL XML has no switch multicast primitive, so they send unicast.
 """
 
 from __future__ import annotations
@@ -19,6 +31,11 @@ from colc.compiler.pipeline import ALGORITHMS, _load_optional_algorithms
 from colc.errors import ColcError
 from colc.ir.core import Collective
 from colc.ir.topology import Topology
+from colc.ir.trees import TreePacking
+
+#: ``runtime`` note of the ``multicast`` entry.
+MULTICAST_RUNTIME = ("analysis only: MSCCL XML has no switch multicast/aggregation "
+                     "primitive, compiled files send unicast")
 
 COLLECTIVES = (Collective.ALLGATHER, Collective.REDUCESCATTER, Collective.ALLREDUCE)
 
@@ -71,6 +88,7 @@ def analyze_topology(topo: Topology) -> dict:
     """Build the analysis report (see module docstring)."""
     _load_optional_algorithms()
     schedules = []
+    packings: dict[bool, TreePacking] = {}
     for name in sorted(ALGORITHMS):
         for coll in COLLECTIVES:
             try:
@@ -84,9 +102,42 @@ def analyze_topology(topo: Topology) -> dict:
                      "algbw": _num(schedule_algbw(sched, topo))}
             if name == "trees":
                 entry["k"] = sched.chunks_per_rank
+                multicast = _multicast(topo, coll, packings)
+                if multicast is not None:
+                    entry["multicast"] = multicast
             schedules.append(entry)
     return {"topology": topo.name, "ranks": topo.num_ranks, "bounds": _bounds(topo),
             "schedules": schedules}
+
+
+def _multicast(topo: Topology, coll: Collective,
+               packings: dict[bool, TreePacking]) -> dict | None:
+    """The ``multicast`` entry of a trees row (None: no multicast switch or n/a).
+
+    ``packings`` caches the packing by "made on the transpose" so that
+    allgather and reduce-scatter on a symmetric topology pack once.
+    """
+    if coll is Collective.ALLREDUCE or not any(n.multicast for n in topo.nodes):
+        return None
+    try:
+        from colc.compiler.apply_multicast import apply_multicast
+        from colc.compiler.generate_trees import is_symmetric, pack_trees, transpose
+
+        flip = coll is Collective.REDUCESCATTER and not is_symmetric(topo)
+        if flip not in packings:
+            packings[flip] = pack_trees(transpose(topo) if flip else topo)
+        forest = apply_multicast(packings[flip], topo, coll)
+    except (ImportError, ColcError):
+        return None
+    per = forest.per_collective_byte
+    return {"switches": list(forest.multicast_switches),
+            "traffic_before": _num(per(forest.traffic_before)),
+            "traffic_after": _num(per(forest.traffic_after)),
+            "gpu_sends_before": _num(per(forest.gpu_sends_before)),
+            "gpu_sends_after": _num(per(forest.gpu_sends_after)),
+            "gpu_recvs_before": _num(per(forest.gpu_recvs_before)),
+            "gpu_recvs_after": _num(per(forest.gpu_recvs_after)),
+            "runtime": MULTICAST_RUNTIME}
 
 
 def _steps(name: str, topo: Topology, coll: Collective, sched) -> int:
@@ -112,4 +163,12 @@ def format_table(report: dict) -> str:
         else:
             lines.append(f"{s['algorithm']:<10}{s['collective']:<16}{s['steps']:>6}"
                          f"{s['algbw']:>12.3f}")
+        if "multicast" in s:
+            m = s["multicast"]
+            gpu, what = (("sends", "multicast") if s["collective"] == "allgather"
+                         else ("recvs", "aggregation"))
+            lines.append(f"{'':<10}  in-network {what}: traffic {m['traffic_before']:g} -> "
+                         f"{m['traffic_after']:g}, GPU {gpu} {m[f'gpu_{gpu}_before']:g} -> "
+                         f"{m[f'gpu_{gpu}_after']:g} GB per GB (analysis only; "
+                         f"files send unicast)")
     return "\n".join(lines)

@@ -21,11 +21,15 @@ one ``s_i`` and singleton batches become plain arcs (both exact), so the
 flow network stays small.  A candidate with ``mu = 0`` stays at ``0`` while
 the same batch grows (the tight cut stays tight), so it is not re-tried.
 Candidates are scanned in breadth-first order from the root, which keeps
-trees shallow.
+trees shallow.  The arcs ``x -> s_i`` go through one hub node, so one
+network per growing batch serves every candidate (only the hub arc of the
+candidate's tail and the accepted arc's residual change between max-flows,
+which run in C++ on that persistent network).
 
 Complexity: independent of ``k``: one max-flow per candidate arc, O(N) per
 batch for the successes plus the rejected candidates; batches number at
-most ``N + (number of splits)``.
+most ``N + (number of splits)``; the frontier scan is amortised O(arcs)
+per batch.
 
 Example
 -------
@@ -39,16 +43,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-import numpy as np
-
-from colc.compiler.max_flow import FlowProblem, solve_batch
+from colc.compiler.max_flow import SolverNetwork
 from colc.errors import InternalError
 
 NAME = "pack-spanning-trees"
-
-#: Alternative candidates evaluated beside each speculative step.
-_ALTERNATIVES = 2
-
 
 @dataclass(frozen=True, slots=True)
 class TreeBatch:
@@ -71,142 +69,122 @@ class _Batch:
         return _Batch(self.root, m, list(self.order), set(self.vset), list(self.edges))
 
 
+class _Auxiliary:
+    """``D-bar`` of (B.4) for one growing batch, kept in the C++ solver.
+
+    Nodes: ranks ``0..n-1``, one node ``s_j`` per group of other batches with
+    the same vertex set (more than one vertex), and a hub.  Arcs: the
+    residual tree capacities, ``s_j -> R_j`` (infinite), ``hub -> s_j``
+    (the group's multiplicity; a singleton group ``{u}`` gets ``hub -> u``)
+    and ``x -> hub`` for every rank, at capacity 0 except for the current
+    candidate's tail.  ``x -> hub -> s_j`` is exactly the seed's arc
+    ``x -> s_j``: the hub is entered only from ``x``, and ``hub -> x`` only
+    closes a cycle.
+    """
+
+    def __init__(self, packer: _Packer, current: int) -> None:
+        n = packer.n
+        groups: dict[frozenset[int], int] = {}
+        for i, b in enumerate(packer.batches):
+            if i != current:
+                key = frozenset(b.vset)
+                groups[key] = groups.get(key, 0) + b.m
+        self.total = sum(groups.values())
+        multi = sorted((sorted(key), m) for key, m in groups.items() if len(key) > 1)
+        single = sorted((next(iter(key)), m) for key, m in groups.items() if len(key) == 1)
+        hub = n + len(multi)
+        tails: list[int] = []
+        heads: list[int] = []
+        caps: list[int] = []
+        self.arc_of: dict[tuple[int, int], int] = {}
+        for e, c in packer.g.items():
+            self.arc_of[e] = len(tails)
+            tails.append(e[0])
+            heads.append(e[1])
+            caps.append(c)
+        self.inf = sum(caps) + self.total + 1
+        for j, (members, m) in enumerate(multi):
+            tails.append(hub)
+            heads.append(n + j)
+            caps.append(m)
+            tails.extend([n + j] * len(members))
+            heads.extend(members)
+            caps.extend([self.inf] * len(members))
+        for u, m in single:
+            tails.append(hub)
+            heads.append(u)
+            caps.append(m)
+        self.hub_arc = len(tails)
+        tails.extend(range(n))
+        heads.extend([hub] * n)
+        caps.extend([0] * n)
+        self.net = SolverNetwork(hub + 1, tails, heads, caps)
+        self.open: int | None = None
+
+    def flow(self, x: int, y: int) -> int:
+        """``F(x, y; D-bar)``."""
+        if self.open != x:
+            if self.open is not None:
+                self.net.set_capacity(self.hub_arc + self.open, 0)
+            self.net.set_capacity(self.hub_arc + x, self.inf)
+            self.open = x
+        return self.net.flow(x, y)
+
+    def set_residual(self, e: tuple[int, int], cap: int) -> None:
+        self.net.set_capacity(self.arc_of[e], cap)
+
+
 class _Packer:
     """Mutable state of Algorithm 4 (private)."""
 
     def __init__(self, n: int, capacity: dict[tuple[int, int], int], k: int) -> None:
         self.n = n
         self.k = k
-        self.g = {e: c for e, c in capacity.items() if c > 0}
+        self.g = {e: c for e, c in sorted(capacity.items()) if c > 0}
         self.succ: list[list[int]] = [[] for _ in range(n)]
-        for (u, v) in sorted(self.g):
+        for (u, v) in self.g:
             self.succ[u].append(v)
         self.batches: list[_Batch] = [_Batch(u, k, [u], {u}) for u in range(n)]
-        self.chain = 8
-
-    def _groups(self, current: int) -> tuple[np.ndarray, np.ndarray, list[tuple[int, int]], int, int]:
-        """Arcs ``s_i -> R_i`` of the other batches, the per-``x`` arc heads/caps, sum m."""
-        groups: dict[frozenset[int], int] = {}
-        order: list[frozenset[int]] = []
-        total = 0
-        for i, b in enumerate(self.batches):
-            if i == current:
-                continue
-            key = frozenset(b.vset)
-            if key not in groups:
-                groups[key] = 0
-                order.append(key)
-            groups[key] += b.m
-            total += b.m
-        multi = [key for key in order if len(key) > 1]
-        tails: list[int] = []
-        heads: list[int] = []
-        for j, key in enumerate(multi):
-            members = sorted(key)
-            tails.extend([self.n + j] * len(members))
-            heads.extend(members)
-        x_arcs = [(self.n + j, groups[key]) for j, key in enumerate(multi)]
-        x_arcs += [(next(iter(key)), groups[key]) for key in order if len(key) == 1]
-        return (np.asarray(tails, dtype=np.int64), np.asarray(heads, dtype=np.int64),
-                x_arcs, total, self.n + len(multi))
 
     def grow(self, idx: int) -> None:
-        """Grow batch ``idx`` to all ranks, speculating chains of full-``mu`` steps."""
+        """Grow batch ``idx`` to all ranks, one max-flow per candidate arc."""
         b = self.batches[idx]
         failed: set[tuple[int, int]] = set()
-        groups, count = self._groups(idx), len(self.batches)
+        aux, count = _Auxiliary(self, idx), len(self.batches)
+        scan = 0
         while len(b.vset) < self.n:
-            if not self._step_chain(b, failed, groups):
+            cand, scan = self._candidate(b, failed, scan)
+            if cand is None:
                 raise InternalError(
                     f"tree packing: no arc can extend the batch of root {b.root} "
                     f"(capacity condition of Theorem 30 does not hold)")
+            x, y = cand
+            mu = max(0, min(self.g[cand], b.m, aux.flow(x, y) - aux.total))
+            if mu == 0:
+                failed.add(cand)  # a tight cut stays tight while this batch grows
+                continue
+            self._accept(b, x, y, mu)
             if len(self.batches) != count:
-                groups, count = self._groups(idx), len(self.batches)
-
-    def _step_chain(self, b: _Batch, failed: set[tuple[int, int]],
-                    groups: tuple[np.ndarray, np.ndarray, list[tuple[int, int]], int, int]
-                    ) -> bool:
-        """Evaluate up to ``self.chain`` speculative steps in one batched flow call.
-
-        Step ``j`` is evaluated in the state where steps ``0..j-1`` were
-        accepted with ``mu = m``; results are used only while that holds.
-        Returns whether any candidate was left to try.
-        """
-        g_tails, g_heads, x_arcs, total, n_nodes = groups
-        arcs = list(self.g.items())
-        pos = {e: i for i, (e, _) in enumerate(arcs)}
-        a_tails = np.asarray([u for (u, _), _ in arcs], dtype=np.int64)
-        a_heads = np.asarray([v for (_, v), _ in arcs], dtype=np.int64)
-        caps = np.asarray([c for _, c in arcs], dtype=np.int64)
-        inf = int(caps.sum()) + total + 1
-        g_caps = np.full(len(g_tails), inf, dtype=np.int64)
-        order, vset, g_spec = list(b.order), set(b.vset), dict(self.g)
-        steps: list[list[tuple[int, int]]] = []
-        problems: list[FlowProblem] = []
-        state = (a_tails, a_heads, caps, g_caps)
-        while len(steps) < self.chain and len(vset) < self.n:
-            cands = self._candidates(order, vset, g_spec, failed, 1 + _ALTERNATIVES)
-            if not cands:
-                break
-            problems.extend(self._problem(groups, state, x, y) for x, y in cands)
-            steps.append(cands)
-            first = cands[0]
-            if g_spec[first] < b.m:
-                break  # a split would follow: stop speculating
-            g_spec[first] -= b.m
-            caps = caps.copy()
-            caps[pos[first]] -= b.m
-            state = (a_tails, a_heads, caps, g_caps)
-            order.append(first[1])
-            vset.add(first[1])
-        if not steps:
-            return False
-        results = iter(solve_batch(problems, want_cut=False))
-        for cands in steps:
-            flows = [next(results)[0] for _ in cands]
-            m_before = b.m
-            for i, ((x, y), flow) in enumerate(zip(cands, flows)):
-                mu = max(0, min(self.g[(x, y)], m_before, flow - total))
-                if mu == 0:
-                    failed.add((x, y))
-                    continue
-                self._accept(b, x, y, mu)
-                if i > 0 or mu < m_before:
-                    # an alternative or a split: the later steps assumed otherwise
-                    self.chain = max(2, self.chain // 2)
-                    return True
-                break
+                aux, count = _Auxiliary(self, idx), len(self.batches)
             else:
-                self.chain = max(2, self.chain // 2)
-                return True
-        self.chain = min(64, self.chain * 2)
-        return True
+                aux.set_residual(cand, self.g.get(cand, 0))
 
-    def _candidates(self, order: list[int], vset: set[int], g: dict[tuple[int, int], int],
-                    failed: set[tuple[int, int]], count: int) -> list[tuple[int, int]]:
-        """The first ``count`` untried frontier arcs in breadth-first order."""
-        out: list[tuple[int, int]] = []
-        for x in order:
+    def _candidate(self, b: _Batch, failed: set[tuple[int, int]], scan: int
+                   ) -> tuple[tuple[int, int] | None, int]:
+        """The first untried frontier arc in breadth-first order, and the new scan start.
+
+        Arcs only ever become ineligible while a batch grows (its vertex set
+        grows, capacities shrink, failures accumulate), so ranks before
+        ``scan`` never need another look.
+        """
+        order, vset, g = b.order, b.vset, self.g
+        while scan < len(order):
+            x = order[scan]
             for y in self.succ[x]:
                 if y not in vset and (x, y) not in failed and g.get((x, y), 0) > 0:
-                    out.append((x, y))
-                    if len(out) == count:
-                        return out
-        return out
-
-    def _problem(self, groups: tuple[np.ndarray, np.ndarray, list[tuple[int, int]], int, int],
-                 arcs: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
-                 x: int, y: int) -> FlowProblem:
-        """``D-bar`` of (B.4) for candidate ``(x, y)``."""
-        g_tails, g_heads, x_arcs, _, n_nodes = groups
-        a_tails, a_heads, caps, g_caps = arcs
-        xs = [(h, c) for h, c in x_arcs if h != x]
-        return FlowProblem(
-            n_nodes,
-            np.concatenate([a_tails, g_tails, np.full(len(xs), x, dtype=np.int64)]),
-            np.concatenate([a_heads, g_heads, np.asarray([h for h, _ in xs], dtype=np.int64)]),
-            np.concatenate([caps, g_caps, np.asarray([c for _, c in xs], dtype=np.int64)]),
-            x, y)
+                    return (x, y), scan
+            scan += 1
+        return None, scan
 
     def _accept(self, b: _Batch, x: int, y: int, mu: int) -> None:
         if mu < b.m:

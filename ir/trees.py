@@ -77,9 +77,6 @@ class TreePacking:
         Sorted by root, then creation order.
     routes : tuple of ((int, int), tuple of (tuple of str, int))
         Logical edge -> physical paths (node ids) and tree units per path.
-    multicast : tuple of (int, str, tuple of int)
-        Optional in-network multicast groups ``(tree index, switch id,
-        receiving ranks)`` found by ``compiler.multicast_trees``.
     """
 
     topology: str
@@ -90,7 +87,6 @@ class TreePacking:
     inv_rate: Fraction
     trees: tuple[Tree, ...]
     routes: tuple[tuple[tuple[int, int], tuple[tuple[tuple[str, ...], int], ...]], ...]
-    multicast: tuple[tuple[int, str, tuple[int, ...]], ...] = ()
 
     @property
     def algbw(self) -> Fraction:
