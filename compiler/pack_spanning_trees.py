@@ -20,6 +20,11 @@ multiplicity ``m - mu`` stays behind.  Batches with equal vertex sets share
 one ``s_i`` and singleton batches become plain arcs (both exact), so the
 flow network stays small.  A candidate with ``mu = 0`` stays at ``0`` while
 the same batch grows (the tight cut stays tight), so it is not re-tried.
+No flow is needed when ``g(x, y) >= sum of m(R_i) over the batches i
+lacking y`` (current batch included): the direct arc and the paths
+``x -> s_i -> y`` of the batches containing ``y`` already carry
+``F >= sum_i m(R_i)``, so ``mu = m(R_1)``.  On boxes with wide internal
+links most candidates pass this way.
 Candidates are scanned in breadth-first order from the root, which keeps
 trees shallow.  The arcs ``x -> s_i`` go through one hub node, so one
 network per growing batch serves every candidate (only the hub arc of the
@@ -145,6 +150,8 @@ class _Packer:
         for (u, v) in self.g:
             self.succ[u].append(v)
         self.batches: list[_Batch] = [_Batch(u, k, [u], {u}) for u in range(n)]
+        # missing[y]: multiplicity of the batches whose vertex set lacks y
+        self.missing = [(n - 1) * k] * n
 
     def grow(self, idx: int) -> None:
         """Grow batch ``idx`` to all ranks, one max-flow per candidate arc."""
@@ -159,7 +166,10 @@ class _Packer:
                     f"tree packing: no arc can extend the batch of root {b.root} "
                     f"(capacity condition of Theorem 30 does not hold)")
             x, y = cand
-            mu = max(0, min(self.g[cand], b.m, aux.flow(x, y) - aux.total))
+            if self.g[cand] >= self.missing[y]:
+                mu = b.m  # the arc alone covers the missing trees: no flow needed
+            else:
+                mu = max(0, min(self.g[cand], b.m, aux.flow(x, y) - aux.total))
             if mu == 0:
                 failed.add(cand)  # a tight cut stays tight while this batch grows
                 continue
@@ -193,6 +203,7 @@ class _Packer:
         b.edges.append((x, y))
         b.order.append(y)
         b.vset.add(y)
+        self.missing[y] -= mu
         left = self.g[(x, y)] - mu
         if left:
             self.g[(x, y)] = left
