@@ -4,7 +4,8 @@ Usage: python bench/bench_trees.py [--skip-big] [--max-gpus N]
 
 Rows: DGX A100 x2, MI250 x2, DGX A100 x4 (reference Python implementation:
 8.7 s, 54 s, 58 s on this machine; target 20x faster), then the DGX A100
-growth curve 16..1024 GPUs.  Times are wall clock (and CPU) for
+growth curve 16..1024 GPUs (the authors' Java implementation: 36.5 min on
+128 cores for 1024 GPUs; target here: under 10 minutes on 2 cores).  Times are wall clock (and CPU) for
 ``pack_trees`` with the optimal k (no k cap); ``split s`` and ``pack s`` are
 the switch-removal and tree-packing stages.
 """

@@ -26,7 +26,7 @@ from colc.compiler.generate_trees import (
     tree_algbw,
     tree_schedule,
 )
-from colc.compiler.pack_spanning_trees import verify_packing
+from colc.compiler.pack_spanning_trees import pack_spanning_trees, verify_packing
 from colc.errors import TopologyError, UnsupportedError
 from colc.frontends.families import dgx_a100, mi250, ring
 from colc.ir.check_chunks import check_schedule
@@ -308,3 +308,50 @@ def test_compiled_mixed_example_reaches_bound() -> None:
     for coll in (Collective.ALLGATHER, Collective.REDUCESCATTER):
         result = compile_topology(topo, CompileOptions(algorithm="trees", collective=coll))
         assert result.algbw == find_optimal_throughput(topo).allgather_algbw
+
+
+# --------------------------------------------------------------------------- symmetry
+
+
+def test_box_rotation_detects_identical_boxes() -> None:
+    from colc.compiler.find_optimal_throughput import integer_graph
+    from colc.compiler.split_switches import box_rotation
+
+    g = integer_graph(dgx_a100(3))
+    perms = box_rotation(g.nodes, g.compute, g.arcs)
+    assert perms is not None and len(perms) == 2
+    index = {name: i for i, name in enumerate(g.nodes)}
+    assert perms[0][index["b0g5"]] == index["b1g5"]
+    assert perms[1][index["b2nvs"]] == index["b1nvs"]
+    assert perms[0][index["ib1"]] == index["ib1"]
+    # a topology whose boxes differ has no rotation
+    arcs = dict(g.arcs)
+    arcs[(index["b1g0"], index["b1nvs"])] += 1
+    assert box_rotation(g.nodes, g.compute, arcs) is None
+    assert box_rotation(*_names_and_arcs(ring(4, 10))) is None
+
+
+def _names_and_arcs(topo: Topology):
+    g = integer_graph(topo)
+    return g.nodes, g.compute, g.arcs
+
+
+@pytest.mark.parametrize("family,boxes", [(dgx_a100, 4), (mi250, 2)])
+def test_symmetric_splitting_keeps_the_optimum_and_the_symmetry(family, boxes) -> None:
+    from colc.compiler.fixed_k_trees import floor_capacities
+    from colc.compiler.find_optimal_throughput import optimum_of
+    from colc.compiler.split_switches import box_rotation, split_switches
+
+    topo = family(boxes)
+    g = integer_graph(topo)
+    opt = optimum_of(g, topo.num_ranks)
+    caps = floor_capacities(g, opt.scale)
+    sym = split_switches(g.nodes, g.compute, caps, opt.k)
+    plain = split_switches(g.nodes, g.compute, caps, opt.k, symmetric=False)
+    rot = box_rotation(g.nodes, g.compute, caps)[0]
+    assert all(sym.capacity.get((rot[u], rot[v])) == c for (u, v), c in sym.capacity.items())
+    rank_of = {node: r for r, node in enumerate(g.ranks)}
+    for free in (sym, plain):
+        logical = {(rank_of[u], rank_of[v]): c for (u, v), c in free.capacity.items()}
+        batches = pack_spanning_trees(topo.num_ranks, logical, opt.k)
+        verify_packing(topo.num_ranks, logical, opt.k, batches)
