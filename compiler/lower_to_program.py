@@ -131,10 +131,11 @@ def lower_to_program(sched: Schedule, opts: LoweringOptions) -> Program:
     """
     depth = _transfer_depth(sched)
     max_depth = max(depth, default=0)
+    parts, readers = _analysis(sched)
     phases = 1
     while True:
         phase_len = (max_depth // phases) + 1
-        program, worst = _lower_once(sched, opts, depth, phase_len)
+        program, worst = _lower_once(sched, opts, depth, phase_len, parts, readers)
         if worst is None:
             return program
         if phases >= max_depth + 1:
@@ -150,17 +151,30 @@ def _transfer_depth(sched: Schedule) -> list[int]:
     return depth
 
 
-def _lower_once(sched: Schedule, opts: LoweringOptions, depth: list[int],
-                phase_len: int) -> tuple[Program, str | None]:
+#: The last schedule's parts, hazards and value readers: they depend on the
+#: schedule only, so phase attempts and lowering strategies share them.
+_LAST: list[tuple[Schedule, list, dict]] = []
+
+
+def _analysis(sched: Schedule) -> tuple[list[_Part], dict[int, set[int]]]:
+    if _LAST and _LAST[0][0] is sched:
+        return _LAST[0][1], _LAST[0][2]
+    parts = _split(sched)
+    _hazards(sched, parts)
+    readers = _value_readers(sched, parts)
+    _LAST[:] = [(sched, parts, readers)]
+    return parts, readers
+
+
+def _lower_once(sched: Schedule, opts: LoweringOptions, depth: list[int], phase_len: int,
+                parts: list[_Part], readers: dict[int, set[int]]) -> tuple[Program, str | None]:
     hints = sorted({op.channel for op in sched.ops})
     hint_index = {h: i for i, h in enumerate(hints)}
 
     def channel(op: Op) -> int:
         return hint_index[op.channel] + len(hints) * (depth[op.op_id] // phase_len)
 
-    parts = _split(sched)
-    _hazards(sched, parts)
-    instrs = _fuse(sched, parts, channel, opts.fuse)
+    instrs = _fuse(parts, readers, channel, opts.fuse)
     by_rank = _group_by_rank(sched.ngpus, instrs)
     for rank_instrs in by_rank:
         _assign_threadblocks(rank_instrs, opts.pair_connections)
@@ -217,9 +231,9 @@ def _hazards(sched: Schedule, parts: list[_Part]) -> None:
         part.deps.discard(part.pid)
 
 
-def _fuse(sched: Schedule, parts: list[_Part], channel, enabled: bool) -> list[_Instr]:
+def _fuse(parts: list[_Part], readers: dict[int, set[int]], channel,
+          enabled: bool) -> list[_Instr]:
     """Pair receives with the send that forwards their chunk (runtime notes 6.2)."""
-    readers = _value_readers(sched, parts)
     recv_of = {p.op.op_id: p for p in parts if p.role == "recv"}
     fused_with: dict[int, _Part] = {}  # send pid -> recv part
     taken: set[int] = set()
