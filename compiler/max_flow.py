@@ -128,17 +128,6 @@ class FlowNetwork:
 _EXACT = 2**53
 
 
-def _graph(n: int, tails: np.ndarray, heads: np.ndarray, caps: np.ndarray) -> nk.Graph:
-    """A weighted directed networkit graph with parallel arcs merged."""
-    keys = tails * n + heads
-    uniq, inverse = np.unique(keys, return_inverse=True)
-    weights = np.bincount(inverse, weights=caps.astype(np.float64))
-    g = nk.Graph(n, weighted=True, directed=True)
-    g.addEdges((weights, (uniq // n, uniq % n)))
-    g.indexEdges()
-    return g
-
-
 class SolverNetwork:
     """A fixed set of distinct arcs whose capacities change between solves.
 
@@ -161,8 +150,10 @@ class SolverNetwork:
         if len(set(self.ends)) != len(self.ends):
             raise InternalError("SolverNetwork needs distinct arcs")
         self.total = sum(caps)
-        self.graph = _graph(n, np.asarray(tails, dtype=np.int64),
-                            np.asarray(heads, dtype=np.int64), np.asarray(caps, dtype=np.int64))
+        self.graph = nk.Graph(n, weighted=True, directed=True)
+        self.graph.addEdges((np.asarray(caps, dtype=np.float64),
+                             (np.asarray(tails, dtype=np.int64), np.asarray(heads, dtype=np.int64))))
+        self.graph.indexEdges()
         self.caps = list(caps)
 
     def set_capacity(self, arc: int, cap: int) -> None:

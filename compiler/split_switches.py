@@ -110,14 +110,22 @@ class _Splitter:
         self.component = _direct_components(n, compute, self.succ)
 
     # -- network -------------------------------------------------------
-    def network(self) -> tuple[FlowNetwork, int, int]:
+    def network(self, change: dict[tuple[int, int], int] | None = None
+                ) -> tuple[FlowNetwork, int, int]:
+        """``D_k`` (current capacities plus ``change``), its source and an infinity."""
+        delta = dict(change or {})
         s = self.n
         net = FlowNetwork(self.n + 1)
         total = 0
         for u in range(self.n):
             for v, c in self.succ[u].items():
-                net.add_arc(u, v, c)
-                total += c
+                c += delta.pop((u, v), 0)
+                if c:
+                    net.add_arc(u, v, c)
+                    total += c
+        for (u, v), c in delta.items():  # arcs the change creates
+            net.add_arc(u, v, c)
+            total += c
         for r in self.ranks:
             net.add_arc(s, r, self.k)
         return net, s, total + self.need + 1
@@ -188,17 +196,7 @@ class _Splitter:
                 change[(a, c)] = change.get((a, c), 0) + amount
         if any(self.succ[a].get(b, 0) + d < 0 for (a, b), d in change.items()):
             return False
-        s = self.n
-        net = FlowNetwork(self.n + 1)
-        for a in range(self.n):
-            for b, c in self.succ[a].items():
-                left = c + change.pop((a, b), 0)
-                if left:
-                    net.add_arc(a, b, left)
-        for (a, b), d in change.items():
-            net.add_arc(a, b, d)
-        for r in self.ranks:
-            net.add_arc(s, r, self.k)
+        net, s, _ = self.network(change)
         flows = solve_batch([net.problem(s, v) for v in self.orbit_reps], want_cut=False)
         return all(value >= self.need for value, _ in flows)
 
