@@ -107,8 +107,9 @@ class _Graph:
         self.links: list[Link] = []
         self.latency = latency
 
-    def node(self, node_id: str, kind: str = "gpu", multicast: bool = False) -> str:
-        self.nodes.append(Node(node_id, kind, multicast))
+    def node(self, node_id: str, kind: str = "gpu", multicast: bool = False,
+             net: bool = False) -> str:
+        self.nodes.append(Node(node_id, kind, multicast, net))
         return node_id
 
     def arc(self, u: str, v: str, bandwidth: Fraction) -> None:
@@ -514,7 +515,7 @@ def dgx_a100(
         for gpu in gpus:
             g.duplex(gpu, nvs, Fraction(300))
     if nb > 1:
-        ib = [g.node("ib0", "switch"), g.node("ib1", "switch")]
+        ib = [g.node("ib0", "switch", net=True), g.node("ib1", "switch", net=True)]
         for b in range(nb):
             for i in range(8):
                 g.duplex(f"b{b}g{i}", ib[i % 2], Fraction(25))
@@ -561,7 +562,7 @@ def dgx_h100(
         for gpu in gpus:
             g.duplex(gpu, nvs, Fraction(450))
     if nb > 1:
-        ib = g.node("ib", "switch")
+        ib = g.node("ib", "switch", net=True)
         for b in range(nb):
             for i in range(8):
                 g.duplex(f"b{b}g{i}", ib, Fraction(50))
@@ -605,7 +606,7 @@ def mi250(
             if count:
                 g.duplex(gpus[i], gpus[j], MI250_XGMI_BANDWIDTH * count)
     if nb > 1:
-        ib = g.node("ib", "switch")
+        ib = g.node("ib", "switch", net=True)
         for b in range(nb):
             for i in range(16):
                 g.duplex(f"b{b}g{i}", ib, Fraction(16))

@@ -457,7 +457,7 @@ class _Box:
             if boxes > 1 and not per_gpu:
                 nodes.extend(Node(f"b{b}nic{k}", "nic") for k in users)
         if boxes > 1:
-            nodes.extend(Node(f"ib{p}", "switch") for p in range(planes))
+            nodes.extend(Node(f"ib{p}", "switch", net=True) for p in range(planes))
             for b in range(boxes):
                 for k, gpus in users.items():
                     ib = f"ib{k % planes}"

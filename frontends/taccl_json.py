@@ -106,7 +106,7 @@ def load_taccl_topology(path: str, sketch: str | None = None, nnodes: int | None
         if "remote_beta" not in doc:
             raise SpecError(path, "field 'remote_beta': missing (needed for more than one node)")
         share = _bw(doc["remote_beta"], path, "remote_beta") * nics / gpn
-        nodes.append(Node("ib", "switch"))
+        nodes.append(Node("ib", "switch", net=True))
         for b in range(nnodes):
             for i in range(gpn):
                 links += [Link(f"b{b}g{i}", "ib", share), Link("ib", f"b{b}g{i}", share)]

@@ -6,6 +6,7 @@ Two forms are accepted.  The explicit form lists nodes and directed links::
     nodes:
       - {id: g0, kind: gpu}           # gpu|cpu|npu|compute are ranks, in file order
       - {id: sw0, kind: switch}       # switch|nic forward; switches may say multicast: true
+      - {id: ib, kind: switch, net: true}  # a network switch: NET transport (NIC-proxied)
     links:
       - {src: g0, dst: sw0, bandwidth: 25}                          # directed, GB/s
       - {src: g1, dst: g2, bandwidth: 25, duplex: true, latency: 1.5}  # both ways; us
@@ -51,7 +52,7 @@ from .families import build_family
 from .validate import remember_node_lines, validate_topology
 
 _EXPLICIT_KEYS = ("name", "nodes", "links")
-_NODE_KEYS = ("id", "kind", "multicast")
+_NODE_KEYS = ("id", "kind", "multicast", "net")
 _LINK_KEYS = ("src", "dst", "bandwidth", "duplex", "latency")
 _KINDS = tuple(sorted(COMPUTE_KINDS | SWITCH_KINDS))
 
@@ -306,8 +307,17 @@ class _Parser:
                         f"only a switch can multicast, but '{node_id}' is a {kind}",
                         _line(mc_node),
                     )
+            net = False
+            if "net" in m:
+                net_node = m["net"][1]
+                net = bool_value(self.value(net_node), path=self.path, field=f"{f}.net",
+                                 line=_line(net_node))
+                if net and kind not in ("switch", "nic"):
+                    raise FieldError(self.path, f"{f}.net",
+                                     f"only a switch or nic can be a network node, but "
+                                     f"'{node_id}' is a {kind}", _line(net_node))
             node_lines[node_id] = _line(item)
-            nodes.append(Node(node_id, str(kind), multicast))
+            nodes.append(Node(node_id, str(kind), multicast, net))
         if not any(n.is_compute for n in nodes):
             raise FieldError(
                 self.path, "nodes",

@@ -1,6 +1,6 @@
 """Write a ``Topology`` as colc's explicit YAML form (``colc convert``).
 
-Output: ``name``, ``nodes: [{id, kind[, multicast]}]`` in node order (so
+Output: ``name``, ``nodes: [{id, kind[, multicast][, net]}]`` in node order (so
 ranks keep their order) and ``links: [{src, dst, bandwidth[, latency][,
 duplex]}]`` in link order.  Two consecutive links that are each other's
 reverse with equal bandwidth and latency are written once with
@@ -60,7 +60,7 @@ def topology_to_yaml(topo: Topology) -> str:
     """
     out = [f"name: {json.dumps(topo.name)}", "nodes:"]
     for n in topo.nodes:
-        extra = ", multicast: true" if n.multicast else ""
+        extra = (", multicast: true" if n.multicast else "") + (", net: true" if n.net else "")
         out.append(f"  - {{id: {json.dumps(n.id)}, kind: {n.kind}{extra}}}")
     out.append("links:" if topo.links else "links: []")
     links = topo.links

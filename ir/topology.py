@@ -48,11 +48,22 @@ class Node:
         One of ``COMPUTE_KINDS`` or ``SWITCH_KINDS``.
     multicast : bool
         A switch that can replicate (and aggregate) data in the network.
+    net : bool
+        A network switch (InfiniBand, Ethernet): transfers whose path crosses
+        it use the runtime's NET transport, proxied through the NICs, instead
+        of GPU peer-to-peer copies.  Nodes of kind ``nic`` are network nodes
+        too (``is_network``).
     """
 
     id: str
     kind: str
     multicast: bool = False
+    net: bool = False
+
+    @property
+    def is_network(self) -> bool:
+        """Whether a path through this node is a NET (proxied) transfer."""
+        return self.net or self.kind == "nic"
 
     @property
     def is_compute(self) -> bool:

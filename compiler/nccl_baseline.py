@@ -1,0 +1,216 @@
+"""NCCL's (and RCCL's) ring algorithm written as a runtime program.
+
+Used to calibrate the cost model against published NCCL/RCCL measurements
+(``bench/calibrate.py``, ``docs/cost-model.md``) and as the baseline in
+``bench/``: NCCL's ring, not colc's.  It is not one of colc's algorithms.
+
+What NCCL builds on multi-box machines, and what this module reproduces:
+
+* ``channels`` rings (NCCL uses 16 on a DGX A100 pair), every ring visits the
+  ranks box by box;
+* rings are *NIC-aligned*: ring ``c`` enters every box at local GPU
+  ``c mod G`` and leaves it from a GPU on the same network rail, so over all
+  channels every GPU's NIC carries the same number of ring hops each way;
+* inside a box the ring follows the box fabric (any order behind an
+  NVSwitch; a Hamiltonian path over direct links on xGMI machines).
+
+Each ring owns ``1/channels`` of every shard (``build_ring_schedule``); the
+lowering turns each ring into one threadblock per rank and channel (``s``,
+``rcs``/``rrs`` ..., ``r``), as NCCL runs one block per channel.
+
+Complexity: O(channels * N^2) for the schedule, plus the Hamiltonian path
+search per box (small boxes).
+"""
+
+from __future__ import annotations
+
+from colc.compiler.lower_to_program import LoweringOptions, lower_to_program
+from colc.compiler.ring import Ring, build_ring_schedule
+from colc.errors import UnsupportedError
+from colc.ir.core import Collective, Protocol
+from colc.ir.program import Program
+from colc.ir.routing import Router
+from colc.ir.topology import Topology
+
+
+def boxes(topo: Topology) -> list[list[int]]:
+    """Ranks grouped into boxes: joined by links or switches that are not network nodes.
+
+    Examples
+    --------
+    >>> from colc.frontends.families import dgx_a100
+    >>> [len(b) for b in boxes(dgx_a100(2))]
+    [8, 8]
+    """
+    parent = {n.id: n.id for n in topo.nodes}
+
+    def find(x: str) -> str:
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    for link in topo.links:
+        if not (topo.node[link.src].is_network or topo.node[link.dst].is_network):
+            parent[find(link.src)] = find(link.dst)
+    groups: dict[str, list[int]] = {}
+    for r, node_id in enumerate(topo.ranks):
+        groups.setdefault(find(node_id), []).append(r)
+    return sorted(groups.values())
+
+
+#: Hamiltonian paths examined per box entry (the least loaded one is used).
+PATHS_TRIED = 400
+
+
+def _paths(start: int, end: int, members: list[int], reach: set[tuple[int, int]]):
+    """Hamiltonian paths ``start .. end`` over ``members`` (DFS, small boxes)."""
+    if start == end:
+        if len(members) == 1:
+            yield [start]
+        return
+    todo = set(members) - {start}
+    path = [start]
+
+    def extend():
+        if not todo:
+            if path[-1] == end:
+                yield list(path)
+            return
+        for nxt in sorted(todo):
+            if (path[-1], nxt) not in reach or (nxt == end and len(todo) > 1):
+                continue
+            path.append(nxt)
+            todo.discard(nxt)
+            yield from extend()
+            todo.add(path.pop())
+
+    yield from extend()
+
+
+def nccl_rings(topo: Topology, channels: int) -> tuple[Ring, ...]:
+    """NIC-aligned rings, one per channel (see module docstring).
+
+    Raises
+    ------
+    UnsupportedError
+        Boxes of different sizes, or no ring through the box fabric.
+    """
+    groups = boxes(topo)
+    size = len(groups[0])
+    if any(len(g) != size for g in groups):
+        raise UnsupportedError("NCCL rings need boxes of equal size")
+    router = Router(topo)
+    reach = {(a, b) for a in range(topo.num_ranks) for b in router.switch_paths(a) if a != b}
+    local = {(a, b) for a, b in reach if _same_box(groups, a, b) and not _via_net(topo, router, a, b)}
+    load = _Load(router)
+    rings = []
+    for c in range(channels):
+        order: list[int] = []
+        entry = c % size
+        for i, box in enumerate(groups):
+            nxt = groups[(i + 1) % len(groups)]
+            path = _box_path(box, entry, nxt[entry] if len(groups) > 1 else None, reach, local,
+                             load)
+            if path is None:
+                raise UnsupportedError(f"no NIC-aligned ring enters box {i} at GPU {entry}")
+            order += path
+        if len(groups) == 1:
+            k = order.index(groups[0][entry])
+            order = order[k:] + order[:k]
+        n = len(order)
+        rings.append(Ring(tuple(order), tuple((order[p], order[(p + 1) % n]) for p in range(n))))
+    return tuple(rings)
+
+
+def _same_box(groups: list[list[int]], a: int, b: int) -> bool:
+    return any(a in g and b in g for g in groups)
+
+
+def _via_net(topo: Topology, router: Router, a: int, b: int) -> bool:
+    return any(topo.node[v].is_network for v in router.switch_paths(a)[b])
+
+
+class _Load:
+    """Ring hops per link so far, to spread rings over the box fabric (as NCCL does)."""
+
+    def __init__(self, router: Router) -> None:
+        self.router = router
+        self.hops: dict[tuple[str, str], int] = {}
+
+    def _edges(self, path: list[int]):
+        for a, b in zip(path, path[1:], strict=False):
+            nodes = self.router.switch_paths(a)[b]
+            yield from zip(nodes, nodes[1:], strict=False)
+
+    def cost(self, path: list[int]) -> tuple[float, float]:
+        worst, total = 0.0, 0.0
+        for e in self._edges(path):
+            x = (self.hops.get(e, 0) + 1) / float(self.router.cap[e])
+            worst, total = max(worst, x), total + x
+        return worst, total
+
+    def add(self, path: list[int]) -> None:
+        for e in self._edges(path):
+            self.hops[e] = self.hops.get(e, 0) + 1
+
+
+def _best_path(start: int, end: int, box: list[int], local: set, load: _Load) -> list[int] | None:
+    best = None
+    for k, path in enumerate(_paths(start, end, box, local)):
+        cand = (load.cost(path), path)
+        if best is None or cand < best:
+            best = cand
+        if k + 1 >= PATHS_TRIED:
+            break
+    return None if best is None else best[1]
+
+
+def _box_path(box: list[int], entry: int, next_entry: int | None, reach: set, local: set,
+              load: _Load) -> list[int] | None:
+    """Path through one box from local GPU ``entry`` to an exit that reaches the next box."""
+    start = box[entry]
+    if next_entry is None:  # one box: a Hamiltonian cycle
+        for end in box:
+            if end != start and (end, start) in local:
+                path = _best_path(start, end, box, local, load)
+                if path is not None:
+                    load.add([*path, start])
+                    return path
+        return None
+    size = len(box)
+    for step in range(1, size + 1):
+        end = box[(entry + step) % size]
+        if (end, next_entry) not in reach or (size > 1 and end == start):
+            continue
+        path = _best_path(start, end, box, local, load)
+        if path is not None:
+            load.add(path)
+            return path
+    return None
+
+
+def nccl_ring_program(topo: Topology, collective: Collective, *, channels: int,
+                      protocol: Protocol = Protocol.SIMPLE) -> Program:
+    """NCCL's ring for ``collective`` as a runtime program (see module docstring).
+
+    Parameters
+    ----------
+    topo : Topology
+    collective : Collective
+    channels : int
+        Rings (NCCL channels), 1..32.
+    protocol : Protocol
+
+    Returns
+    -------
+    Program
+    """
+    if not 1 <= channels <= 32:
+        raise UnsupportedError("channels must be in 1..32")
+    sched = build_ring_schedule(topo.num_ranks, nccl_rings(topo, channels), collective)
+    return lower_to_program(sched, LoweringOptions(
+        protocol=protocol, name=f"nccl-ring-{topo.name}-{collective.value}"))
+
+
+__all__ = ["boxes", "nccl_ring_program", "nccl_rings"]

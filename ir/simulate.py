@@ -1,0 +1,529 @@
+"""Timing simulator of the MSCCL executor: how long one call of a file takes.
+
+Input: a ``Program`` (from the compiler or ``colc.backends.msccl_reader``), the
+``Topology`` it runs on, a ``RuntimeModel`` and a message size.  Output: a
+``SimResult`` with the time of one collective call, algbw and busbw in the
+nccl-tests conventions, whether the runtime would select the file at that
+size, and the busiest threadblock and link.
+
+What is simulated (runtime notes sections 4.2-4.8; constants in
+``colc.ir.runtime_model``):
+
+* the kernel's loop: chunk size ``S = count / nchunksperloop`` elements, cut
+  into iterations of at most one protocol call's worth; every threadblock
+  runs its whole transmission list once per iteration, as a sequential
+  process; a step of ``cnt`` chunks is ``ceil(cnt / maxAllowedCount)``
+  primitive calls, each cut into the protocol's slices (Simple 2, LL and
+  LL128 1);
+* connections as FIFOs with the protocol's real credit (Simple 4 slices = 2
+  calls, LL/LL128 8): a sender waits for a free slot, a receiver for a slice;
+  slices and credits become visible after the hop latency;
+* dependency flags: a step waits until the threadblock it depends on has
+  published a flag at least ``(iteration, step)``;
+* bandwidth: a P2P transfer is done by the sending threadblock, capped at the
+  protocol's per-threadblock rate; a NET transfer (its path crosses a
+  network switch or NIC) is staged by the threadblock and then carried by the
+  NIC without it; LL and LL128 put their flag overhead on the wire; every
+  transfer is a fluid flow over the links of its switch path, and each link's
+  capacity (nominal bandwidth times the runtime's efficiency) is shared
+  max-min fairly among the flows crossing it, given their per-threadblock caps;
+* fixed costs: the kernel launch once per call, a per-call overhead, per-hop
+  latencies of the protocol and transport plus the links' own latencies.
+
+The simulation is event driven (a heap of timed events, one generator per
+threadblock); complexity is O(E log E + E * F) for E slices and at most F
+flows sharing a link.  It assumes the program is correct (``colc verify``);
+a program that hangs raises ``SimulationError``.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from colc.errors import ColcError
+from colc.ir.core import Collective
+from colc.ir.load_checks import LoadedProgram, load_program
+from colc.ir.program import Program, StepKind
+from colc.ir.routing import Router
+from colc.ir.runtime_model import RuntimeModel
+from colc.ir.topology import Topology
+
+#: MSCCL_MAX_COUNT - 1: largest maxAllowedCount.
+MAX_ALLOWED_COUNT = 71
+#: Flags encode (iteration, step) as iteration * FLAG_BASE + step.
+FLAG_BASE = 1 << 16
+_INF = float("inf")
+
+
+class SimulationError(ColcError):
+    """The program cannot be simulated (it hangs, or it does not fit the topology)."""
+
+
+@dataclass(frozen=True, slots=True)
+class SimResult:
+    """One simulated call.
+
+    Attributes
+    ----------
+    nbytes : int
+        Message size (the whole collective: allgather output, reducescatter
+        input, allreduce buffer), bytes.
+    time_us : float
+        Time of one call, microseconds.
+    algbw, busbw : float
+        GB/s, nccl-tests conventions (busbw = algbw * (n-1)/n for allgather
+        and reducescatter, * 2(n-1)/n for allreduce).
+    selected : bool
+        Whether the runtime would pick this file for a call of this size
+        (count a multiple of nchunksperloop, size within the window).
+    why_not : str
+        Empty when selected, else the reason.
+    busiest_tb : tuple
+        ``(rank, threadblock, busy fraction)`` of the busiest threadblock.
+    busiest_link : tuple
+        ``(src node, dst node, utilisation)`` of the busiest link.
+    """
+
+    nbytes: int
+    time_us: float
+    algbw: float
+    busbw: float
+    selected: bool
+    why_not: str
+    busiest_tb: tuple[int, int, float]
+    busiest_link: tuple[str, str, float]
+
+
+def busbw_factor(collective: Collective, n: int) -> float:
+    """nccl-tests' busbw / algbw ratio."""
+    if n < 2:
+        return 1.0
+    if collective is Collective.ALLREDUCE:
+        return 2 * (n - 1) / n
+    return (n - 1) / n
+
+
+def selection(program: Program, nbytes: int, dtype_bytes: int) -> str:
+    """Why the runtime would not select ``program`` for ``nbytes`` ('' if it would).
+
+    Parameters
+    ----------
+    program : Program
+    nbytes : int
+        Whole-collective size in bytes.
+    dtype_bytes : int
+        Element size (4 for fp32, 2 for fp16/bf16).
+
+    Examples
+    --------
+    The count must be a multiple of nchunksperloop (runtime notes 4.1).
+    """
+    if nbytes <= 0 or nbytes % dtype_bytes:
+        return f"{nbytes} bytes is not a whole number of {dtype_bytes}-byte elements"
+    count = nbytes // dtype_bytes
+    if count % program.nchunks:
+        return (f"{count} elements is not a multiple of nchunksperloop "
+                f"{program.nchunks}")
+    if nbytes < program.min_bytes:
+        return f"below minBytes {program.min_bytes}"
+    if program.max_bytes and nbytes > program.max_bytes:
+        return f"above maxBytes {program.max_bytes}"
+    return ""
+
+
+class _Link:
+    __slots__ = ("cap", "flows", "level", "carried", "ends")
+
+    def __init__(self, cap: float, ends: tuple[str, str]) -> None:
+        self.cap = cap
+        self.flows: set[_Flow] = set()
+        self.level = _INF
+        self.carried = 0.0
+        self.ends = ends
+
+    def refresh(self) -> bool:
+        """Recompute the max-min fair level; whether it changed."""
+        caps = sorted(f.cap for f in self.flows)
+        remaining, n, level = self.cap, len(caps), _INF
+        for c in caps:
+            if c * n <= remaining:
+                remaining -= c
+                n -= 1
+            else:
+                level = remaining / n
+                break
+        changed = level != self.level
+        self.level = level
+        return changed
+
+
+class _Flow:
+    __slots__ = ("rem", "rate", "t", "links", "cap", "ver", "done", "total")
+
+    def __init__(self, nbytes: float, links: tuple[_Link, ...], cap: float, done) -> None:
+        self.rem = nbytes
+        self.total = nbytes
+        self.rate = 0.0
+        self.t = 0.0
+        self.links = links
+        self.cap = cap
+        self.ver = 0
+        self.done = done
+
+
+class _Fifo:
+    """One connection (channel, sender, receiver) in slices."""
+
+    __slots__ = ("cap", "posted", "credit", "arrived", "consumed", "send_wait", "recv_wait",
+                 "links", "hop", "net", "pending", "back")
+
+    def __init__(self, cap: int, links: tuple[_Link, ...], hop: float, net: bool,
+                 back: float) -> None:
+        self.cap = cap
+        self.posted = 0  # slices the sender has finished (P2P) or staged (NET)
+        self.credit = 0  # slices whose release the sender has seen
+        self.arrived = 0  # slices visible to the receiver
+        self.consumed = 0  # slices the receiver has released
+        self.send_wait = None
+        self.recv_wait = None
+        self.links = links
+        self.hop = hop
+        self.net = net
+        self.back = back  # credit latency
+        self.pending: dict[int, bool] = {}  # NET: slices delivered out of order
+
+
+class _Engine:
+    """Event queue plus the fluid-flow network."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.heap: list = []
+        self.seq = 0
+
+    def at(self, t: float, fn, arg) -> None:
+        self.seq += 1
+        heapq.heappush(self.heap, (t, self.seq, fn, arg))
+
+    # -- flows -----------------------------------------------------------------
+    def start_flow(self, flow: _Flow) -> None:
+        flow.t = self.now
+        for link in flow.links:
+            link.flows.add(flow)
+        self._rebalance(flow.links, extra=flow)
+
+    def _finish_flow(self, arg) -> None:
+        flow, ver = arg
+        if ver != flow.ver:
+            return
+        for link in flow.links:
+            link.flows.discard(flow)
+            link.carried += flow.total
+        self._rebalance(flow.links)
+        flow.done()
+
+    def _rebalance(self, links: tuple[_Link, ...], extra: _Flow | None = None) -> None:
+        touched: set[_Flow] = set()
+        for link in links:
+            if link.refresh():
+                touched |= link.flows
+        if extra is not None:
+            touched.add(extra)
+        now = self.now
+        for f in touched:
+            rate = f.cap
+            for link in f.links:
+                if link.level < rate:
+                    rate = link.level
+            if rate == f.rate:
+                continue
+            if f.rate > 0:
+                f.rem -= f.rate * (now - f.t)
+            f.t = now
+            f.rate = rate
+            f.ver += 1
+            left = f.rem / rate if f.rem > 0 else 0.0
+            self.at(now + left, self._finish_flow, (f, f.ver))
+
+
+def _local_work(kind: StepKind, operands: int) -> float:
+    """Bytes of local copy work per data byte of a step that sends nothing.
+
+    A copy (``cpy``, or a receive draining its FIFO) is 1; a reduction reads one
+    more operand per source (``rrc``: 1.5, a fused ``re`` of m operands 1 + m/2).
+    """
+    if kind is StepKind.REDUCE:
+        return 1.0 + 0.5 * max(1, operands)
+    return 1.5 if kind.reduces else 1.0
+
+
+class _Tb:
+    __slots__ = ("rank", "id", "gen", "busy", "done")
+
+    def __init__(self, rank: int, tid: int) -> None:
+        self.rank = rank
+        self.id = tid
+        self.gen: Iterator | None = None
+        self.busy = 0.0
+        self.done = False
+
+
+class _Simulation:
+    def __init__(self, loaded: LoadedProgram, topo: Topology, model: RuntimeModel,
+                 nbytes: int, dtype_bytes: int) -> None:
+        program = loaded.program
+        self.program = program
+        self.model = model
+        self.costs = model.latency(program.protocol)
+        self.geom = model.geometry[program.protocol]
+        self.dtype = dtype_bytes
+        self.local = model.local_bw * 1000.0
+        n = program.nchunks
+        count = max(1, -(-nbytes // dtype_bytes))
+        self.chunk_elems = -(-count // n)
+        per_call = self.geom.call_bytes // dtype_bytes
+        self.iters = [min(per_call, self.chunk_elems - g)
+                      for g in range(0, self.chunk_elems, per_call)]
+        self.mac = max(1, min(MAX_ALLOWED_COUNT, self.geom.call_bytes // -(-nbytes // n)))
+        self.engine = _Engine()
+        self.links: dict[tuple[str, str], _Link] = {}
+        self.router = Router(topo)
+        self.topo = topo
+        self.fifos: dict[tuple[int, int, int], _Fifo] = {}
+        self.flags: list[list[int]] = [[-1] * len(tbs) for tbs in loaded.tbs]
+        self.flag_wait: dict[tuple[int, int], list[tuple[int, _Tb]]] = {}
+        self.tbs: list[_Tb] = []
+        for r, tbs in enumerate(loaded.tbs):
+            for ftb in tbs:
+                tb = _Tb(r, ftb.id)
+                tb.gen = self._process(tb, ftb)
+                self.tbs.append(tb)
+
+    # -- topology ----------------------------------------------------------------
+    def _link(self, u: str, v: str) -> _Link:
+        link = self.links.get((u, v))
+        if link is None:
+            node = self.topo.node
+            eff = (self.model.net_efficiency if node[u].is_network or node[v].is_network
+                   else self.model.p2p_efficiency)
+            link = _Link(float(self.router.cap[(u, v)]) * 1000.0 * eff, (u, v))
+            self.links[(u, v)] = link
+        return link
+
+    def fifo(self, chan: int, src: int, dst: int) -> _Fifo:
+        key = (chan, src, dst)
+        f = self.fifos.get(key)
+        if f is None:
+            path = self.router.switch_paths(src).get(dst)
+            if path is None:
+                topo = self.topo
+                raise SimulationError(
+                    f"rank {src} ({topo.ranks[src]}) has no link or switch path to rank "
+                    f"{dst} ({topo.ranks[dst]}) on topology {topo.name}")
+            net = any(self.topo.node[v].is_network for v in path)
+            lat = self.router.topo.latency()
+            hop = (self.costs.hop_net if net else self.costs.hop_p2p) + sum(
+                float(lat.get((a, b), 0)) for a, b in zip(path, path[1:], strict=False))
+            links = tuple(self._link(a, b) for a, b in zip(path, path[1:], strict=False))
+            back = self.model.credit_net if net else self.model.credit_p2p
+            f = _Fifo(self.geom.fifo_slices, links, hop, net, back)
+            self.fifos[key] = f
+        return f
+
+    # -- waking ------------------------------------------------------------------
+    def resume(self, tb: _Tb) -> None:
+        try:
+            req = next(tb.gen)
+        except StopIteration:
+            tb.done = True
+            return
+        kind = req[0]
+        if kind == 0:  # delay
+            tb.busy += req[1]
+            self.engine.at(self.engine.now + req[1], self.resume, tb)
+        elif kind == 1:  # flow, resume when done
+            flow = req[1]
+            start = self.engine.now
+
+            def done(tb=tb, start=start) -> None:
+                tb.busy += self.engine.now - start
+                self.resume(tb)
+
+            flow.done = done
+            self.engine.start_flow(flow)
+        # kind 2: parked on a FIFO or a flag; woken by whoever changes it
+
+    def _arrive(self, fifo: _Fifo) -> None:
+        fifo.arrived += 1
+        tb = fifo.recv_wait
+        if tb is not None:
+            fifo.recv_wait = None
+            self.resume(tb)
+
+    def _credit(self, fifo: _Fifo) -> None:
+        fifo.credit += 1
+        tb = fifo.send_wait
+        if tb is not None:
+            fifo.send_wait = None
+            self.resume(tb)
+
+    def _net_delivered(self, arg) -> None:
+        fifo, k = arg
+        fifo.pending[k] = True
+        while fifo.pending.pop(fifo.arrived, False):
+            self._arrive(fifo)
+
+    def _publish(self, tb: _Tb, value: int) -> None:
+        row = self.flags[tb.rank]
+        if value <= row[tb.id]:
+            return
+        row[tb.id] = value
+        waiters = self.flag_wait.get((tb.rank, tb.id))
+        if not waiters:
+            return
+        keep = []
+        for need, other in waiters:
+            if need <= value:
+                self.resume(other)
+            else:
+                keep.append((need, other))
+        self.flag_wait[(tb.rank, tb.id)] = keep
+
+    # -- one threadblock -----------------------------------------------------------
+    def _process(self, tb: _Tb, ftb) -> Iterator:
+        eng = self.engine
+        costs, geom, dtype, mac = self.costs, self.geom, self.dtype, self.mac
+        out = self.fifo(ftb.channel, tb.rank, ftb.send) if ftb.send is not None else None
+        inn = self.fifo(ftb.channel, ftb.recv, tb.rank) if ftb.recv is not None else None
+        flags = self.flags[tb.rank]
+        nslices = geom.slices_per_call
+        wire = geom.wire_factor
+        local = self.local
+        txs = [(t.kind.sends, t.kind.receives, t.count, t.deps, t.has_dep, t.flag,
+                _local_work(t.kind, len(t.operands)) / local) for t in ftb.transmissions]
+        if out is not None:
+            cap_wire = (costs.conn_net if out.net else costs.tb_p2p) * 1000.0 * wire
+        for it, nelem in enumerate(self.iters):
+            base = it * FLAG_BASE
+            for sends, receives, count, deps, has_dep, flag, work in txs:
+                for dtb, dstep, _pos in deps:
+                    need = base + dstep
+                    if flags[dtb] < need:
+                        self.flag_wait.setdefault((tb.rank, dtb), []).append((need, tb))
+                        yield (2,)
+                j = 0
+                while j < count:
+                    chunks = min(mac, count - j)
+                    j += chunks
+                    data = chunks * nelem * dtype
+                    piece = data / nslices
+                    for _ in range(nslices):
+                        if receives:
+                            while inn.arrived <= inn.consumed:
+                                inn.recv_wait = tb
+                                yield (2,)
+                        if sends:
+                            while out.posted - out.credit >= out.cap:
+                                out.send_wait = tb
+                                yield (2,)
+                            yield from self._send(tb, out, piece, cap_wire, wire)
+                        else:
+                            yield (0, piece * work)
+                        if receives:
+                            inn.consumed += 1
+                            eng.at(eng.now + inn.back, self._credit, inn)
+                    yield (0, costs.call)
+                if has_dep:
+                    self._publish(tb, base + flag)
+
+    def _send(self, tb: _Tb, out: _Fifo, piece: float, cap_wire: float, wire: float) -> Iterator:
+        eng = self.engine
+        k = out.posted
+        if out.net:
+            yield (0, piece / self.local)  # stage into the NET buffer
+            out.posted += 1
+            flow = _Flow(piece * wire, out.links, cap_wire,
+                         lambda: eng.at(eng.now + out.hop, self._net_delivered, (out, k)))
+            eng.start_flow(flow)
+            return
+        yield (1, _Flow(piece * wire, out.links, cap_wire, None))
+        out.posted += 1
+        eng.at(eng.now + out.hop, self._arrive, out)
+
+    # -- run ---------------------------------------------------------------------
+    def run(self) -> float:
+        eng = self.engine
+        for tb in self.tbs:
+            self.resume(tb)
+        heap = eng.heap
+        while heap:
+            t, _, fn, arg = heapq.heappop(heap)
+            eng.now = t
+            fn(arg)
+        stuck = [tb for tb in self.tbs if not tb.done]
+        if stuck:
+            tb = stuck[0]
+            raise SimulationError(
+                f"the program hangs in simulation: {len(stuck)} threadblocks never finish "
+                f"(first: rank {tb.rank} threadblock {tb.id}); run colc verify on it")
+        return eng.now
+
+
+def simulate(program: Program, topo: Topology, model: RuntimeModel, nbytes: int,
+             dtype_bytes: int = 4, loaded: LoadedProgram | None = None) -> SimResult:
+    """Simulate one call of ``program`` with a message of ``nbytes`` bytes.
+
+    Parameters
+    ----------
+    program : Program
+    topo : Topology
+        Must have ``program.ngpus`` ranks.
+    model : RuntimeModel
+    nbytes : int
+        Whole-collective size (nccl-tests' "size").
+    dtype_bytes : int
+        Element size: 4 (fp32), 2 (fp16, bf16).
+    loaded : LoadedProgram, optional
+        ``load_program(program)`` if already computed (saves time when one
+        program is simulated at many sizes).
+
+    Returns
+    -------
+    SimResult
+
+    Raises
+    ------
+    SimulationError
+        Rank counts differ, a connection has no path, or the program hangs.
+    """
+    if program.ngpus != topo.num_ranks:
+        raise SimulationError(
+            f"the file is for {program.ngpus} ranks but topology {topo.name} has "
+            f"{topo.num_ranks}")
+    if nbytes <= 0:
+        raise SimulationError(f"message size must be positive, got {nbytes}")
+    loaded = loaded or load_program(program)
+    if not loaded.runnable:
+        first = next((d for d in loaded.diagnostics if d.is_error), None)
+        raise SimulationError(f"the runtime would reject the file: {first}")
+    sim = _Simulation(loaded, topo, model, nbytes, dtype_bytes)
+    makespan = sim.run()
+    total = makespan + model.latency(program.protocol).base
+    algbw = nbytes / total / 1000.0
+    n = program.ngpus
+    busy = max(sim.tbs, key=lambda tb: (tb.busy, -tb.rank, -tb.id), default=None)
+    busiest_tb = (busy.rank, busy.id, busy.busy / makespan if makespan else 0.0) if busy else (
+        -1, -1, 0.0)
+    link = max(sim.links.values(), key=lambda lk: (lk.carried / lk.cap, lk.ends), default=None)
+    busiest_link = ((link.ends[0], link.ends[1], link.carried / link.cap / makespan)
+                    if link is not None and makespan else ("", "", 0.0))
+    why = selection(program, nbytes, dtype_bytes)
+    return SimResult(nbytes, total, algbw, algbw * busbw_factor(program.collective, n),
+                     not why, why, busiest_tb, busiest_link)
+
+
+__all__ = ["SimResult", "SimulationError", "busbw_factor", "selection", "simulate"]
+_ = math
