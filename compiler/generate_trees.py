@@ -136,6 +136,7 @@ def pack_trees(
     k: int | None = None,
     max_k: int | None = DEFAULT_MAX_K,
     progress: ProgressFn | None = None,
+    spread: bool = False,
 ) -> TreePacking:
     """ForestColl allgather trees for a topology.
 
@@ -150,6 +151,8 @@ def pack_trees(
     progress : callable or None
         ``progress(stage, done, total)``; without it a bar is drawn on
         stderr when stderr is a TTY.
+    spread : bool
+        Spread switch splitting (``split_switches``): shallow trees.
 
     Returns
     -------
@@ -177,7 +180,7 @@ def pack_trees(
     caps = floor_capacities(graph, scale)
     _check_eulerian(graph, caps, k_used)
     free = split_switches(graph.nodes, graph.compute, caps, k_used,
-                          progress=bar.stage("split switches"))
+                          progress=bar.stage("split switches"), spread=spread)
     ranks = graph.ranks
     rank_of = {node: r for r, node in enumerate(ranks)}
     logical = {(rank_of[u], rank_of[v]): c for (u, v), c in free.capacity.items()}
@@ -236,6 +239,8 @@ def tree_algbw(packing: TreePacking) -> Fraction:
 
 #: Largest ``cnt`` of one runtime step (runtime notes section 5).
 MAX_PIECE = 71
+#: Most local-copy steps per rank (one threadblock, 64 steps at most).
+LOCAL_STEPS = 32
 
 
 class _Ops:
@@ -247,76 +252,177 @@ class _Ops:
         self.ops.append(Op(len(self.ops), kind, src, dst, count, operand, (), channel))
 
 
-#: One coalesced piece of a batch: (tree, first chunk in the root's shard, chunks, slot).
+#: One coalesced piece of a batch: (tree, first chunk in the root's shard, chunks, lane).
 Piece = tuple[Tree, int, int, int]
 
 
-def _chunk_plan(packing: TreePacking, pipeline: int) -> tuple[int, list[list[Piece]]]:
-    """``cf`` and the pieces in program order, grouped by pipeline round.
+def batch_chunks(trees: tuple[Tree, ...], k: int, cf: int) -> list[int]:
+    """Chunks of a root's ``cf``-chunk shard given to each batch (seed 001 A.5.2).
 
-    A batch of ``m`` trees owns ``pipeline * m / g`` consecutive chunks of its
-    root's shard; round ``j`` of the pipeline moves the ``j``-th slice of
-    ``m / g`` chunks (cut into pieces of at most ``MAX_PIECE``) of every batch.
+    Each batch of multiplicity ``m`` should get ``cf * m / k`` chunks; the
+    shares are rounded by largest remainder (ties to the earlier batch), so
+    they add up to ``cf``.  A batch may get 0 chunks when ``cf`` is small.
+
+    Examples
+    --------
+    >>> from colc.ir.trees import Tree
+    >>> ts = tuple(Tree(0, (), m) for m in (5, 5, 3))
+    >>> batch_chunks(ts, 13, 16)
+    [6, 6, 4]
+    """
+    exact = [Fraction(cf * t.multiplicity, k) for t in trees]
+    sizes = [int(x) for x in exact]
+    left = cf - sum(sizes)
+    order = sorted(range(len(trees)), key=lambda i: (-(exact[i] - sizes[i]), i))
+    for i in order[:left]:
+        sizes[i] += 1
+    return sizes
+
+
+def _chunk_plan(packing: TreePacking, pipeline: int, chunks_per_root: int | None,
+                piece: int) -> tuple[int, list[list[Piece]]]:
+    """``cf`` and the pieces in program order, grouped by round.
+
+    Exact plan (``chunks_per_root`` None): a batch of ``m`` trees owns
+    ``pipeline * m / g`` consecutive chunks of its root's shard (``g`` = gcd
+    of the multiplicities).  Discretized plan: the root's ``chunks_per_root``
+    chunks are shared by ``batch_chunks``.  Either way a batch's chunks are
+    cut into pieces of at most ``piece`` chunks; round ``j`` holds the
+    ``j``-th piece of every batch, so program order interleaves the trees.
+    The lane of a piece is the batch's index in the packing.
     """
     g = 0
     for t in packing.trees:
         g = math.gcd(g, t.multiplicity)
-    cf = pipeline * packing.k // g
-    rounds: list[list[Piece]] = [[] for _ in range(pipeline)]
+    cf = chunks_per_root if chunks_per_root is not None else pipeline * packing.k // g
+    rounds: list[list[Piece]] = []
+    lane_of = {id(t): i for i, t in enumerate(packing.trees)}
     for root, trees in sorted(packing.by_root().items()):
+        if chunks_per_root is None:
+            sizes = [pipeline * t.multiplicity // g for t in trees]
+        else:
+            sizes = batch_chunks(trees, packing.k, cf)
         offset = 0
-        for i, t in enumerate(trees):
-            size = t.multiplicity // g
-            for j in range(pipeline):
-                for lo in range(0, size, MAX_PIECE):
-                    count = min(MAX_PIECE, size - lo)
-                    rounds[j].append((t, offset + j * size + lo, count, i))
-            offset += pipeline * size
+        for t, size in zip(trees, sizes, strict=True):
+            for j, lo in enumerate(range(0, size, piece)):
+                if j == len(rounds):
+                    rounds.append([])
+                rounds[j].append((t, offset + lo, min(piece, size - lo), lane_of[id(t)]))
+            offset += size
         if offset != cf:
             raise InternalError(f"root {root}: chunks {offset} != cf {cf}")
     return cf, rounds
 
 
-def _allgather_ops(out: _Ops, rounds: list[list[Piece]], cf: int, channels: int) -> None:
-    """Broadcast each piece down its tree, round by round (pipelined)."""
-    for pieces in rounds:
-        for t, off, count, slot in pieces:
-            idx = t.root * cf + off
-            for parent, child in t.edges:
-                out.add(OpKind.COPY, Slot(parent, Buffer.OUTPUT, idx),
-                        Slot(child, Buffer.OUTPUT, idx), slot % channels, count=count)
+def _depths(t: Tree) -> dict[tuple[int, int], int]:
+    """Depth of each edge of a tree (edges out of the root: 0)."""
+    level = {t.root: 0}
+    out = {}
+    for parent, child in t.edges:
+        out[(parent, child)] = level[parent]
+        level[child] = level[parent] + 1
+    return out
+
+
+def _allgather_ops(out: _Ops, rounds: list[list[Piece]], cf: int, channels: int,
+                   root_input: bool = False, n: int = 0) -> None:
+    """Broadcast each piece down its tree, in wavefront order.
+
+    Program order sorts the edge transfers by ``round + depth`` (then depth,
+    then batch): the order in which their data can arrive when every hop
+    takes about the same time, so the steps the lowering puts in each
+    threadblock come in arrival order (no head-of-line waits).
+
+    ``root_input`` (allgather): roots send from their input, and every rank
+    also copies its input shard into its output in at most ``LOCAL_STEPS``
+    pieces, each placed before the first round that sends from it (in-place
+    the copy is onto itself, so those sends wait for that small copy only).
+    """
+    moves = []
+    if root_input:
+        size = max(1, -(-cf // LOCAL_STEPS))
+        start = {}
+        for j, pieces in enumerate(rounds):
+            for t, off, count, _ in pieces:
+                start.setdefault(off // size, j)
+        for lo in range(0, cf, size):
+            for r in range(n):
+                moves.append(((start.get(lo // size, 0), -1, r, lo), None, lo, min(size, cf - lo),
+                              0, r, r))
+    for j, pieces in enumerate(rounds):
+        for b, (t, off, count, slot) in enumerate(pieces):
+            depth = _depths(t)
+            for e, (parent, child) in enumerate(t.edges):
+                d = depth[(parent, child)]
+                moves.append(((j + d, d, b, e), t, off, count, slot, parent, child))
+    moves.sort(key=lambda m: m[0])
+    for _, t, off, count, slot, parent, child in moves:
+        if t is None:  # a rank's local copy
+            out.add(OpKind.COPY, Slot(parent, Buffer.INPUT, off),
+                    Slot(parent, Buffer.OUTPUT, parent * cf + off), 0, count=count)
+            continue
+        idx = t.root * cf + off
+        # allgather roots send from their input: no wait for the local copy
+        src = (Slot(parent, Buffer.INPUT, off) if root_input and parent == t.root
+               else Slot(parent, Buffer.OUTPUT, idx))
+        out.add(OpKind.COPY, src, Slot(child, Buffer.OUTPUT, idx), slot % channels,
+                count=count)
 
 
 def _reduce_ops(out: _Ops, rounds: list[list[Piece]], cf: int, channels: int,
-                root_slot: Callable[[int, int], Slot], scratch: dict[int, int]) -> None:
-    """Reduce each piece up the reversed tree into ``root_slot(root, idx)``."""
+                root_slot: Callable[[int, int], Slot], scratch: dict[int, int],
+                parallel: bool = False) -> None:
+    """Reduce each piece up the reversed tree into ``root_slot(root, idx)``.
+
+    A rank's first child reduces into the rank's accumulator on arrival
+    (with the rank's input as the other operand).  The other children reduce
+    into it on arrival too, one after the other; with ``parallel`` their
+    partials arrive in scratch slots of their own instead and are folded in
+    by local reductions just before the rank sends its partial up (more
+    steps; it did not pay off in simulation on the machines tried).
+    """
+
+    def fresh(rank: int, count: int) -> Slot:
+        slot = Slot(rank, Buffer.SCRATCH, scratch.get(rank, 0))
+        scratch[rank] = scratch.get(rank, 0) + count
+        return slot
+
     for pieces in rounds:
-        for t, off, count, slot in pieces:
+        for t, off, count, lane in pieces:
             idx = t.root * cf + off
             kids = t.children()
             acc: dict[int, Slot] = {t.root: root_slot(t.root, idx)}
             for rank in kids:
                 if rank != t.root:
-                    acc[rank] = Slot(rank, Buffer.SCRATCH, scratch.get(rank, 0))
-                    scratch[rank] = scratch.get(rank, 0) + count
+                    acc[rank] = fresh(rank, count)
             started: set[int] = set()
+            pending: dict[int, list[Slot]] = {}
+
+            def fold(rank: int) -> None:
+                for tmp in pending.pop(rank, ()):
+                    out.add(OpKind.REDUCE, tmp, acc[rank], lane % channels, acc[rank], count)
+
             for parent, child in reversed(t.edges):
+                if child in kids:
+                    fold(child)
                 src = acc[child] if child in kids else Slot(child, Buffer.INPUT, idx)
-                operand = acc[parent] if parent in started else Slot(parent, Buffer.INPUT, idx)
+                if parent in started and not parallel:
+                    out.add(OpKind.REDUCE, src, acc[parent], lane % channels, acc[parent], count)
+                    continue
+                if parent in started:
+                    tmp = fresh(parent, count)
+                    out.add(OpKind.COPY, src, tmp, lane % channels, count=count)
+                    pending.setdefault(parent, []).append(tmp)
+                    continue
                 started.add(parent)
-                out.add(OpKind.REDUCE, src, acc[parent], slot % channels, operand, count)
-
-
-def _local_copies(out: _Ops, n: int, cf: int) -> None:
-    """Allgather: every rank copies its input shard into its output shard."""
-    for r in range(n):
-        for lo in range(0, cf, MAX_PIECE):
-            out.add(OpKind.COPY, Slot(r, Buffer.INPUT, lo), Slot(r, Buffer.OUTPUT, r * cf + lo),
-                    0, count=min(MAX_PIECE, cf - lo))
+                out.add(OpKind.REDUCE, src, acc[parent], lane % channels,
+                        Slot(parent, Buffer.INPUT, idx), count)
+            fold(t.root)
 
 
 def lower_packing(packing: TreePacking, collective: Collective, *, pipeline: int = 1,
-                  channels: int = 2) -> Schedule:
+                  channels: int = 2, chunks_per_root: int | None = None,
+                  piece: int = MAX_PIECE) -> Schedule:
     """Lower a packing to the chunk-level IR (program order, ``deps=()``).
 
     Parameters
@@ -325,9 +431,16 @@ def lower_packing(packing: TreePacking, collective: Collective, *, pipeline: int
     collective : Collective
         ALLGATHER, REDUCESCATTER or ALLREDUCE.
     pipeline : int
-        Chunks per tree unit (pipelining depth), >= 1.
+        Chunks per tree unit (pipelining depth), >= 1; exact plan only.
     channels : int
-        Number of channel hints to spread trees over, >= 1.
+        Number of channel hints to spread tree batches over, >= 1.
+    chunks_per_root : int or None
+        Discretize: every root's shard is this many chunks, shared among its
+        batches by ``batch_chunks`` (e.g. a power of two, so the runtime
+        selects the file at power-of-two sizes); None: the exact plan.
+    piece : int
+        Most chunks one op moves (1 = every chunk its own step, the finest
+        pipelining; at most ``MAX_PIECE``).
 
     Returns
     -------
@@ -338,15 +451,17 @@ def lower_packing(packing: TreePacking, collective: Collective, *, pipeline: int
     UnsupportedError
         Another collective, or bad ``pipeline``/``channels``.
     """
-    if pipeline < 1 or channels < 1:
-        raise UnsupportedError("pipeline and channels must be at least 1")
+    if pipeline < 1 or channels < 1 or not 1 <= piece <= MAX_PIECE:
+        raise UnsupportedError("pipeline, channels and piece must be at least 1 "
+                               f"(piece at most {MAX_PIECE})")
+    if chunks_per_root is not None and chunks_per_root < 1:
+        raise UnsupportedError("chunks_per_root must be at least 1")
     n = packing.num_ranks
-    cf, rounds = _chunk_plan(packing, pipeline)
+    cf, rounds = _chunk_plan(packing, pipeline, chunks_per_root, piece)
     out = _Ops()
     scratch: dict[int, int] = {}
     if collective is Collective.ALLGATHER:
-        _local_copies(out, n, cf)
-        _allgather_ops(out, rounds, cf, channels)
+        _allgather_ops(out, rounds, cf, channels, root_input=True, n=n)
     elif collective is Collective.REDUCESCATTER:
         _reduce_ops(out, rounds, cf, channels,
                     lambda root, idx: Slot(root, Buffer.OUTPUT, idx - root * cf), scratch)
@@ -429,6 +544,9 @@ def tree_schedule(
     max_k: int | None = DEFAULT_MAX_K,
     pipeline: int = 1,
     channels: int = 2,
+    chunks_per_root: int | None = None,
+    piece: int = MAX_PIECE,
+    spread: bool = False,
     progress: ProgressFn | None = None,
     verify: bool = True,
 ) -> Schedule:
@@ -439,9 +557,9 @@ def tree_schedule(
     topo : Topology
     collective : Collective
         ALLGATHER, REDUCESCATTER or ALLREDUCE.
-    k, max_k, progress
+    k, max_k, progress, spread
         As for ``pack_trees``.
-    pipeline, channels
+    pipeline, channels, chunks_per_root, piece
         As for ``lower_packing``.
     verify : bool
         Prove the schedule with ``colc.ir.check_chunks`` (default).
@@ -462,8 +580,9 @@ def tree_schedule(
                 f"tree {collective.value} needs symmetric link bandwidths; topology "
                 f"{topo.name!r} has a one-way or asymmetric link")
         target = transpose(topo)  # in-trees of G are reversed out-trees of G^T
-    packing = pack_trees(target, k=k, max_k=max_k, progress=progress)
-    sched = lower_packing(packing, collective, pipeline=pipeline, channels=channels)
+    packing = pack_trees(target, k=k, max_k=max_k, progress=progress, spread=spread)
+    sched = lower_packing(packing, collective, pipeline=pipeline, channels=channels,
+                          chunks_per_root=chunks_per_root, piece=piece)
     if verify:
         check_tree_schedule(sched, topo)
     return sched

@@ -103,6 +103,7 @@ class _Instr:
     kind: StepKind
     send_conn: tuple[int, int] | None = None  # (channel, peer)
     recv_conn: tuple[int, int] | None = None
+    local_ch: int = 0  # channel of a local step's threadblock
     deps: set[int] = field(default_factory=set)  # instr ids on the same rank
     tb: int = -1
     pos: int = -1
@@ -341,7 +342,7 @@ def _make_instr(iid: int, part: _Part, recv: _Part | None,
         kind = StepKind.RECV_REDUCE_COPY if op.kind is OpKind.REDUCE else StepKind.RECV
         return _Instr(iid, part.rank, (part,), kind, recv_conn=(channel(op), op.src.rank))
     kind = StepKind.REDUCE if op.kind is OpKind.REDUCE else StepKind.COPY
-    return _Instr(iid, part.rank, (part,), kind)
+    return _Instr(iid, part.rank, (part,), kind, local_ch=channel(op))
 
 
 def _group_by_rank(ngpus: int, instrs: list[_Instr]) -> list[list[_Instr]]:
@@ -384,16 +385,16 @@ def _assign_threadblocks(instrs: list[_Instr], pair: bool) -> None:
             send_tb[conn] = new_tb(ch)
         for conn in recvs:
             recv_tb[conn] = new_tb(ch)
-    local_tb = None
+    local_tb: dict[int, int] = {}  # one local threadblock per channel hint
     for ins in instrs:
         if ins.send_conn:
             ins.tb = send_tb[ins.send_conn]
         elif ins.recv_conn:
             ins.tb = recv_tb[ins.recv_conn]
         else:
-            if local_tb is None:
-                local_tb = new_tb(0)
-            ins.tb = local_tb
+            if ins.local_ch not in local_tb:
+                local_tb[ins.local_ch] = new_tb(ins.local_ch)
+            ins.tb = local_tb[ins.local_ch]
 
 
 def _order(sched: Schedule, parts: list[_Part], instrs: list[_Instr]) -> None:
@@ -527,7 +528,7 @@ def _rank_threadblocks(instrs: list[_Instr]) -> list[Threadblock]:
         first = per_tb[tb][0]
         send = next((i.send_conn for i in per_tb[tb] if i.send_conn), None)
         recv = next((i.recv_conn for i in per_tb[tb] if i.recv_conn), None)
-        chan = (send or recv or (0, -1))[0]
+        chan = (send or recv or (first.local_ch, -1))[0]
         return (chan, send[1] if send else -1, recv[1] if recv else -1, first.pos)
 
     order = sorted(per_tb, key=tb_sort_key)
@@ -558,7 +559,7 @@ def _rank_threadblocks(instrs: list[_Instr]) -> list[Threadblock]:
     tbs = []
     for old in order:
         steps: list[Step] = []
-        chan, send, recv = 0, None, None
+        chan, send, recv = per_tb[old][0].local_ch, None, None
         for ins in per_tb[old]:
             deps = [(tb, position[iid]) for tb, iid in wait_on[ins.iid]]
             steps += [Step(StepKind.NOP, Loc(Buffer.INPUT, None), Loc(Buffer.OUTPUT, None), 0,

@@ -30,33 +30,7 @@ from colc.errors import UnsupportedError
 from colc.ir.core import Collective, Protocol
 from colc.ir.program import Program
 from colc.ir.routing import Router
-from colc.ir.topology import Topology
-
-
-def boxes(topo: Topology) -> list[list[int]]:
-    """Ranks grouped into boxes: joined by links or switches that are not network nodes.
-
-    Examples
-    --------
-    >>> from colc.frontends.families import dgx_a100
-    >>> [len(b) for b in boxes(dgx_a100(2))]
-    [8, 8]
-    """
-    parent = {n.id: n.id for n in topo.nodes}
-
-    def find(x: str) -> str:
-        while parent[x] != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
-
-    for link in topo.links:
-        if not (topo.node[link.src].is_network or topo.node[link.dst].is_network):
-            parent[find(link.src)] = find(link.dst)
-    groups: dict[str, list[int]] = {}
-    for r, node_id in enumerate(topo.ranks):
-        groups.setdefault(find(node_id), []).append(r)
-    return sorted(groups.values())
+from colc.ir.topology import Topology, boxes
 
 
 #: Hamiltonian paths examined per box entry (the least loaded one is used).

@@ -251,6 +251,34 @@ class _Splitter:
         self.succ[u][t] = c
         self.pred[t][u] = c
 
+    def _spread(self, w: int, ring: list[int]) -> None:
+        """First pass of a spread split: every egress takes an equal share from
+        each ingress of its most preferred class (no direct link to the egress
+        rank, then another box), so the logical arcs fan out to all peers
+        instead of forming a ring; the trees packed on them are then shallow.
+        """
+        done: set[int] = set()
+        for t in sorted(self.succ[w]):
+            if t in done or t not in self.succ[w]:
+                continue  # an image of an egress already split orbit-wise
+            if self.symmetry:
+                done.update(p[t] for p in self.symmetry)
+            order = [u for u in self.ingress_order(w, t, ring) if u != t]
+            if not order:
+                continue
+            first = self._class(w, t, order[0])
+            peers = [u for u in order if self._class(w, t, u) == first]
+            share = -(-self.succ[w][t] // len(peers))
+            for u in peers:
+                if t not in self.succ[w] or w not in self.succ[u]:
+                    continue
+                g = min(self.gamma(u, w, t), share)
+                if g > 0:
+                    self.split_orbit(u, w, t, g)
+
+    def _class(self, w: int, t: int, u: int) -> tuple[bool, bool]:
+        return (t in self.direct[u], self.component[u] == self.component[t])
+
     def ingress_order(self, w: int, t: int, ring: list[int]) -> list[int]:
         pos = {u: i for i, u in enumerate(ring)}
         t_pos = pos.get(t, 0)
@@ -265,8 +293,10 @@ class _Splitter:
 
         return sorted(self.pred[w], key=key)
 
-    def remove(self, w: int) -> None:
+    def remove(self, w: int, spread: bool = False) -> None:
         ring = sorted(self.pred[w])
+        if spread:
+            self._spread(w, ring)
         for t in sorted(self.succ[w]):
             for u in self.ingress_order(w, t, ring):
                 if t not in self.succ[w]:
@@ -369,6 +399,7 @@ def split_switches(
     *,
     progress: Progress | None = None,
     symmetric: bool = True,
+    spread: bool = False,
 ) -> SwitchFree:
     """Replace every switch by direct logical arcs, keeping ``k`` trees per root.
 
@@ -389,6 +420,12 @@ def split_switches(
         to its whole orbit at once when a connectivity check at one rank
         per orbit allows it, so a switch's ports are processed once per
         orbit instead of once each.
+    spread : bool
+        Split each egress evenly over the ingress ports of its preferred
+        class before draining the rest (``_Splitter._spread``): logical arcs
+        to every peer of a switch rather than a ring, hence shallow trees
+        (what the runtime needs: every tree hop is a dependent step).  Costs
+        one gamma evaluation per (ingress, egress) pair of a switch.
 
     Returns
     -------
@@ -403,7 +440,7 @@ def split_switches(
     st = _Splitter(len(nodes), compute, capacity, k, rotation)
     switches = [i for i in range(len(nodes)) if not compute[i]]
     for done, w in enumerate(switches, 1):
-        st.remove(w)
+        st.remove(w, spread)
         if progress is not None:
             progress(done, len(switches))
     routes: dict[tuple[int, int], tuple[tuple[tuple[int, ...], int], ...]] = {}

@@ -185,8 +185,8 @@ A100 = RuntimeModel(
     protocols=_costs(simple=(20.0, 12.5, 3.4, 14.0, 0.4, 8.4),
                      ll=(5.0, 3.1, 0.6, 2.7, 0.2, 6.6),
                      ll128=(18.4, 11.5, 1.9, 4.0, 0.3, 14.0)),
-    geometry=GEOMETRY, local_bw=100.0, p2p_efficiency=0.8, net_efficiency=0.9,
-    max_threadblocks=108,
+    geometry=GEOMETRY, local_bw=100.0, p2p_efficiency=0.8, net_efficiency=0.887,
+    max_threadblocks=108, latency_scale=2.567,
     note="NVIDIA A100 (SM80): NVLink3 via NVSwitch, HDR InfiniBand; NCCL 2.18 tables")
 
 H100 = RuntimeModel(
@@ -203,8 +203,8 @@ MI250 = RuntimeModel(
     name="mi250",
     protocols=_costs(simple=(24.0, 12.5, 4.5, 68.8, 0.6, 17.0),
                      ll=(1.9, 1.0, 1.5, 12.1, 0.3, 12.0)),
-    geometry=RCCL_GEOMETRY, local_bw=80.0, p2p_efficiency=36 / 50, net_efficiency=0.8,
-    max_threadblocks=104,
+    geometry=RCCL_GEOMETRY, local_bw=80.0, p2p_efficiency=0.859, net_efficiency=0.577,
+    max_threadblocks=104, latency_scale=0.271,
     note="AMD MI250 GCD (gfx90a): xGMI at RCCL's 36 of 50 GB/s per link, HDR InfiniBand; "
          "RCCL tuning model 2; LL128 off as in RCCL's default")
 

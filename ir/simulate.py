@@ -261,7 +261,7 @@ def _local_work(kind: StepKind, operands: int) -> float:
 
 
 class _Tb:
-    __slots__ = ("rank", "id", "gen", "busy", "done")
+    __slots__ = ("rank", "id", "gen", "busy", "done", "waits", "since", "finish")
 
     def __init__(self, rank: int, tid: int) -> None:
         self.rank = rank
@@ -269,6 +269,9 @@ class _Tb:
         self.gen: Iterator | None = None
         self.busy = 0.0
         self.done = False
+        self.waits = [0.0, 0.0, 0.0]  # time parked on: a flag, data, a credit
+        self.since = (0, 0.0)  # (what, when) of the current wait
+        self.finish = 0.0
 
 
 class _Simulation:
@@ -335,10 +338,15 @@ class _Simulation:
 
     # -- waking ------------------------------------------------------------------
     def resume(self, tb: _Tb) -> None:
+        what, when = tb.since
+        if what:
+            tb.waits[what - 1] += self.engine.now - when
+            tb.since = (0, 0.0)
         try:
             req = next(tb.gen)
         except StopIteration:
             tb.done = True
+            tb.finish = self.engine.now
             return
         kind = req[0]
         if kind == 0:  # delay
@@ -354,7 +362,8 @@ class _Simulation:
 
             flow.done = done
             self.engine.start_flow(flow)
-        # kind 2: parked on a FIFO or a flag; woken by whoever changes it
+        else:  # parked on a flag (1), data (2) or a credit (3); woken by whoever changes it
+            tb.since = (req[1], self.engine.now)
 
     def _arrive(self, fifo: _Fifo) -> None:
         fifo.arrived += 1
@@ -413,7 +422,7 @@ class _Simulation:
                     need = base + dstep
                     if flags[dtb] < need:
                         self.flag_wait.setdefault((tb.rank, dtb), []).append((need, tb))
-                        yield (2,)
+                        yield (2, 1)
                 j = 0
                 while j < count:
                     chunks = min(mac, count - j)
@@ -424,11 +433,11 @@ class _Simulation:
                         if receives:
                             while inn.arrived <= inn.consumed:
                                 inn.recv_wait = tb
-                                yield (2,)
+                                yield (2, 2)
                         if sends:
                             while out.posted - out.credit >= out.cap:
                                 out.send_wait = tb
-                                yield (2,)
+                                yield (2, 3)
                             yield from self._send(tb, out, piece, cap_wire, wire)
                         else:
                             yield (0, piece * work)

@@ -205,3 +205,30 @@ def rank_reach(topo: Topology) -> frozenset[tuple[int, int]]:
             else:
                 stack.extend(succ[v])
     return frozenset(pairs)
+
+
+def boxes(topo: Topology) -> list[list[int]]:
+    """Ranks grouped into boxes: joined by links or switches that are not network nodes.
+
+    Examples
+    --------
+    >>> t = Topology("two", (Node("a", "gpu"), Node("b", "gpu"), Node("n", "switch", net=True)),
+    ...              (Link("a", "n", Fraction(1)), Link("n", "b", Fraction(1))))
+    >>> boxes(t)
+    [[0], [1]]
+    """
+    parent = {n.id: n.id for n in topo.nodes}
+
+    def find(x: str) -> str:
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    for link in topo.links:
+        if not (topo.node[link.src].is_network or topo.node[link.dst].is_network):
+            parent[find(link.src)] = find(link.dst)
+    groups: dict[str, list[int]] = {}
+    for r, node_id in enumerate(topo.ranks):
+        groups.setdefault(find(node_id), []).append(r)
+    return sorted(groups.values())

@@ -1,0 +1,284 @@
+"""Pass ``balance-lanes``: give every connection the parallel threadblocks it needs.
+
+One CUDA block cannot drive an NVLink or a NIC (runtime notes 4.3; the
+per-threadblock rates of ``colc.ir.runtime_model``), and a threadblock runs
+its steps one after the other.  This pass spreads the transfers of each
+directed rank pair over ``L`` *lanes*: channel hints ``0..L-1``, which the
+lowering turns into distinct channels and so distinct threadblocks.
+
+Input invariant: a ``Schedule`` proved by ``check_schedule``.
+Output invariant: the same data movement (every op, or its split pieces,
+moves the same chunks between the same slots; program order is kept, so
+``check_schedule`` still holds) with channel hints such that, for each pair:
+
+* ``L >= ceil(rate / cap)``: at the schedule's bandwidth-model algbw the
+  pair carries ``rate`` GB/s, and one lane carries at most ``cap`` (the
+  protocol's per-threadblock P2P rate, or the per-connection NET rate);
+* no lane has more than ``step_budget`` ops (the runtime allows 64 steps per
+  threadblock, nops included);
+* lanes carry about the same number of chunks (greedy, in program order; an
+  op that forwards a chunk keeps the lane it arrived on when that lane is not
+  ahead, so the lowering can still fuse the receive and the send);
+* per rank, send lanes plus receive lanes stay within the threadblock budget
+  (lanes are taken back from the pairs with the most lanes per GB/s first).
+
+Ops are split into single-chunk pieces when a pair has fewer ops than lanes;
+dependencies are then inferred again.
+
+Complexity: O(P + #ops * L) for P rank pairs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import heapq
+import math
+from collections import defaultdict
+from fractions import Fraction
+
+from colc.compiler.estimate_bandwidth import schedule_algbw
+from colc.compiler.infer_dependencies import infer_dependencies
+from colc.errors import InfeasibleError
+from colc.ir.chunks import Op, OpKind, Schedule, Slot
+from colc.ir.core import Protocol
+from colc.ir.routing import Router
+from colc.ir.runtime_model import RuntimeModel
+from colc.ir.topology import Topology
+
+NAME = "balance-lanes"
+#: Ops per lane: 64 runtime steps, with room for the nops of multiple deps.
+STEP_BUDGET = 40
+MAX_CHANNELS = 32
+#: Most local threadblocks (copies and reductions) per rank.
+MAX_LOCAL_LANES = 8
+#: Ops per local lane: local reductions wait on two threadblocks (a nop each).
+LOCAL_STEP_BUDGET = 28
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class LanePlan:
+    """Lanes per directed rank pair, and the timing estimates of the list schedule.
+
+    ``lane_rate`` is the GB/s one lane of a pair gets when every pair
+    crossing the same links is busy (its fair share, at most one
+    threadblock's rate); ``hop`` the pair's latency in us; ``local_rate``
+    the GB/s of a local copy.
+    """
+
+    lanes: dict[tuple[int, int], int]
+    target_algbw: float
+    lane_rate: dict[tuple[int, int], float]
+    hop: dict[tuple[int, int], float]
+    local_rate: float
+    local_lanes: dict[int, int] = dataclasses.field(default_factory=dict)
+
+
+def plan_lanes(sched: Schedule, topo: Topology, model: RuntimeModel, protocol: Protocol, *,
+               target_algbw: float | None = None, step_budget: int = STEP_BUDGET,
+               max_channels: int = MAX_CHANNELS, max_threadblocks: int | None = None,
+               router: Router | None = None) -> LanePlan:
+    """Choose the lanes of every pair (see module docstring).
+
+    Parameters
+    ----------
+    sched : Schedule
+    topo : Topology
+    model : RuntimeModel
+    protocol : Protocol
+    target_algbw : float, optional
+        GB/s to provision for; default: the bandwidth-model algbw of
+        ``sched`` times the model's link efficiency.
+    step_budget, max_channels, max_threadblocks
+        Runtime limits (threadblocks default to the model's).
+
+    Returns
+    -------
+    LanePlan
+    """
+    router = router or Router(topo)
+    costs = model.costs(protocol)
+    if target_algbw is None:
+        eff = min(model.p2p_efficiency, model.net_efficiency)
+        target_algbw = float(schedule_algbw(sched, topo, router)) * eff
+    chunks: dict[tuple[int, int], int] = defaultdict(int)
+    nops: dict[tuple[int, int], int] = defaultdict(int)
+    local: dict[int, float] = defaultdict(float)
+    nlocal: dict[int, int] = defaultdict(int)
+    for op in sched.ops:
+        if op.is_transfer:
+            pair = (op.src.rank, op.dst.rank)
+            chunks[pair] += op.count
+            nops[pair] += 1
+        else:
+            local[op.dst.rank] += op.count * (1.5 if op.kind is OpKind.REDUCE else 1.0)
+            nlocal[op.dst.rank] += 1
+    lanes: dict[tuple[int, int], int] = {}
+    rate: dict[tuple[int, int], float] = {}
+    cap_of: dict[tuple[int, int], float] = {}
+    hop: dict[tuple[int, int], float] = {}
+    link_chunks: dict[tuple[str, str], int] = defaultdict(int)
+    paths = {}
+    lat = model.latency(protocol)
+    for pair, c in chunks.items():
+        path = router.switch_paths(pair[0]).get(pair[1], ())
+        paths[pair] = path
+        net = any(topo.node[v].is_network for v in path)
+        cap_of[pair] = cap = costs.conn_net if net else costs.tb_p2p
+        hop[pair] = lat.hop_net if net else lat.hop_p2p
+        for e in zip(path, path[1:], strict=False):
+            link_chunks[e] += c
+        rate[pair] = c / sched.nchunks * target_algbw
+        want = max(math.ceil(rate[pair] / cap - 1e-9), math.ceil(nops[pair] / step_budget), 1)
+        lanes[pair] = min(want, max_channels, c)
+    local_lanes = {r: max(1, min(MAX_LOCAL_LANES, max(
+        math.ceil(nlocal[r] / LOCAL_STEP_BUDGET),
+        math.ceil(w / sched.nchunks * target_algbw / model.local_bw))))
+        for r, w in local.items()}
+    budget = (max_threadblocks or model.max_threadblocks) - max(local_lanes.values(), default=0)
+    _fit_budget(lanes, rate, nops, step_budget, budget, sched.ngpus)
+    lane_rate = {}
+    for pair, c in chunks.items():
+        share = min((float(router.cap[e]) * _efficiency(topo, model, e) * c / link_chunks[e]
+                     for e in zip(paths[pair], paths[pair][1:], strict=False)),
+                    default=cap_of[pair])
+        lane_rate[pair] = min(cap_of[pair], share / lanes[pair])
+    return LanePlan(lanes, target_algbw, lane_rate, hop, model.local_bw, local_lanes)
+
+
+def _efficiency(topo: Topology, model: RuntimeModel, link: tuple[str, str]) -> float:
+    net = topo.node[link[0]].is_network or topo.node[link[1]].is_network
+    return model.net_efficiency if net else model.p2p_efficiency
+
+
+def _fit_budget(lanes: dict[tuple[int, int], int], rate: dict[tuple[int, int], float],
+                nops: dict[tuple[int, int], int], step_budget: int, budget: int,
+                ngpus: int) -> None:
+    """Take lanes back until every rank's send + receive lanes fit ``budget``."""
+    def used(r: int) -> int:
+        return sum(v for (a, b), v in lanes.items() if a == r or b == r)
+
+    for r in range(ngpus):
+        while used(r) > budget:
+            mine = [p for p in lanes if r in p and lanes[p] > math.ceil(nops[p] / step_budget)
+                    and lanes[p] > 1]
+            if not mine:
+                raise InfeasibleError(
+                    f"rank {r} needs {used(r)} threadblocks for its connections, more than "
+                    f"the {budget} the GPU can hold")
+            pair = max(mine, key=lambda p: (lanes[p] / max(rate[p], 1e-9), p))
+            lanes[pair] -= 1
+
+
+def balance_lanes(sched: Schedule, plan: LanePlan, *, size: int = 1 << 30) -> Schedule:
+    """Apply a ``LanePlan`` by list scheduling: lanes and a new program order.
+
+    Every op is scheduled when its dependencies have (estimated) finished:
+    a transfer on the lane of its pair where it can start first (the lane
+    its chunk arrived on when that is as early, so the lowering may fuse the
+    receive and the send; no lane beyond ``STEP_BUDGET`` ops), taking
+    ``bytes / lane_rate`` plus the pair's hop latency; local ops on a
+    per-rank copy engine.  Program order becomes the estimated start order,
+    so every threadblock lists its steps in the order their data arrives and
+    no step waits behind a later one (head-of-line blocking).  The order is
+    still a valid sequential execution: an op starts after its dependencies
+    finish.
+
+    Parameters
+    ----------
+    sched : Schedule
+    plan : LanePlan
+    size : int
+        Message size (bytes) the timing estimate assumes.
+
+    Returns
+    -------
+    Schedule
+    """
+    ops = _split(sched, plan.lanes)
+    if len(ops) != len(sched.ops):
+        ops = list(infer_dependencies(dataclasses.replace(
+            sched, ops=tuple(dataclasses.replace(o, deps=()) for o in ops))).ops)
+    chunk = size / sched.nchunks
+    users: dict[int, list[int]] = defaultdict(list)
+    waiting = [len(op.deps) for op in ops]
+    for op in ops:
+        for d in op.deps:
+            users[d].append(op.op_id)
+    ready = [0.0] * len(ops)
+    start = [0.0] * len(ops)
+    lane_of = [0] * len(ops)
+    free: dict[tuple, float] = defaultdict(float)
+    count: dict[tuple, int] = defaultdict(int)
+    arrived: dict[tuple[int, object, int], int] = {}
+    heap = [(0.0, op.op_id) for op in ops if not op.deps]
+    heapq.heapify(heap)
+    while heap:
+        t, i = heapq.heappop(heap)
+        op = ops[i]
+        if op.is_transfer:
+            pair = (op.src.rank, op.dst.rank)
+            lane = _lane(pair, plan.lanes[pair], op, t, free, count, arrived)
+            key: tuple = (*pair, lane)
+            begin = max(t, free[key])
+            end = begin + op.count * chunk / (plan.lane_rate[pair] * 1000.0)
+            free[key] = end
+            count[key] += 1
+            done = end + plan.hop[pair]
+            arrived[(op.dst.rank, op.dst.buffer, op.dst.index)] = lane
+        else:
+            r = op.dst.rank
+            n = plan.local_lanes.get(r, 1)
+            lanes = [k for k in range(n) if count[("local", r, k)] < LOCAL_STEP_BUDGET] or range(n)
+            lane = min(lanes, key=lambda k: (max(t, free[("local", r, k)]), k))
+            key = ("local", r, lane)
+            begin = max(t, free[key])
+            work = 1.5 if op.kind is OpKind.REDUCE else 1.0
+            done = free[key] = begin + work * op.count * chunk / (plan.local_rate * 1000.0)
+            count[key] += 1
+        start[i], lane_of[i] = begin, lane
+        for u in users[i]:
+            ready[u] = max(ready[u], done)
+            waiting[u] -= 1
+            if waiting[u] == 0:
+                heapq.heappush(heap, (ready[u], u))
+    order = sorted(range(len(ops)), key=lambda i: (start[i], i))
+    new_id = {old: k for k, old in enumerate(order)}
+    out = tuple(dataclasses.replace(ops[i], op_id=new_id[i], channel=lane_of[i],
+                                    deps=tuple(sorted(new_id[d] for d in ops[i].deps)))
+                for i in order)
+    return dataclasses.replace(sched, ops=out)
+
+
+def _lane(pair: tuple[int, int], n: int, op: Op, t: float, free: dict, count: dict,
+          arrived: dict) -> int:
+    """The lane of ``pair`` where ``op`` starts first (its arrival lane on ties)."""
+    open_lanes = [k for k in range(n) if count[(*pair, k)] < STEP_BUDGET] or list(range(n))
+    came = arrived.get((op.src.rank, op.src.buffer, op.src.index))
+
+    def key(k: int) -> tuple[float, bool, int, int]:
+        return (max(t, free[(*pair, k)]), k != came, count[(*pair, k)], k)
+
+    return min(open_lanes, key=key)
+
+
+def _split(sched: Schedule, lanes: dict[tuple[int, int], int]) -> list[Op]:
+    """Ops in program order, multi-chunk transfers cut when their pair has too few ops."""
+    count: dict[tuple[int, int], int] = defaultdict(int)
+    for op in sched.ops:
+        if op.is_transfer:
+            count[(op.src.rank, op.dst.rank)] += 1
+    out: list[Op] = []
+    for op in sched.ops:
+        pair = (op.src.rank, op.dst.rank)
+        if not op.is_transfer or op.count == 1 or count[pair] >= lanes[pair]:
+            out.append(op)
+            continue
+        for d in range(op.count):
+            out.append(Op(len(out), op.kind, op.src.shifted(d), op.dst.shifted(d), 1,
+                          op.operand.shifted(d) if op.operand is not None else None, (),
+                          op.channel))
+    return out
+
+
+__all__ = ["NAME", "LanePlan", "balance_lanes", "plan_lanes"]
+_ = (Fraction, Slot)
