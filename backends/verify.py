@@ -22,6 +22,7 @@ class VerifyReport:
     errors: tuple[str, ...]
     warnings: tuple[str, ...]
     summary: str = ""
+    program: object | None = None  # the MSCCL ``Program`` when the file parsed
 
 
 def detect_backend(text: str) -> str:
@@ -56,9 +57,23 @@ def verify_text(text: str, path: str, backend: str | None = None) -> VerifyRepor
     else:
         from colc.backends.msccl_verify import verify_msccl_text as verify
     report = verify(text, path)
+    program = getattr(report, "program", None)
+    summary = getattr(report, "summary", "") or (_summary(program) if program else "")
     return VerifyReport(bool(report.ok), tuple(str(e) for e in report.errors),
-                        tuple(str(w) for w in report.warnings),
-                        getattr(report, "summary", ""))
+                        tuple(str(w) for w in report.warnings), summary, program)
+
+
+def _summary(program) -> str:
+    """What was verified: collective, ranks, protocol, modes, window, resources."""
+    modes = "+".join(m for m, on in (("in-place", program.inplace),
+                                      ("out-of-place", program.outofplace)) if on) or "no mode"
+    hi = "unlimited" if program.max_bytes == 0 else str(program.max_bytes)
+    tbs = max((len(r.threadblocks) for r in program.ranks), default=0)
+    depth = program.protocol.fifo_depth
+    return (f"{program.collective.value}, {program.ngpus} ranks, {program.protocol.value}, "
+            f"{modes}, window {program.min_bytes}..{hi} bytes, {program.nchannels} channels, "
+            f"up to {tbs} threadblocks per rank, nchunksperloop {program.nchunks}; executed "
+            f"at FIFO depth {depth}")
 
 
 def verify_file(path: str, backend: str | None = None) -> VerifyReport:

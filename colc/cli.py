@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from colc import __version__
 from colc.errors import ColcError, InternalError
 
-SUBCOMMANDS = ("compile", "verify", "analyze", "convert", "find")
+SUBCOMMANDS = ("compile", "verify", "analyze", "convert", "find", "simulate")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -63,7 +63,7 @@ def _dispatch(args: list[str]) -> int:
     else:
         cmd, rest = "compile", args
     handler = {"compile": _cmd_compile, "verify": _cmd_verify, "analyze": _cmd_analyze,
-               "convert": _cmd_convert, "find": _cmd_find}[cmd]
+               "convert": _cmd_convert, "find": _cmd_find, "simulate": _cmd_simulate}[cmd]
     return handler(rest)
 
 
@@ -87,27 +87,39 @@ def write_atomically(path: str, text: str) -> None:
 
 def _compile_parser() -> argparse.ArgumentParser:
     from colc.compiler.pipeline import available_algorithms
+    from colc.ir.runtime_model import PRESETS
 
     p = argparse.ArgumentParser(
         prog="colc", description="Compile a topology into a verified collective schedule.",
-        epilog="subcommands: colc verify FILE | colc analyze TOPO [--json] | "
-               "colc convert IN -o OUT.yaml | colc find --ranks N --degree D")
+        epilog="subcommands: colc verify FILE|DIR | colc simulate FILE --topo TOPO | "
+               "colc analyze TOPO [--json] | colc convert IN -o OUT.yaml | "
+               "colc find --ranks N --degree D")
     p.add_argument("topology", help="topology file (colc YAML, or another supported format)")
-    p.add_argument("-o", "--output", help="output file (default: standard output)")
+    p.add_argument("-o", "--output",
+                   help="output file, or a directory (existing, or ending in /) for one file "
+                        "per message-size window; default: standard output")
     p.add_argument("--version", action="version", version=f"colc {__version__}")
     p.add_argument("--collective", default="allreduce",
                    choices=["allreduce", "allgather", "reducescatter"])
     p.add_argument("--algorithm", default="auto", choices=available_algorithms())
-    p.add_argument("--protocol", default="Simple", choices=["Simple", "LL", "LL128"])
+    p.add_argument("--protocol", default="Simple", choices=["Simple", "LL", "LL128"],
+                   help="protocol of a single file (a directory gets every protocol)")
     mode = p.add_mutually_exclusive_group()
     mode.add_argument("--inplace", action="store_true", help="only in-place calls")
     mode.add_argument("--outofplace", action="store_true", help="only out-of-place calls")
     p.add_argument("--instances", type=int, default=1, help="parallel copies of the schedule")
-    p.add_argument("--min-bytes", type=int, default=0, help="smallest message size to use it for")
-    p.add_argument("--max-bytes", type=int, default=0, help="largest message size (0 = no limit)")
+    p.add_argument("--chunks", type=int, default=None,
+                   help="chunks per shard (trees, hier, bfb); default: tried by simulation")
+    p.add_argument("--min-bytes", default="0", help="smallest message size to use it for (1M)")
+    p.add_argument("--max-bytes", default="0", help="largest message size (0 = no limit)")
+    p.add_argument("--machine", choices=sorted(PRESETS), default=None,
+                   help="cost model (default: from the topology name)")
+    p.add_argument("--dtype", default="fp32", help="element type for selection: fp32|fp16|bf16")
     p.add_argument("--backend", choices=["msccl", "oneccl"], default=None,
                    help="output format (default: from the extension, else msccl)")
     p.add_argument("--verify-each", action="store_true", help="check the IR after every pass")
+    p.add_argument("--no-balance", action="store_true",
+                   help="skip the lane balancing pass (the plain lowering)")
     p.add_argument("--boxes", type=int, default=None,
                    help="boxes for single-box inputs such as an NCCL topology dump")
     return p
@@ -121,34 +133,98 @@ def _backend_for(args: argparse.Namespace) -> str:
     return "msccl"
 
 
-def _cmd_compile(argv: list[str]) -> int:
-    from colc.compiler.pipeline import CompileOptions, compile_topology
+def _options(args: argparse.Namespace):
+    from colc.compiler.pipeline import CompileOptions
     from colc.ir.core import Collective, Protocol
+    from colc.sizes import dtype_bytes, parse_size
 
-    args = _compile_parser().parse_args(argv)
-    if args.min_bytes < 0 or args.max_bytes < 0:
-        raise ColcError("--min-bytes and --max-bytes must be >= 0")
-    if args.max_bytes and args.max_bytes < args.min_bytes:
+    lo = parse_size(args.min_bytes, "--min-bytes")
+    hi = parse_size(args.max_bytes, "--max-bytes")
+    if hi and hi < lo:
         raise ColcError("--max-bytes is smaller than --min-bytes")
-    topo = load_any_topology(args.topology, boxes=args.boxes)
-    opts = CompileOptions(
+    if args.instances < 1:
+        raise ColcError(f"--instances must be at least 1, got {args.instances}")
+    if args.chunks is not None and not 1 <= args.chunks <= 4096:
+        raise ColcError(f"--chunks must be in 1..4096, got {args.chunks}")
+    return CompileOptions(
         algorithm=args.algorithm, collective=Collective(args.collective),
         protocol=Protocol(args.protocol),
         inplace=True if args.inplace else (False if args.outofplace else None),
         outofplace=True if args.outofplace else (False if args.inplace else None),
-        instances=args.instances, min_bytes=args.min_bytes, max_bytes=args.max_bytes,
-        backend=_backend_for(args), verify_each=args.verify_each)
+        instances=args.instances, min_bytes=lo, max_bytes=hi,
+        backend=_backend_for(args), verify_each=args.verify_each, machine=args.machine,
+        chunks=args.chunks, balance=not args.no_balance, dtype_bytes=dtype_bytes(args.dtype))
+
+
+def _is_directory_target(path: str) -> bool:
+    return path.endswith(("/", os.sep)) or os.path.isdir(path)
+
+
+def _cmd_compile(argv: list[str]) -> int:
+    from colc.compiler.pipeline import compile_topology
+    from colc.sizes import format_size
+
+    args = _compile_parser().parse_args(argv)
+    opts = _options(args)
+    topo = load_any_topology(args.topology, boxes=args.boxes)
+    if args.output and _is_directory_target(args.output):
+        return _write_portfolio(topo, opts, args.output, args.topology)
     result = compile_topology(topo, opts)
     for note in result.notes:
         print(f"colc: note: {note}", file=sys.stderr)
+    predicted = ", ".join(f"{r.algbw:.1f} GB/s at {format_size(s)}" for s, r in result.predicted)
     if args.output:
         write_atomically(args.output, result.text)
         print(f"colc: wrote {args.output} ({result.algorithm}, {opts.collective.value}, "
-              f"{topo.num_ranks} ranks, algbw {float(result.algbw):.3f} GB/s, verified)",
+              f"{topo.num_ranks} ranks, nchunksperloop {result.program.nchunks}; predicted "
+              f"{predicted}; bandwidth bound {float(result.algbw):.1f} GB/s; verified)",
               file=sys.stderr)
     else:
         sys.stdout.write(result.text)
     return 0
+
+
+def _write_portfolio(topo, opts, folder: str, source: str) -> int:
+    from colc.compiler.portfolio import build_portfolio, format_portfolio
+
+    folder = folder.rstrip("/") or "/"
+    if os.path.exists(folder) and not os.path.isdir(folder):
+        raise ColcError(f"{folder}: error: exists and is not a directory")
+    if opts.backend != "msccl":
+        raise ColcError("a directory output holds MSCCL files; use a file name for oneCCL")
+    portfolio = build_portfolio(topo, opts)
+    os.makedirs(folder, exist_ok=True)
+    names = []
+    for i, w in enumerate(portfolio.windows):
+        name = w.filename(i, opts.collective.value)
+        write_atomically(os.path.join(folder, name), w.text)
+        names.append(name)
+    stale = _stale_files(folder, opts.collective.value, set(names))
+    for name in stale:
+        os.unlink(os.path.join(folder, name))
+    print(format_portfolio(portfolio), file=sys.stderr)
+    for note in portfolio.notes:
+        print(f"colc: note: {note}", file=sys.stderr)
+    removed = f"; removed {len(stale)} older colc files of this collective" if stale else ""
+    print(f"colc: wrote {len(names)} files to {folder} ({opts.collective.value}, "
+          f"{topo.num_ranks} ranks, windows 0..unlimited, verified){removed}", file=sys.stderr)
+    return 0
+
+
+def _stale_files(folder: str, collective: str, keep: set[str]) -> list[str]:
+    """Earlier colc portfolio files of the same collective (they would overlap the new ones)."""
+    out = []
+    prefix = f"colc-{collective}-"
+    for name in sorted(os.listdir(folder)):
+        path = os.path.join(folder, name)
+        if name in keep or not name.startswith(prefix) or not name.endswith(".xml"):
+            continue
+        if os.path.islink(path) or not os.path.isfile(path):
+            continue
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            if "generated by colc" in fh.readline():
+                out.append(name)
+    return out
 
 
 def load_any_topology(path: str, boxes: int | None = None):
@@ -182,14 +258,44 @@ def _cmd_verify(argv: list[str]) -> int:
     report = verify_file(args.file, backend=args.backend)
     for line in report.errors:
         print(f"{args.file}: error: {line}")
-    for line in report.warnings:
+    warnings = list(report.warnings)
+    if report.program is not None and report.ok:
+        warnings += _selection_warnings(report.program)
+    for line in warnings:
         if not args.quiet:
             print(f"{args.file}: warning: {line}")
     if report.ok:
         if not args.quiet:
             print(f"{args.file}: OK ({report.summary})")
+            if report.program is not None:
+                print(f"{args.file}: {_selection_line(report.program)}")
         return 0
     return 1
+
+
+def _selection_line(program) -> str:
+    from colc.compiler.pipeline import selectable_sizes
+    from colc.sizes import format_size
+
+    parts = []
+    for name, size in (("fp32", 4), ("fp16/bf16", 2)):
+        sizes = selectable_sizes(program, size)
+        if not sizes:
+            parts.append(f"{name}: no power-of-two size from 1K to 16G")
+        else:
+            parts.append(f"{name}: {format_size(sizes[0])}..{format_size(sizes[-1])} "
+                         f"({len(sizes)} power-of-two sizes)")
+    return "selected by the runtime at " + "; ".join(parts)
+
+
+def _selection_warnings(program) -> list[str]:
+    from colc.compiler.pipeline import selectable_sizes
+
+    if selectable_sizes(program, 4) or selectable_sizes(program, 2):
+        return []
+    return [f"nchunksperloop {program.nchunks} divides no power-of-two element count in the "
+            f"file's window: the runtime never selects it for nccl-tests-style sizes (use "
+            f"colc's power-of-two chunkings, e.g. --chunks 16)"]
 
 
 def _cmd_analyze(argv: list[str]) -> int:
@@ -252,6 +358,64 @@ def _cmd_find(argv: list[str]) -> int:
         write_atomically(args.output, result.yaml())
         print(f"colc: wrote {args.output}", file=sys.stderr)
     return 0
+
+
+def _cmd_simulate(argv: list[str]) -> int:
+    from colc.backends.msccl_reader import read_msccl
+    from colc.ir.runtime_model import PRESETS, model_for, model_named
+    from colc.ir.simulate import simulate
+    from colc.sizes import dtype_bytes, format_size, parse_sizes
+
+    p = argparse.ArgumentParser(
+        prog="colc simulate",
+        description="Predict the time of an MSCCL file on a machine, per message size "
+                    "(nccl-tests conventions).")
+    p.add_argument("file")
+    p.add_argument("--topo", required=True, help="topology the file runs on")
+    p.add_argument("--sizes", default="1K:1G", help="sizes and lo:hi power-of-two ranges")
+    p.add_argument("--dtype", default="fp32", help="fp32|fp16|bf16")
+    p.add_argument("--machine", choices=sorted(PRESETS), default=None)
+    p.add_argument("--boxes", type=int, default=None)
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    args = p.parse_args(argv)
+    sizes = parse_sizes(args.sizes)
+    dt = dtype_bytes(args.dtype)
+    try:
+        with open(args.file, encoding="utf-8") as fh:
+            text = fh.read()
+    except (OSError, UnicodeDecodeError) as err:
+        raise ColcError(f"{args.file}: error: cannot read ({err.__class__.__name__})") from None
+    read = read_msccl(text, args.file)
+    if not read.runnable or read.program is None:
+        first = next((d for d in read.diagnostics if d.is_error), "not an MSCCL file")
+        raise ColcError(f"{args.file}: error: the runtime would reject it: {first}")
+    topo = load_any_topology(args.topo, boxes=args.boxes)
+    model = model_named(args.machine) if args.machine else model_for(topo)
+    rows = [simulate(read.program, topo, model, s, dt, loaded=read.loaded) for s in sizes]
+    if args.json:
+        print(json.dumps({"file": args.file, "topology": topo.name, "machine": model.name,
+                          "rows": [dataclass_dict(r) for r in rows]}, indent=2))
+        return 0
+    print(f"{args.file} on {topo.name} (machine {model.name}, {args.dtype})")
+    print(f"{'size':>8}{'time us':>12}{'algbw':>9}{'busbw':>9}  {'selected':<9}"
+          f"{'busiest threadblock':<22}busiest link")
+    for r in rows:
+        tb = f"r{r.busiest_tb[0]} tb{r.busiest_tb[1]} {r.busiest_tb[2]:.0%}"
+        link = f"{r.busiest_link[0]}->{r.busiest_link[1]} {r.busiest_link[2]:.0%}"
+        sel = "yes" if r.selected else "no"
+        print(f"{format_size(r.nbytes):>8}{r.time_us:>12.1f}{r.algbw:>9.2f}{r.busbw:>9.2f}  "
+              f"{sel:<9}{tb:<22}{link}")
+    unselected = [r for r in rows if not r.selected]
+    if unselected:
+        print(f"not selected at {len(unselected)} sizes: {unselected[0].why_not}")
+    return 0
+
+
+def dataclass_dict(obj) -> dict:
+    """A dataclass as a JSON-ready dict."""
+    import dataclasses
+
+    return dataclasses.asdict(obj)
 
 
 if __name__ == "__main__":

@@ -22,8 +22,13 @@ from colc.ir.topology import Topology
 NAME = "bfb"
 
 
-def bfb_schedule_for(topo: Topology, collective: Collective) -> Schedule:
+def bfb_schedule_for(topo: Topology, collective: Collective,
+                     chunks: int | None = None) -> Schedule:
     """BFB schedule of ``collective`` on ``topo`` (see module docstring).
+
+    ``chunks`` fixes the chunks per shard (seed 001 A.5.2 rounding; e.g. a
+    power of two so the runtime selects the file at power-of-two sizes);
+    None: the exact LCM when small, else the best rounding.
 
     Raises
     ------
@@ -33,5 +38,5 @@ def bfb_schedule_for(topo: Topology, collective: Collective) -> Schedule:
     if topo.has_switches:
         raise UnsupportedError("bfb needs a direct-connect topology (this one has switches); "
                                "use --algorithm trees or ring")
-    sched = bfb_to_schedule(generate_bfb(topo), topo, collective)
+    sched = bfb_to_schedule(generate_bfb(topo), topo, collective, chunks_per_shard=chunks)
     return infer_dependencies(sched)

@@ -1,33 +1,42 @@
 """The one written-down pipeline: topology -> schedule -> program -> text.
 
-Steps, in order:
+Steps, in order, for one *variant* (algorithm, chunking, protocol):
 
-1. generate a chunk schedule with the chosen algorithm (``ALGORITHMS``);
+1. generate a chunk schedule with the algorithm (``ALGORITHMS``), with the
+   variant's chunking (chunks per shard: powers of two keep the file
+   selectable at power-of-two message sizes);
 2. ``check_schedule`` proves it (postcondition, races, physics) under each
    aliasing mode; modes that fail are dropped unless the user asked for them;
 3. ``replicate-instances`` (when ``instances > 1``), checked again with
    ``verify_each``;
-4. ``lower-to-program``: threadblocks, channels, fusion, ordering, nops;
-5. the backend prints the program;
-6. the backend's verifier re-reads the printed text and interprets it on the
-   runtime's terms (FIFO depth of the protocol and unbounded); any finding is
-   an error and nothing is written.
+4. ``balance-lanes``: lanes per rank pair from the machine's cost model and
+   a list-scheduled program order;
+5. ``lower-to-program``: threadblocks, channels, fusion, ordering, nops;
+6. the timing simulator (``colc.ir.simulate``) predicts the time of a call;
+7. the backend prints the program; its verifier re-reads the printed text
+   and interprets it on the runtime's terms; any finding is an error.
+
+``compile_topology`` (one file) builds the variants that apply, best
+bandwidth-model estimate first, skips those whose estimate cannot beat the
+best simulated one, ranks the rest by simulated algbw at the sizes the file
+is for (``CompileOptions.rank_sizes``; default 128 MiB and 1 GiB) and
+returns the best one that verifies; the others are reported in ``notes``.
+``colc.compiler.portfolio`` builds one file per message-size window with
+the same ``Compiler``.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterator
+import functools
+import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
 
+from colc.compiler.balance_lanes import balance_lanes, plan_lanes
 from colc.compiler.estimate_bandwidth import schedule_algbw
-from colc.compiler.lower_to_program import (
-    STRATEGIES,
-    LoweringOptions,
-    LoweringStalled,
-    lower_to_program,
-)
+from colc.compiler.lower_to_program import LoweringOptions, LoweringStalled, lower_to_program
 from colc.compiler.replicate_instances import replicate_instances
 from colc.compiler.ring import ring_schedule
 from colc.errors import (
@@ -40,20 +49,100 @@ from colc.errors import (
 from colc.ir.check_chunks import check_schedule
 from colc.ir.chunks import Schedule
 from colc.ir.core import Collective, Protocol
+from colc.ir.load_checks import load_program
 from colc.ir.program import Program
+from colc.ir.runtime_model import RuntimeModel, model_for, model_named
+from colc.ir.simulate import SimResult, SimulationError, selection, simulate
 from colc.ir.topology import Topology
 
-Generator = Callable[[Topology, Collective], Schedule]
+#: ``generator(topology, collective, chunks)``; ``chunks`` None = the algorithm's own.
+Generator = Callable[[Topology, Collective, "int | None"], Schedule]
 
-#: Schedule generators by ``--algorithm`` name.
-ALGORITHMS: dict[str, Generator] = {"ring": ring_schedule}
-#: ``max_k`` caps tried for tree packings, best bandwidth first (None: optimal k).
-TREE_K_SCAN: tuple[int | None, ...] = (None, 16, 8, 4, 2, 1)
+#: Schedule generators by ``--algorithm`` name (optional ones load lazily).
+ALGORITHMS: dict[str, Generator] = {"ring": lambda t, c, _chunks=None: ring_schedule(t, c)}
+
+#: Chunkings tried for one large-message file, per algorithm (chunks per root
+#: shard; None: the generator's own).  Powers of two keep files selectable.
+CHUNKINGS: dict[str, tuple[int | None, ...]] = {
+    "ring": (None,), "bfb": (None, 16), "trees": (16, 64), "hier": (16, 64)}
+
+#: Message sizes a single file is ranked at (bytes) when no window is given.
+LARGE_SIZES = (128 << 20, 1 << 30)
+
+#: Lowering strategies: (fuse, pair_connections); the first that lowers and
+#: verifies is used.  Relay-heavy schedules (rings, BFB) fuse receive+send;
+#: tree schedules keep receives and sends on separate threadblocks.
+FUSED = ({"fuse": True, "pair_connections": True}, {"fuse": True, "pair_connections": False},
+         {"fuse": False, "pair_connections": False})
+DECOUPLED = ({"fuse": False, "pair_connections": False},
+             {"fuse": True, "pair_connections": False})
+#: Strategies without the balance pass (the pre-cost-model lowering).
+STRATEGIES = FUSED
 
 
 def register_algorithm(name: str, generator: Generator) -> None:
     """Make ``generator`` available as ``--algorithm name``."""
     ALGORITHMS[name] = generator
+
+
+def available_algorithms() -> list[str]:
+    """Names accepted by ``--algorithm`` (``auto`` included)."""
+    _load_optional_algorithms()
+    return ["auto", *sorted(ALGORITHMS)]
+
+
+def _load_optional_algorithms() -> None:
+    """Register the generators that live in other modules."""
+    if "trees" in ALGORITHMS:
+        return
+    from colc.compiler.bfb_algorithm import bfb_schedule_for
+
+    ALGORITHMS["trees"] = _trees
+    ALGORITHMS["hier"] = _hier
+    ALGORITHMS["bfb"] = bfb_schedule_for
+
+
+def _box_switches(topo: Topology) -> bool:
+    """Whether some switch is inside a box (an NVSwitch), not a network switch."""
+    return any(not n.is_compute and not n.is_network for n in topo.nodes)
+
+
+@functools.lru_cache(maxsize=8)
+def _tree_packing(topo: Topology, transposed: bool):
+    from colc.compiler.generate_trees import pack_trees, transpose
+
+    target = transpose(topo) if transposed else topo
+    return pack_trees(target, spread=_box_switches(topo))
+
+
+@functools.lru_cache(maxsize=8)
+def _shallow_packing(topo: Topology):
+    from colc.compiler.shallow_trees import shallow_packing
+
+    return shallow_packing(topo)
+
+
+def _trees(topo: Topology, collective: Collective, chunks: int | None = None) -> Schedule:
+    """ForestColl trees (optimal packing; shallow by spread splitting behind box switches)."""
+    from colc.compiler.generate_trees import is_symmetric, lower_packing
+
+    if collective.reduces and not is_symmetric(topo) and collective is not \
+            Collective.REDUCESCATTER:
+        raise UnsupportedError(f"tree {collective.value} needs symmetric link bandwidths; "
+                               f"topology {topo.name!r} has a one-way or asymmetric link")
+    flip = collective is Collective.REDUCESCATTER and not is_symmetric(topo)
+    packing = _tree_packing(topo, flip)
+    return lower_packing(packing, collective, chunks_per_root=chunks, piece=1)
+
+
+def _hier(topo: Topology, collective: Collective, chunks: int | None = None) -> Schedule:
+    """Hierarchical shallow trees (``compiler/shallow_trees.py``)."""
+    from colc.compiler.generate_trees import is_symmetric, lower_packing
+
+    if collective.reduces and not is_symmetric(topo):
+        raise UnsupportedError("hierarchical trees need symmetric link bandwidths")
+    return lower_packing(_shallow_packing(topo), collective, chunks_per_root=chunks or 16,
+                         piece=1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,11 +159,36 @@ class CompileOptions:
     max_bytes: int = 0
     backend: str = "msccl"
     verify_each: bool = False
+    machine: str | None = None  # cost-model preset; None: from the topology
+    chunks: int | None = None  # chunks per shard; None: try the algorithm's chunkings
+    balance: bool = True  # balance-lanes pass (False: the plain lowering)
+    dtype_bytes: int = 4
+    rank_sizes: tuple[int, ...] = ()  # sizes to rank files at; () = from the window
+    comment: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Variant:
+    """One way to build a file."""
+
+    algorithm: str
+    chunks: int | None = None
+    protocol: Protocol = Protocol.SIMPLE
+
+    @property
+    def label(self) -> str:
+        """``algorithm[/chunks]/protocol``."""
+        mid = f"/c{self.chunks}" if self.chunks is not None else ""
+        return f"{self.algorithm}{mid}/{self.protocol.value}"
 
 
 @dataclass(frozen=True, slots=True)
 class CompileResult:
-    """Everything the main job produced."""
+    """Everything the main job produced.
+
+    ``algbw`` is the bandwidth-only figure of the schedule (GB/s); ``predicted``
+    maps message sizes to the simulator's results for the written file.
+    """
 
     schedule: Schedule
     program: Program
@@ -82,78 +196,8 @@ class CompileResult:
     algorithm: str
     algbw: Fraction
     notes: tuple[str, ...] = ()
-
-
-def available_algorithms() -> list[str]:
-    """Names accepted by ``--algorithm`` (``auto`` included)."""
-    _load_optional_algorithms()
-    return ["auto", *sorted(ALGORITHMS)]
-
-
-def _load_optional_algorithms() -> None:
-    """Register generators whose modules may not be present in this build."""
-    for name, module, attr in (("trees", "colc.compiler.generate_trees", "tree_schedule"),
-                               ("bfb", "colc.compiler.bfb_algorithm", "bfb_schedule_for")):
-        if name in ALGORITHMS:
-            continue
-        try:
-            mod = __import__(module, fromlist=[attr])
-        except ImportError:
-            continue
-        gen = getattr(mod, attr, None)
-        if gen is not None:
-            ALGORITHMS[name] = gen
-
-
-def variants(name: str, topo: Topology, collective: Collective) -> Iterator[Schedule]:
-    """Schedules of one algorithm, best first, cheaper for the runtime after.
-
-    Trees: the optimal (or best fixed-k) packing first, then smaller k, which
-    needs fewer chunks and so fewer steps and channels (seed 001 B.5.4).
-    """
-    gen = ALGORITHMS[name]
-    if name != "trees":
-        yield gen(topo, collective)
-        return
-    seen: set[int] = set()
-    for max_k in TREE_K_SCAN:
-        sched = gen(topo, collective, max_k=max_k, verify=False)  # proved by _modes
-        if sched.nchunks not in seen:
-            seen.add(sched.nchunks)
-            yield sched
-
-
-def candidates(topo: Topology, opts: CompileOptions) -> Iterator[tuple[str, Schedule]]:
-    """(algorithm, schedule) pairs in the order the compiler tries them.
-
-    ``auto`` ranks the algorithms that apply by the bandwidth-only algbw of
-    their first variant.
-    """
-    _load_optional_algorithms()
-    if opts.algorithm != "auto":
-        if opts.algorithm not in ALGORITHMS:
-            raise UnsupportedError(f"unknown algorithm '{opts.algorithm}'; "
-                                   f"choose from {', '.join(available_algorithms())}")
-        for sched in variants(opts.algorithm, topo, opts.collective):
-            yield opts.algorithm, sched
-        return
-    ranked = []
-    errors = []
-    for name in sorted(ALGORITHMS):
-        gen = variants(name, topo, opts.collective)
-        try:
-            first = next(gen)
-        except ColcError as err:
-            errors.append(f"{name}: {err}")
-            continue
-        ranked.append((-schedule_algbw(first, topo), name, first, gen))
-    if not ranked:
-        raise UnsupportedError("no algorithm applies: " + "; ".join(errors))
-    ranked.sort(key=lambda r: (r[0], r[1]))
-    for _, name, first, gen in ranked:
-        yield name, first
-        for sched in gen:
-            yield name, sched
+    predicted: tuple[tuple[int, SimResult], ...] = ()
+    variant: Variant | None = None
 
 
 def _modes(sched: Schedule, topo: Topology, opts: CompileOptions) -> Schedule:
@@ -176,8 +220,155 @@ def _modes(sched: Schedule, topo: Topology, opts: CompileOptions) -> Schedule:
     return dataclasses.replace(sched, inplace=ok["inplace"], outofplace=ok["outofplace"])
 
 
+class Compiler:
+    """Builds, simulates and verifies variants of one collective on one topology.
+
+    Schedules are cached per (algorithm, chunks), programs per variant,
+    simulations per (variant, size), so a portfolio search reuses work.
+    """
+
+    def __init__(self, topo: Topology, opts: CompileOptions) -> None:
+        _load_optional_algorithms()
+        self.topo = topo
+        self.opts = opts
+        self.model: RuntimeModel = model_named(opts.machine) if opts.machine else model_for(topo)
+        self._schedules: dict[tuple[str, int | None], Schedule] = {}
+        self._programs: dict[Variant, Program] = {}
+        self._sims: dict[tuple[Variant, int], SimResult] = {}
+        self._loaded: dict[Variant, object] = {}
+
+    # -- schedules -----------------------------------------------------------
+    def schedule(self, algorithm: str, chunks: int | None) -> Schedule:
+        """The proved (and replicated) chunk schedule of one algorithm and chunking."""
+        key = (algorithm, chunks)
+        if key not in self._schedules:
+            if algorithm not in ALGORITHMS:
+                raise UnsupportedError(f"unknown algorithm '{algorithm}'; choose from "
+                                       f"{', '.join(available_algorithms())}")
+            sched = ALGORITHMS[algorithm](self.topo, self.opts.collective, chunks)
+            sched = _modes(sched, self.topo, self.opts)
+            if self.opts.instances != 1:
+                sched = replicate_instances(sched, self.opts.instances)
+                if self.opts.verify_each:
+                    _check_or_raise(sched, self.topo, "replicate-instances")
+            self._schedules[key] = sched
+        return self._schedules[key]
+
+    def estimate(self, variant: Variant) -> float:
+        """Upper bound on the algbw the simulator can give (bandwidth model x efficiency)."""
+        sched = self.schedule(variant.algorithm, variant.chunks)
+        eff = min(self.model.p2p_efficiency, self.model.net_efficiency)
+        return float(schedule_algbw(sched, self.topo)) * eff
+
+    # -- programs --------------------------------------------------------------
+    def program(self, variant: Variant) -> Program:
+        """The lowered program of ``variant`` (balanced unless disabled)."""
+        if variant not in self._programs:
+            self._programs[variant] = self._lower(variant)
+        return self._programs[variant]
+
+    def _lower(self, variant: Variant) -> Program:
+        sched = self.schedule(variant.algorithm, variant.chunks)
+        opts = self.opts
+        if opts.balance:
+            plan = plan_lanes(sched, self.topo, self.model, variant.protocol)
+            sched = balance_lanes(sched, plan, size=max(self.sizes()))
+            if opts.verify_each:
+                _check_or_raise(sched, self.topo, "balance-lanes")
+        strategies = (DECOUPLED if variant.algorithm in ("trees", "hier") and opts.balance
+                      else FUSED)
+        lowering = LoweringOptions(
+            protocol=variant.protocol, inplace=sched.inplace, outofplace=sched.outofplace,
+            min_bytes=opts.min_bytes, max_bytes=opts.max_bytes,
+            max_threadblocks=self.model.max_threadblocks,
+            name=f"{self.topo.name}-{opts.collective.value}-{variant.algorithm}")
+        last: Exception | None = None
+        for strategy in strategies:
+            try:
+                program = lower_to_program(sched, dataclasses.replace(lowering, **strategy))
+            except LoweringStalled as err:
+                last = err
+                continue
+            try:
+                self.simulate(variant, min(self.sizes()), program)
+            except SimulationError as err:  # hangs at the protocol's FIFO depth
+                last = err
+                continue
+            return program
+        raise InfeasibleError(f"{variant.label}: no lowering runs ({last})")
+
+    # -- simulation --------------------------------------------------------------
+    def sizes(self) -> tuple[int, ...]:
+        """The message sizes files are ranked at."""
+        opts = self.opts
+        if opts.rank_sizes:
+            return opts.rank_sizes
+        if opts.max_bytes:
+            lo = max(opts.min_bytes, 1024)
+            return tuple(sorted({lo, max(lo, opts.max_bytes)}))
+        return tuple(s for s in LARGE_SIZES if s >= opts.min_bytes) or (opts.min_bytes,)
+
+    def simulate(self, variant: Variant, size: int, program: Program | None = None) -> SimResult:
+        """Simulated call of ``variant`` at ``size`` bytes (cached)."""
+        key = (variant, size)
+        if key not in self._sims:
+            program = program or self.program(variant)
+            loaded = self._loaded.get(variant)
+            if loaded is None or getattr(loaded, "program", None) is not program:
+                loaded = self._loaded[variant] = load_program(program)
+            self._sims[key] = simulate(program, self.topo, self.model, size,
+                                       self.opts.dtype_bytes, loaded=loaded)
+        return self._sims[key]
+
+    def score(self, variant: Variant, sizes: tuple[int, ...]) -> float:
+        """Harmonic mean of the simulated algbw at ``sizes`` (total time, normalised)."""
+        inv = [1.0 / max(self.simulate(variant, s).algbw, 1e-12) for s in sizes]
+        return len(inv) / sum(inv)
+
+    # -- output ------------------------------------------------------------------
+    def finish(self, variant: Variant, comment: str = "",
+               window: tuple[int, int] | None = None) -> tuple[Program, str]:
+        """Print ``variant``'s program (in ``window``) and verify it on the runtime's terms."""
+        program = self.program(variant)
+        changes: dict[str, object] = {"comment": comment}
+        if window is not None:
+            changes.update(min_bytes=window[0], max_bytes=window[1])
+        program = dataclasses.replace(program, **changes)
+        text = _emit(program, self.opts.backend)
+        report = _verify_text(text, self.opts.backend)
+        if not report.ok:
+            raise VerificationFailed(f"{variant.label}: generated file failed verification: "
+                                     + "; ".join(report.errors[:3]))
+        return program, text
+
+
+class VerificationFailed(InternalError):
+    """A generated file failed ``colc verify`` (a compiler bug; the caller may try another)."""
+
+
+def variants(compiler: Compiler, protocols: tuple[Protocol, ...] | None = None,
+             chunkings: tuple[int, ...] | None = None) -> list[Variant]:
+    """Variants to try: algorithms that apply x chunkings x protocols."""
+    opts = compiler.opts
+    names = sorted(ALGORITHMS) if opts.algorithm == "auto" else [opts.algorithm]
+    if opts.algorithm != "auto" and opts.algorithm not in ALGORITHMS:
+        raise UnsupportedError(f"unknown algorithm '{opts.algorithm}'; choose from "
+                               f"{', '.join(available_algorithms())}")
+    protocols = protocols or (opts.protocol,)
+    out = []
+    for name in names:
+        if opts.chunks is not None:
+            chunks: tuple[int | None, ...] = (opts.chunks,)
+        elif chunkings is not None and name in ("trees", "hier"):
+            chunks = chunkings
+        else:
+            chunks = CHUNKINGS.get(name, (None,))
+        out += [Variant(name, c, p) for c in chunks for p in protocols]
+    return out
+
+
 def compile_topology(topo: Topology, opts: CompileOptions) -> CompileResult:
-    """Compile ``topo`` to a verified runtime file (see module docstring).
+    """Compile ``topo`` to one verified runtime file (see module docstring).
 
     Parameters
     ----------
@@ -193,43 +384,66 @@ def compile_topology(topo: Topology, opts: CompileOptions) -> CompileResult:
     ColcError
         For requests that cannot be met; nothing has been written.
     """
+    compiler = Compiler(topo, opts)
+    sizes = compiler.sizes()
     refusals: list[str] = []
-    for algorithm, sched in candidates(topo, opts):
-        sched = _modes(sched, topo, opts)
-        if opts.instances != 1:
-            sched = replicate_instances(sched, opts.instances)
-            if opts.verify_each:
-                _check_or_raise(sched, topo, "replicate-instances")
-        lowering = LoweringOptions(
-            protocol=opts.protocol, inplace=sched.inplace, outofplace=sched.outofplace,
-            min_bytes=opts.min_bytes, max_bytes=opts.max_bytes,
-            name=f"{topo.name}-{opts.collective.value}-{algorithm}")
+    ranked = []
+    for variant in variants(compiler):
         try:
-            program, text = _lower_and_verify(sched, lowering, opts.backend)
-        except InfeasibleError as err:
-            refusals.append(f"{algorithm} ({sched.nchunks} chunks): {err}")
+            ranked.append((-compiler.estimate(variant), variant.label, variant))
+        except ColcError as err:
+            refusals.append(f"{variant.algorithm}: {err}")
+    if not ranked:
+        raise UnsupportedError("no algorithm applies: " + "; ".join(refusals))
+    ranked.sort(key=lambda r: (r[0], r[1]))
+    scored = []
+    best = 0.0
+    for neg_est, _, variant in ranked:
+        if -neg_est < best:  # cannot beat what is already simulated
+            refusals.append(f"{variant.label}: skipped (bandwidth bound {-neg_est:.1f} GB/s "
+                            f"below the best simulated {best:.1f})")
             continue
-        notes = tuple(f"not used: {r}" for r in refusals)
-        return CompileResult(sched, program, text, algorithm, schedule_algbw(sched, topo), notes)
+        try:
+            score = compiler.score(variant, sizes)
+        except ColcError as err:
+            refusals.append(f"{variant.label}: {err}")
+            continue
+        scored.append((-score, variant.label, variant))
+        best = max(best, score)
+    scored.sort(key=lambda r: (r[0], r[1]))
+    for neg, _, variant in scored:
+        try:
+            program, text = compiler.finish(variant, opts.comment or _comment(variant, -neg))
+        except (VerificationFailed, InfeasibleError) as err:
+            refusals.append(str(err))
+            continue
+        notes = tuple(dict.fromkeys(f"not used: {r}" for r in refusals))
+        sched = compiler.schedule(variant.algorithm, variant.chunks)
+        predicted = tuple((s, compiler.simulate(variant, s)) for s in sizes)
+        return CompileResult(sched, program, text, variant.label,
+                             schedule_algbw(sched, topo), notes, predicted, variant)
+    if refusals and all("failed verification" in r for r in refusals):
+        raise InternalError("every candidate failed verification: " + "; ".join(refusals[:3]))
     raise InfeasibleError("no schedule fits the runtime's limits: " + "; ".join(refusals[-3:]))
 
 
-def _lower_and_verify(sched: Schedule, lowering: LoweringOptions,
-                      backend: str) -> tuple[Program, str]:
-    """Lower with the first strategy whose printed file verifies on the runtime's terms."""
-    findings: list[str] = []
-    for strategy in STRATEGIES:
-        try:
-            program = lower_to_program(sched, dataclasses.replace(lowering, **strategy))
-        except LoweringStalled as err:
-            findings = [str(err)]
-            continue
-        text = _emit(program, backend)
-        report = _verify_text(text, backend)
-        if report.ok:
-            return program, text
-        findings = list(report.errors[:3])
-    raise InternalError("generated file failed verification: " + "; ".join(findings))
+def _comment(variant: Variant, algbw: float) -> str:
+    from colc import __version__
+
+    return (f"generated by colc {__version__}: {variant.label}, predicted algbw "
+            f"{algbw:.1f} GB/s (simulated)")
+
+
+def selectable_sizes(program: Program, dtype_bytes: int = 4,
+                     lo: int = 1024, hi: int = 1 << 34) -> list[int]:
+    """Power-of-two message sizes in ``[lo, hi]`` at which the runtime selects ``program``."""
+    out = []
+    size = lo
+    while size <= hi:
+        if not selection(program, size, dtype_bytes):
+            out.append(size)
+        size *= 2
+    return out
 
 
 def _check_or_raise(sched: Schedule, topo: Topology, after: str) -> None:
@@ -252,3 +466,9 @@ def _verify_text(text: str, backend: str):
     from colc.backends.verify import verify_text
 
     return verify_text(text, f"<generated {backend} file>", backend=backend)
+
+
+__all__ = ["ALGORITHMS", "CHUNKINGS", "CompileOptions", "CompileResult", "Compiler", "Variant",
+           "available_algorithms", "compile_topology", "register_algorithm",
+           "selectable_sizes", "variants"]
+_ = math

@@ -118,7 +118,8 @@ class Program:
     """A whole algorithm file.
 
     ``min_bytes``/``max_bytes`` select the message sizes the runtime uses it
-    for (``max_bytes`` 0 = no limit).
+    for (``max_bytes`` 0 = no limit).  ``comment`` is free text the printer
+    puts before the ``<algo>`` element (provenance; the runtime skips it).
     """
 
     name: str
@@ -132,3 +133,4 @@ class Program:
     min_bytes: int
     max_bytes: int
     ranks: tuple[RankProgram, ...]
+    comment: str = ""

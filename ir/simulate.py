@@ -38,6 +38,7 @@ a program that hangs raises ``SimulationError``.
 
 from __future__ import annotations
 
+import functools
 import heapq
 import math
 from collections.abc import Iterator
@@ -134,8 +135,19 @@ def selection(program: Program, nbytes: int, dtype_bytes: int) -> str:
     return ""
 
 
+@functools.lru_cache(maxsize=4)
+def router_for(topo: Topology) -> Router:
+    """A ``Router`` shared by every simulation of one topology."""
+    return Router(topo)
+
+
+@functools.lru_cache(maxsize=4)
+def _latencies(topo: Topology) -> dict[tuple[str, str], float]:
+    return {k: float(v) for k, v in topo.latency().items()}
+
+
 class _Link:
-    __slots__ = ("cap", "flows", "level", "carried", "ends")
+    __slots__ = ("cap", "flows", "level", "carried", "ends", "caps")
 
     def __init__(self, cap: float, ends: tuple[str, str]) -> None:
         self.cap = cap
@@ -143,15 +155,28 @@ class _Link:
         self.level = _INF
         self.carried = 0.0
         self.ends = ends
+        self.caps: dict[float, int] = {}  # multiset of the flows' caps (few distinct)
+
+    def add(self, flow: _Flow) -> None:
+        self.flows.add(flow)
+        self.caps[flow.cap] = self.caps.get(flow.cap, 0) + 1
+
+    def remove(self, flow: _Flow) -> None:
+        self.flows.discard(flow)
+        left = self.caps[flow.cap] - 1
+        if left:
+            self.caps[flow.cap] = left
+        else:
+            del self.caps[flow.cap]
 
     def refresh(self) -> bool:
-        """Recompute the max-min fair level; whether it changed."""
-        caps = sorted(f.cap for f in self.flows)
-        remaining, n, level = self.cap, len(caps), _INF
-        for c in caps:
+        """Recompute the max-min fair level (water-filling over the caps); whether it changed."""
+        remaining, n, level = self.cap, len(self.flows), _INF
+        for c in sorted(self.caps):
+            k = self.caps[c]
             if c * n <= remaining:
-                remaining -= c
-                n -= 1
+                remaining -= c * k
+                n -= k
             else:
                 level = remaining / n
                 break
@@ -161,7 +186,7 @@ class _Link:
 
 
 class _Flow:
-    __slots__ = ("rem", "rate", "t", "links", "cap", "ver", "done", "total")
+    __slots__ = ("rem", "rate", "t", "links", "cap", "ver", "done", "total", "due")
 
     def __init__(self, nbytes: float, links: tuple[_Link, ...], cap: float, done) -> None:
         self.rem = nbytes
@@ -172,6 +197,7 @@ class _Flow:
         self.cap = cap
         self.ver = 0
         self.done = done
+        self.due = _INF  # time of the pending completion event
 
 
 class _Fifo:
@@ -197,7 +223,13 @@ class _Fifo:
 
 
 class _Engine:
-    """Event queue plus the fluid-flow network."""
+    """Event queue plus the fluid-flow network.
+
+    A flow's completion event is pushed again only when a rate change makes
+    it due *earlier*; when the rate drops, the old event stays and, when it
+    fires, finds bytes left and re-arms itself (far fewer heap operations on
+    links shared by many flows).
+    """
 
     def __init__(self) -> None:
         self.now = 0.0
@@ -212,15 +244,23 @@ class _Engine:
     def start_flow(self, flow: _Flow) -> None:
         flow.t = self.now
         for link in flow.links:
-            link.flows.add(flow)
+            link.add(flow)
         self._rebalance(flow.links, extra=flow)
 
     def _finish_flow(self, arg) -> None:
         flow, ver = arg
         if ver != flow.ver:
             return
+        now = self.now
+        flow.rem -= flow.rate * (now - flow.t)
+        flow.t = now
+        if flow.rem > 1e-9 * flow.total + 1e-9:  # the rate dropped since: not done yet
+            flow.ver += 1
+            flow.due = now + flow.rem / flow.rate
+            self.at(flow.due, self._finish_flow, (flow, flow.ver))
+            return
         for link in flow.links:
-            link.flows.discard(flow)
+            link.remove(flow)
             link.carried += flow.total
         self._rebalance(flow.links)
         flow.done()
@@ -244,9 +284,11 @@ class _Engine:
                 f.rem -= f.rate * (now - f.t)
             f.t = now
             f.rate = rate
-            f.ver += 1
-            left = f.rem / rate if f.rem > 0 else 0.0
-            self.at(now + left, self._finish_flow, (f, f.ver))
+            due = now + (f.rem / rate if f.rem > 0 else 0.0)
+            if due < f.due:
+                f.due = due
+                f.ver += 1
+                self.at(due, self._finish_flow, (f, f.ver))
 
 
 def _local_work(kind: StepKind, operands: int) -> float:
@@ -293,7 +335,8 @@ class _Simulation:
         self.mac = max(1, min(MAX_ALLOWED_COUNT, self.geom.call_bytes // -(-nbytes // n)))
         self.engine = _Engine()
         self.links: dict[tuple[str, str], _Link] = {}
-        self.router = Router(topo)
+        self.router = router_for(topo)
+        self.latency = _latencies(topo)
         self.topo = topo
         self.fifos: dict[tuple[int, int, int], _Fifo] = {}
         self.flags: list[list[int]] = [[-1] * len(tbs) for tbs in loaded.tbs]
@@ -327,9 +370,9 @@ class _Simulation:
                     f"rank {src} ({topo.ranks[src]}) has no link or switch path to rank "
                     f"{dst} ({topo.ranks[dst]}) on topology {topo.name}")
             net = any(self.topo.node[v].is_network for v in path)
-            lat = self.router.topo.latency()
+            lat = self.latency
             hop = (self.costs.hop_net if net else self.costs.hop_p2p) + sum(
-                float(lat.get((a, b), 0)) for a, b in zip(path, path[1:], strict=False))
+                lat.get((a, b), 0.0) for a, b in zip(path, path[1:], strict=False))
             links = tuple(self._link(a, b) for a, b in zip(path, path[1:], strict=False))
             back = self.model.credit_net if net else self.model.credit_p2p
             f = _Fifo(self.geom.fifo_slices, links, hop, net, back)

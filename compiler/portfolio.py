@@ -1,0 +1,240 @@
+"""Pass ``portfolio``: one runtime file per message-size window (``colc TOPO -o DIR/``).
+
+The runtime tries the files of ``MSCCL_ALGO_DIR`` in sorted order and takes
+the first whose ``[minBytes, maxBytes]`` window holds the call's size and
+whose ``nchunksperloop`` divides its element count (runtime notes 4.1).  A
+portfolio is a set of files with contiguous, non-overlapping windows from 0
+to unlimited, each holding the variant the simulator predicts fastest there.
+
+Input: a ``Topology`` and ``CompileOptions`` (collective, algorithm or
+``auto``, machine).  Output: a ``Portfolio``: windows in size order, each
+with its verified program and text, and the simulated results per size.
+
+Search (``colc.compiler.pipeline.Compiler``): at every evaluated size
+(``SIZES``: 1 KiB to 1 GiB by factors of 4) the variants whose protocol
+suits the size (``PROTOCOL_SIZES``: LL for small messages, LL128 in the
+middle, Simple from 256 KiB up) and which the runtime would select there
+for fp32 (hence also for fp16 and bf16) are simulated; variants whose
+bandwidth bound cannot beat the best simulated one are skipped.  Runs of
+sizes with the same winner form a window; a window ends at twice its last
+evaluated size (a power of two, so every power-of-two size between two
+evaluated sizes falls in one window), the first starts at 0 and the last
+is unlimited.  A winner that fails verification is replaced by the next
+best for its sizes.
+
+Complexity: one simulation per (variant, size) at most; the lowering of
+each variant once.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from colc.compiler.pipeline import (
+    CompileOptions,
+    Compiler,
+    Variant,
+    VerificationFailed,
+    variants,
+)
+from colc.errors import ColcError, InfeasibleError
+from colc.ir.core import Protocol
+from colc.ir.program import Program
+from colc.ir.simulate import SimResult, selection
+from colc.ir.topology import Topology
+
+NAME = "portfolio"
+
+#: Evaluated message sizes (bytes): 1 KiB .. 1 GiB by factors of 4.
+SIZES = tuple(1 << k for k in range(10, 31, 2))
+#: Sizes (inclusive) at which each protocol is considered.
+PROTOCOL_SIZES = {Protocol.LL: (0, 4 << 20), Protocol.LL128: (16 << 10, 256 << 20),
+                  Protocol.SIMPLE: (256 << 10, 1 << 62)}
+#: Chunks per shard tried per protocol (tree algorithms).
+CHUNKINGS = {Protocol.LL: (1, 4, 16), Protocol.LL128: (4, 16, 64), Protocol.SIMPLE: (16, 64)}
+
+
+@dataclass(frozen=True, slots=True)
+class Window:
+    """One file of a portfolio: sizes ``lo..hi`` bytes (``hi`` 0 = unlimited)."""
+
+    lo: int
+    hi: int
+    variant: Variant
+    program: Program
+    text: str
+    results: tuple[SimResult, ...]
+
+    def filename(self, index: int, collective: str) -> str:
+        """Sortable file name (window order): ``colc-allgather-01-le512K.xml``."""
+        return f"colc-{collective}-{index:02d}-{self.span(compact=True)}.xml"
+
+    def span(self, compact: bool = False) -> str:
+        """``le128K``/``<=128K``, ``128K..512K`` (above 128K, at most 512K), ``gt512M``."""
+        if self.lo == 0 and self.hi == 0:
+            return "all"
+        if self.lo == 0:
+            return f"le{_human(self.hi)}" if compact else f"<={_human(self.hi)}"
+        if self.hi == 0:
+            return f"gt{_human(self.lo - 1)}" if compact else f">{_human(self.lo - 1)}"
+        return f"{_human(self.lo - 1)}-{_human(self.hi)}" if compact else \
+            f"{_human(self.lo - 1)}<..<={_human(self.hi)}"
+
+
+@dataclass(frozen=True, slots=True)
+class Portfolio:
+    """Windows in size order, and every simulated (variant, size) for reports."""
+
+    windows: tuple[Window, ...]
+    table: tuple[tuple[str, int, SimResult], ...]
+    notes: tuple[str, ...] = ()
+
+
+def _human(n: int) -> str:
+    for unit, shift in (("G", 30), ("M", 20), ("K", 10)):
+        if n >= 1 << shift and n % (1 << shift) == 0:
+            return f"{n >> shift}{unit}"
+    return str(n)
+
+
+def build_portfolio(topo: Topology, opts: CompileOptions,
+                    sizes: tuple[int, ...] = SIZES) -> Portfolio:
+    """Search the variants and cut the size axis into windows (see module docstring).
+
+    Parameters
+    ----------
+    topo : Topology
+    opts : CompileOptions
+        ``protocol`` and ``min_bytes``/``max_bytes`` are ignored: every
+        protocol the machine offers is tried and the windows cover all sizes.
+    sizes : tuple of int
+        Evaluated sizes, increasing.
+
+    Returns
+    -------
+    Portfolio
+
+    Raises
+    ------
+    InfeasibleError
+        No variant is selectable and correct at some evaluated size.
+    """
+    opts = dataclasses.replace(opts, min_bytes=0, max_bytes=0, rank_sizes=sizes)
+    compiler = Compiler(topo, opts)
+    protocols = tuple(p for p in (Protocol.LL, Protocol.LL128, Protocol.SIMPLE)
+                      if p in compiler.model.protocols)
+    cands: list[Variant] = []
+    for proto in protocols:
+        cands += variants(compiler, (proto,), CHUNKINGS[proto])
+    notes: list[str] = []
+    table: list[tuple[str, int, SimResult]] = []
+    ranking = {s: _rank(compiler, cands, s, notes, table) for s in sizes}
+    windows = _windows(compiler, sizes, ranking, notes)
+    return Portfolio(tuple(windows), tuple(table), tuple(dict.fromkeys(notes)))
+
+
+def _rank(compiler: Compiler, cands: list[Variant], size: int, notes: list[str],
+          table: list) -> list[tuple[float, Variant]]:
+    """Variants usable at ``size``, fastest first."""
+    usable = []
+    for v in cands:
+        lo, hi = PROTOCOL_SIZES[v.protocol]
+        if not lo <= size <= hi:
+            continue
+        try:
+            est = compiler.estimate(v)
+            nchunks = compiler.schedule(v.algorithm, v.chunks).nchunks
+        except ColcError as err:
+            notes.append(f"{v.algorithm}: {err}")
+            continue
+        if (size // compiler.opts.dtype_bytes) % nchunks:
+            continue  # the runtime would not select it at this size
+        usable.append((est, v))
+    usable.sort(key=lambda e: (-e[0], e[1].label))
+    best, out = 0.0, []
+    for est, v in usable:
+        if est < best and size >= 64 << 20:
+            continue  # bandwidth-bound there, and the bound is below the best
+        try:
+            res = compiler.simulate(v, size)
+        except ColcError as err:
+            notes.append(f"{v.label}: {err}")
+            continue
+        table.append((v.label, size, res))
+        out.append((res.algbw, v))
+        best = max(best, res.algbw)
+    out.sort(key=lambda e: (-e[0], e[1].label))
+    return out
+
+
+def _windows(compiler: Compiler, sizes: tuple[int, ...],
+             ranking: dict[int, list[tuple[float, Variant]]], notes: list[str]) -> list[Window]:
+    """Merge sizes with the same (verified) winner into windows."""
+    failed: set[Variant] = set()
+    while True:
+        winners = []
+        for s in sizes:
+            ok = [v for _, v in ranking[s] if v not in failed]
+            if not ok:
+                raise InfeasibleError(f"no variant is correct and selectable at {_human(s)}B")
+            winners.append(ok[0])
+        runs: list[tuple[Variant, list[int]]] = []
+        for s, v in zip(sizes, winners, strict=True):
+            if runs and runs[-1][0] == v:
+                runs[-1][1].append(s)
+            else:
+                runs.append((v, [s]))
+        try:
+            return _finish(compiler, runs)
+        except VerificationFailed as err:
+            bad = next(v for v, _ in runs if v.label in str(err))
+            failed.add(bad)
+            notes.append(str(err))
+
+
+def _finish(compiler: Compiler, runs: list[tuple[Variant, list[int]]]) -> list[Window]:
+    out = []
+    for i, (v, run) in enumerate(runs):
+        lo = 0 if i == 0 else 2 * runs[i - 1][1][-1] + 1
+        hi = 0 if i == len(runs) - 1 else 2 * run[-1]
+        results = tuple(compiler.simulate(v, s) for s in run)
+        worst = min(r.algbw for r in results)
+        comment = (f"generated by colc: {v.label}, window {lo}..{hi or 'unlimited'} bytes, "
+                   f"predicted algbw >= {worst:.1f} GB/s (simulated)")
+        program, text = compiler.finish(v, comment, (lo, hi))
+        out.append(Window(lo, hi, v, program, text, results))
+    return out
+
+
+def check_windows(windows: tuple[Window, ...] | list[Window]) -> list[str]:
+    """Problems with a portfolio's windows: gaps, overlaps, a bounded last window."""
+    problems = []
+    expect = 0
+    for i, w in enumerate(windows):
+        if w.lo != expect:
+            problems.append(f"window {i} starts at {w.lo}, expected {expect}")
+        last = i == len(windows) - 1
+        if last and w.hi != 0:
+            problems.append("the last window is bounded")
+        if not last and w.hi < w.lo:
+            problems.append(f"window {i} is empty")
+        expect = w.hi + 1
+    return problems
+
+
+def format_portfolio(p: Portfolio) -> str:
+    """The summary table: window, algorithm, protocol, chunks, predicted algbw."""
+    lines = [f"{'window (bytes)':<22}{'algorithm':<10}{'protocol':<9}{'nchunks':>8}"
+             f"{'predicted algbw GB/s':>24}"]
+    for w in p.windows:
+        span = w.span()
+        bws = ", ".join(f"{r.algbw:.1f}@{_human(r.nbytes)}" for r in w.results)
+        lines.append(f"{span:<22}{w.variant.algorithm:<10}{w.variant.protocol.value:<9}"
+                     f"{w.program.nchunks:>8}  {bws}")
+    return "\n".join(lines)
+
+
+__all__ = ["NAME", "Portfolio", "SIZES", "Window", "build_portfolio", "check_windows",
+           "format_portfolio"]
+_ = selection
