@@ -30,6 +30,7 @@ def compile_case(path: str) -> tuple[str, str]:
         collective=Collective(case.get("collective", "allreduce")),
         protocol=Protocol(case.get("protocol", "Simple")),
         instances=int(case.get("instances", 1)),
+        chunks=case.get("chunks"), rank_sizes=(1 << 20,),
         backend=backend, verify_each=True)
     ext = "oneccl.xml" if backend == "oneccl" else "xml"
     golden = os.path.join(REPO, "golden", backend, f"{case_name(path)}.{ext}")
