@@ -1,0 +1,165 @@
+"""The runtime timing simulator: hand-computed times on tiny programs, closed forms,
+the selection rule, and clean errors."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from fractions import Fraction
+
+import pytest
+
+from colc.errors import ColcError
+from colc.frontends.families import ring
+from colc.ir.core import Buffer, Collective, Protocol
+from colc.ir.program import Loc, Program, RankProgram, Step, StepKind, Threadblock
+from colc.ir.runtime_model import GENERIC, PRESETS, ProtocolCosts
+from colc.ir.simulate import SimulationError, busbw_factor, selection, simulate
+from colc.ir.topology import Link, Node, Topology
+
+I, O = Buffer.INPUT, Buffer.OUTPUT
+MIB = 1 << 20
+
+#: A machine with round numbers: 10 GB/s per threadblock, 1 us per hop, nothing else.
+PLAIN = replace(
+    GENERIC,
+    protocols={p: ProtocolCosts(tb_p2p=10.0, conn_net=10.0, hop_p2p=1.0, hop_net=1.0,
+                                call=0.0, base=0.0) for p in Protocol},
+    local_bw=1e9, credit_p2p=0.0, credit_net=0.0, latency_scale=1.0)
+
+
+def pair(bw: int = 100) -> Topology:
+    nodes = (Node("a", "gpu"), Node("b", "gpu"))
+    return Topology("pair", nodes, (Link("a", "b", Fraction(bw)), Link("b", "a", Fraction(bw))))
+
+
+def star(n: int, bw: int) -> Topology:
+    """n GPUs on one switch, bw GB/s per port each way."""
+    nodes = tuple(Node(f"g{i}", "gpu") for i in range(n)) + (Node("sw", "switch"),)
+    links = []
+    for i in range(n):
+        links += [Link(f"g{i}", "sw", Fraction(bw)), Link("sw", f"g{i}", Fraction(bw))]
+    return Topology("star", nodes, tuple(links))
+
+
+def step(kind: StepKind, count: int = 1, dep=None, has_dep: bool = False,
+         src: tuple = (I, 0), dst: tuple = (O, 0)) -> Step:
+    return Step(kind, Loc(*src), Loc(*dst), count, dep, has_dep)
+
+
+def program(ranks: list[list[Threadblock]], nchunks: int, ngpus: int,
+            protocol: Protocol = Protocol.SIMPLE) -> Program:
+    rps = tuple(RankProgram(r, nchunks, nchunks, 0, tuple(tbs)) for r, tbs in enumerate(ranks))
+    nch = 1 + max(tb.channel for tbs in ranks for tb in tbs)
+    return Program("t", Collective.ALLREDUCE, protocol, nch, nchunks, ngpus, True, True, 0, 0,
+                   rps)
+
+
+def one_send(protocol: Protocol = Protocol.SIMPLE, count: int = 1) -> Program:
+    """Rank 0 sends chunk 0 to rank 1 (the rest of the 2-rank program does nothing)."""
+    return program([[Threadblock(0, 1, None, 0, (step(StepKind.SEND, count),))],
+                    [Threadblock(0, None, 0, 0, (step(StepKind.RECV, count),))]], 2, 2, protocol)
+
+
+def test_one_send_costs_bytes_over_rate_plus_a_hop() -> None:
+    # 2 MiB in 2 chunks: chunk 0 (1 MiB) is one call of two slices at 10 GB/s;
+    # the last slice is visible 1 us after it is written.
+    res = simulate(one_send(), pair(), PLAIN, 2 * MIB)
+    assert res.time_us == pytest.approx(MIB / 10e3 + 1.0, rel=1e-6)
+    assert res.algbw == pytest.approx(2 * MIB / res.time_us / 1e3)
+    assert res.busbw == pytest.approx(res.algbw * busbw_factor(Collective.ALLREDUCE, 2))
+
+
+def test_link_slower_than_threadblock_limits() -> None:
+    res = simulate(one_send(), pair(bw=4), PLAIN, 2 * MIB)
+    assert res.time_us == pytest.approx(MIB / 4e3 + 1.0, rel=1e-6)
+
+
+def test_two_senders_share_the_receivers_port_fairly() -> None:
+    # g1 and g2 each send 1 MiB to g0; g0's port gives 10 GB/s in all: 5 each.
+    senders = [Threadblock(0, 0, None, 0, (step(StepKind.SEND),))]
+    recvs = [Threadblock(0, None, 1, 0, (step(StepKind.RECV),)),
+             Threadblock(1, None, 2, 0, (step(StepKind.RECV),))]
+    prog = program([recvs, senders, senders], 3, 3)
+    res = simulate(prog, star(3, 10), PLAIN, 3 * MIB)
+    assert res.time_us == pytest.approx(MIB / 5e3 + 1.0, rel=1e-6)
+    assert res.busiest_link[2] == pytest.approx(1.0, rel=1e-2)
+
+
+def test_ll_puts_its_flags_on_the_wire() -> None:
+    # LL moves 8 data bytes per 16-byte line: on a 4 GB/s link (threadblock
+    # 10 GB/s of data = 20 GB/s of wire) 64 KiB of data takes 128 KiB / 4 GB/s.
+    res = simulate(one_send(Protocol.LL), pair(bw=4), PLAIN, 128 << 10)
+    assert res.time_us == pytest.approx(2 * (64 << 10) / 4e3 + 1.0, rel=1e-6)
+
+
+def test_fifo_credits_bound_a_connection_by_latency() -> None:
+    # Simple buffers 4 slices (2 calls).  8 chunks of 2 MiB are 8 calls of two
+    # 1 MiB slices (105 us each at 10 GB/s).  With a 1000 us hop, slot k is free
+    # again only when slice k has arrived: the sender sends 4 slices, waits for
+    # the first to land, and so on: 3 waits of (hop + slice), 4 slices, a hop.
+    slow = replace(PLAIN, protocols={p: replace(c, hop_p2p=1000.0)
+                                     for p, c in PLAIN.protocols.items()})
+    prog = program([[Threadblock(0, 1, None, 0, (step(StepKind.SEND, 8),))],
+                    [Threadblock(0, None, 0, 0, (step(StepKind.RECV, 8),))]], 8, 2)
+    res = simulate(prog, pair(), slow, 8 * 2 * MIB)
+    s = MIB / 10e3
+    assert res.time_us == pytest.approx(3 * (1000 + s) + 4 * s + 1000, rel=1e-6)
+
+
+def test_dependency_waits_for_the_flag() -> None:
+    # rank 0: tb0 copies (local), tb1 sends after tb0's step 0
+    tbs0 = [Threadblock(0, None, None, 0, (step(StepKind.COPY, has_dep=True),)),
+            Threadblock(1, 1, None, 0, (step(StepKind.SEND, dep=(0, 0)),))]
+    prog = program([tbs0, [Threadblock(0, None, 0, 0, (step(StepKind.RECV),))]], 2, 2)
+    slow_copy = replace(PLAIN, local_bw=1.0)  # 1 GB/s local copy
+    res = simulate(prog, pair(), slow_copy, 2 * MIB)
+    copy = MIB / 1e3
+    drain = (MIB / 2) / 1e3  # the receiver drains each slice at the local rate
+    # slice 1 arrives (MIB/2)/10 GB/s + 1 us after the copy; its drain hides slice 2
+    assert res.time_us == pytest.approx(copy + (MIB / 2) / 10e3 + 1.0 + 2 * drain, rel=1e-6)
+
+
+def test_ring_matches_the_closed_form_within_2_percent() -> None:
+    """A bidirectional ring on a ring topology, one channel per direction, 1 GiB."""
+    from colc.compiler.lower_to_program import LoweringOptions, lower_to_program
+    from colc.compiler.ring import ring_schedule
+
+    topo = ring(8, 10, bidirectional=True)
+    sched = ring_schedule(topo, Collective.ALLGATHER)
+    prog = lower_to_program(sched, LoweringOptions())
+    assert prog.nchannels == 2
+    fast = replace(GENERIC, protocols={p: replace(c, tb_p2p=100.0)
+                                       for p, c in GENERIC.protocols.items()})
+    res = simulate(prog, topo, fast, 1 << 30)
+    closed = 2 * 10 * 8 / 7  # each direction carries (N-1)/N of M / 2 at 10 GB/s
+    assert res.algbw == pytest.approx(closed, rel=0.02)
+
+
+def test_selection_rule() -> None:
+    prog = replace(one_send(), nchunks=16, min_bytes=1024, max_bytes=1 << 20)
+    assert selection(prog, 4096, 4) == ""
+    assert "multiple of nchunksperloop" in selection(prog, 4096 + 4, 4)
+    assert "below minBytes" in selection(prog, 512, 4)
+    assert "above maxBytes" in selection(prog, 2 << 20, 4)
+    assert simulate(prog, pair(), PLAIN, 4096 + 4 * 4).selected is False
+
+
+def test_bad_inputs_are_clean_errors() -> None:
+    with pytest.raises(SimulationError, match="for 2 ranks but topology star has 3"):
+        simulate(one_send(), star(3, 10), PLAIN, MIB)
+    with pytest.raises(SimulationError, match="positive"):
+        simulate(one_send(), pair(), PLAIN, 0)
+    hang = program([[Threadblock(0, 1, None, 0, (step(StepKind.SEND),))],
+                    [Threadblock(0, None, 0, 0, (step(StepKind.RECV, dep=(1, 0)),)),
+                     Threadblock(1, None, None, 0, (step(StepKind.COPY, dep=(0, 0),
+                                                         has_dep=True),))]], 2, 2)
+    with pytest.raises(SimulationError, match="hangs"):
+        simulate(hang, pair(), PLAIN, MIB)
+    assert issubclass(SimulationError, ColcError)
+
+
+def test_presets_are_complete() -> None:
+    for model in PRESETS.values():
+        assert Protocol.SIMPLE in model.protocols and Protocol.LL in model.protocols
+        assert 0 < model.p2p_efficiency <= 1 and 0 < model.net_efficiency <= 1
+        assert model.max_threadblocks >= 64
