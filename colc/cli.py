@@ -299,16 +299,37 @@ def _selection_warnings(program) -> list[str]:
 
 
 def _cmd_analyze(argv: list[str]) -> int:
-    from colc.compiler.analyze import analyze_topology, format_table
+    from colc.compiler.analyze import SIZES, analyze_topology, format_table
+    from colc.ir.core import Collective
+    from colc.ir.runtime_model import PRESETS
+    from colc.sizes import parse_sizes
 
-    p = argparse.ArgumentParser(prog="colc analyze",
-                                description="Bounds and schedule figures for a topology.")
+    p = argparse.ArgumentParser(
+        prog="colc analyze",
+        description="Bounds and schedule figures of a topology: bandwidth-only algbw and "
+                    "simulated time per message size for each algorithm.")
     p.add_argument("topology")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--algorithm", action="append", default=[],
+                   help="only this algorithm (repeatable)")
+    p.add_argument("--collective", action="append", default=[],
+                   choices=["allgather", "reducescatter", "allreduce"],
+                   help="only this collective (repeatable)")
+    p.add_argument("--sizes", default=",".join(str(x) for x in SIZES),
+                   help="simulated sizes (default 1M,16M,128M,1G)")
+    sim = p.add_mutually_exclusive_group()
+    sim.add_argument("--simulate", dest="simulate", action="store_true", default=None,
+                     help="simulate even above 64 ranks")
+    sim.add_argument("--no-simulate", dest="simulate", action="store_false",
+                     help="bandwidth-only figures (fast)")
+    p.add_argument("--machine", choices=sorted(PRESETS), default=None)
     p.add_argument("--boxes", type=int, default=None)
     args = p.parse_args(argv)
     topo = load_any_topology(args.topology, boxes=args.boxes)
-    report = analyze_topology(topo)
+    report = analyze_topology(
+        topo, algorithms=tuple(args.algorithm),
+        collectives=tuple(Collective(c) for c in args.collective),
+        sizes=parse_sizes(args.sizes), simulate=args.simulate, machine=args.machine)
     if args.json:
         print(json.dumps(report, indent=2, sort_keys=False))
     else:

@@ -27,6 +27,8 @@ from __future__ import annotations
 from fractions import Fraction
 
 import highspy
+
+from colc.compiler.highs_solver import new_highs
 import numpy as np
 from scipy.sparse import csc_matrix
 
@@ -77,7 +79,7 @@ class _LP:
         lp.a_matrix_.start_ = mat.indptr
         lp.a_matrix_.index_ = mat.indices
         lp.a_matrix_.value_ = mat.data
-        h = highspy.Highs()
+        h = new_highs()
         h.setOptionValue("output_flag", False)
         h.passModel(lp)
         h.run()

@@ -1,13 +1,22 @@
 """Analysis report: bounds and schedule figures of a topology (``colc analyze``).
 
 Input: a validated ``Topology``.  Output: a JSON-ready dict
-``{"topology", "ranks", "bounds": {coll: {"algbw": GB/s, "method": ...}},
-"schedules": [{"algorithm", "collective", "steps", "algbw", ...}]}``.
+``{"topology", "ranks", "machine", "sizes", "bounds": {coll: {"algbw": GB/s,
+"method": ..., "latency_us": ..., "by_size": [...]}}, "schedules":
+[{"algorithm", "collective", "steps", "algbw", "simulated": [...], ...}]}``.
 
-algbw follows nccl-tests (collective size over time, bandwidth-only time).
-Bounds: the exact cut bound and the allreduce LP bound when the tree
-analysis is available (``colc.compiler.exact_bounds``); otherwise the
-per-rank ingress/egress bound.
+``algbw`` of a schedule is the bandwidth-only figure (nccl-tests convention:
+collective size over the bandwidth-only time); ``simulated`` lists, for
+each size of ``sizes``, the calibrated simulator's time (us), algbw and busbw
+of the best file colc writes with that algorithm (``colc.compiler.pipeline``
+tries its chunkings and keeps the best over the sizes), its variant, and
+whether it fits the runtime's limits (``"emittable": false`` with the reason
+otherwise).  Bounds: the exact cut bound and the allreduce LP bound when the
+tree analysis is available (``colc.compiler.exact_bounds``); otherwise the
+per-rank ingress/egress bound; ``latency_us`` is the hop bound (the fastest
+protocol's base latency plus its per-hop latency along the longest shortest
+path between two ranks, network hops at the network's), and ``by_size`` the
+resulting lower bound on time and upper bound on algbw at each size.
 
 In-network multicast (seed 001 section 4.5.6): when the topology has a
 multicast switch, the ``trees`` entries of allgather and reducescatter get
@@ -30,6 +39,7 @@ from colc.compiler.estimate_bandwidth import schedule_algbw, schedule_steps
 from colc.compiler.pipeline import ALGORITHMS, _load_optional_algorithms
 from colc.errors import ColcError
 from colc.ir.core import Collective
+from colc.ir.runtime_model import model_for, model_named
 from colc.ir.topology import Topology
 from colc.ir.trees import TreePacking
 
@@ -84,15 +94,45 @@ def _num(x: Fraction) -> float:
     return round(float(x), 3)
 
 
-def analyze_topology(topo: Topology) -> dict:
-    """Build the analysis report (see module docstring)."""
+#: Sizes the report simulates by default (bytes).
+SIZES = (1 << 20, 16 << 20, 128 << 20, 1 << 30)
+#: Above this many ranks the report skips simulation unless asked.
+SIMULATE_UP_TO = 64
+
+
+def analyze_topology(topo: Topology, *, algorithms: tuple[str, ...] = (),
+                     collectives: tuple[Collective, ...] = (), sizes: tuple[int, ...] = SIZES,
+                     simulate: bool | None = None, machine: str | None = None) -> dict:
+    """Build the analysis report (see module docstring).
+
+    Parameters
+    ----------
+    topo : Topology
+    algorithms, collectives : tuple
+        Restrict the rows (empty: all).
+    sizes : tuple of int
+        Message sizes of the simulated columns.
+    simulate : bool or None
+        None: simulate when the topology has at most ``SIMULATE_UP_TO`` ranks.
+    machine : str or None
+        Cost-model preset (None: from the topology).
+    """
     _load_optional_algorithms()
+    for name in algorithms:
+        if name not in ALGORITHMS:
+            raise ColcError(f"--algorithm: unknown algorithm '{name}'; choose from "
+                            f"{', '.join(sorted(ALGORITHMS))}")
+    names = algorithms or tuple(sorted(ALGORITHMS))
+    colls = collectives or COLLECTIVES
+    if simulate is None:
+        simulate = topo.num_ranks <= SIMULATE_UP_TO
     schedules = []
     packings: dict[bool, TreePacking] = {}
-    for name in sorted(ALGORITHMS):
-        for coll in COLLECTIVES:
+    model = model_named(machine) if machine else model_for(topo)
+    for name in names:
+        for coll in colls:
             try:
-                sched = ALGORITHMS[name](topo, coll)
+                sched = ALGORITHMS[name](topo, coll, None)
             except ColcError as err:
                 schedules.append({"algorithm": name, "collective": coll.value,
                                   "error": str(err)})
@@ -105,9 +145,85 @@ def analyze_topology(topo: Topology) -> dict:
                 multicast = _multicast(topo, coll, packings)
                 if multicast is not None:
                     entry["multicast"] = multicast
+            if simulate:
+                entry.update(_simulated(topo, name, coll, sizes, machine))
             schedules.append(entry)
-    return {"topology": topo.name, "ranks": topo.num_ranks, "bounds": _bounds(topo),
+    bounds = _bounds(topo)
+    for coll, b in bounds.items():
+        if coll in {c.value for c in colls}:
+            b.update(_latency_bound(topo, model, b["algbw"], sizes))
+    return {"topology": topo.name, "ranks": topo.num_ranks, "machine": model.name,
+            "sizes": list(sizes), "simulated": simulate,
+            "bounds": {c: b for c, b in bounds.items() if c in {x.value for x in colls}},
             "schedules": schedules}
+
+
+def _simulated(topo: Topology, name: str, coll: Collective, sizes: tuple[int, ...],
+               machine: str | None) -> dict:
+    """The best file of one algorithm, simulated at ``sizes`` (or why there is none)."""
+    from colc.compiler.pipeline import CompileOptions, Compiler, variants
+
+    compiler = Compiler(topo, CompileOptions(algorithm=name, collective=coll,
+                                             rank_sizes=sizes, machine=machine))
+    best, why = None, ""
+    for v in variants(compiler):
+        try:
+            score = compiler.score(v, sizes)
+        except ColcError as err:
+            why = str(err)
+            continue
+        if best is None or score > best[0]:
+            best = (score, v)
+    if best is None:
+        return {"emittable": False, "why": why}
+    v = best[1]
+    rows = []
+    for size in sizes:
+        r = compiler.simulate(v, size)
+        rows.append({"size": size, "time_us": round(r.time_us, 2), "algbw": round(r.algbw, 3),
+                     "busbw": round(r.busbw, 3), "selected": r.selected})
+    return {"emittable": True, "variant": v.label,
+            "nchunks": compiler.program(v).nchunks, "simulated": rows}
+
+
+def _latency_bound(topo: Topology, model, bw: float, sizes: tuple[int, ...]) -> dict:
+    """Hop bound in us, and the time/algbw bounds per size it gives with ``bw``."""
+    from colc.ir.core import Protocol
+    from colc.ir.routing import Router
+
+    router = Router(topo)
+    lat = min((model.latency(p) for p in model.protocols), key=lambda c: c.base + c.hop_p2p)
+    worst = 0.0
+    for a in range(topo.num_ranks):
+        hops = _hop_latencies(topo, router, a, lat)
+        worst = max([worst, *hops.values()])
+    latency = lat.base + worst
+    by_size = [{"size": s, "time_us": round(max(latency, s / (bw * 1000) if bw else 0), 2),
+                "algbw": round(s / max(latency, s / (bw * 1000) if bw else 1e-9) / 1000, 3)}
+               for s in sizes]
+    _ = Protocol
+    return {"latency_us": round(latency, 2), "by_size": by_size}
+
+
+def _hop_latencies(topo: Topology, router, src: int, lat) -> dict[int, float]:
+    """Least total hop latency from ``src`` to every rank over switch paths (Dijkstra)."""
+    import heapq
+
+    best = {src: 0.0}
+    heap = [(0.0, src)]
+    while heap:
+        d, u = heapq.heappop(heap)
+        if d > best.get(u, float("inf")):
+            continue
+        for v, path in router.switch_paths(u).items():
+            if v == u:
+                continue
+            net = any(topo.node[x].is_network for x in path)
+            nd = d + (lat.hop_net if net else lat.hop_p2p)
+            if nd < best.get(v, float("inf")):
+                best[v] = nd
+                heapq.heappush(heap, (nd, v))
+    return best
 
 
 def _multicast(topo: Topology, coll: Collective,
@@ -152,17 +268,33 @@ def _steps(name: str, topo: Topology, coll: Collective, sched) -> int:
 
 def format_table(report: dict) -> str:
     """A readable table of the report."""
-    lines = [f"topology {report['topology']}: {report['ranks']} ranks", "",
-             f"{'bound':<16}{'algbw GB/s':>12}  method"]
+    from colc.sizes import format_size
+
+    sizes = report.get("sizes", [])
+    head = "".join(f"{format_size(x):>10}" for x in sizes)
+    lines = [f"topology {report['topology']}: {report['ranks']} ranks, cost model "
+             f"{report.get('machine', '?')}", "",
+             "Bounds (algbw GB/s; 'bandwidth' from the cut bound / allreduce LP, the size",
+             "columns also from the hop latency of the fastest protocol):",
+             f"{'collective':<15}{'bandwidth':>10}{'hops us':>9}{head}  method"]
     for coll, b in report["bounds"].items():
-        lines.append(f"{coll:<16}{b['algbw']:>12.3f}  {b['method']}")
-    lines += ["", f"{'algorithm':<10}{'collective':<16}{'steps':>6}{'algbw GB/s':>12}"]
+        cols = "".join(f"{row['algbw']:>10.2f}" for row in b.get("by_size", []))
+        lat = f"{b['latency_us']:>9.1f}" if "latency_us" in b else f"{'':>9}"
+        lines.append(f"{coll:<15}{b['algbw']:>10.2f}{lat}{cols}  {b['method']}")
+    lines += ["", "Schedules ('bandwidth' = bandwidth-only algbw of the schedule; size "
+              "columns = simulated algbw of the best file colc writes with it):",
+              f"{'algorithm':<10}{'collective':<15}{'hops':>5}{'bandwidth':>10}{head}  file"]
     for s in report["schedules"]:
         if "error" in s:
-            lines.append(f"{s['algorithm']:<10}{s['collective']:<16}  n/a: {s['error']}")
-        else:
-            lines.append(f"{s['algorithm']:<10}{s['collective']:<16}{s['steps']:>6}"
-                         f"{s['algbw']:>12.3f}")
+            lines.append(f"{s['algorithm']:<10}{s['collective']:<15}  n/a: {s['error']}")
+            continue
+        row = f"{s['algorithm']:<10}{s['collective']:<15}{s['steps']:>5}{s['algbw']:>10.2f}"
+        if s.get("emittable") is False:
+            row += f"  not emittable within the runtime's limits: {s['why']}"
+        elif "simulated" in s:
+            row += "".join(f"{r['algbw']:>10.2f}" for r in s["simulated"])
+            row += f"  {s['variant']}, nchunksperloop {s['nchunks']}"
+        lines.append(row)
         if "multicast" in s:
             m = s["multicast"]
             gpu, what = (("sends", "multicast") if s["collective"] == "allgather"
@@ -171,4 +303,6 @@ def format_table(report: dict) -> str:
                          f"{m['traffic_after']:g}, GPU {gpu} {m[f'gpu_{gpu}_before']:g} -> "
                          f"{m[f'gpu_{gpu}_after']:g} GB per GB (analysis only; "
                          f"files send unicast)")
+    if not report.get("simulated", True):
+        lines.append(f"(simulation skipped above {SIMULATE_UP_TO} ranks; use --simulate)")
     return "\n".join(lines)

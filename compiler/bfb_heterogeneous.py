@@ -28,6 +28,8 @@ from __future__ import annotations
 from fractions import Fraction
 
 import highspy
+
+from colc.compiler.highs_solver import new_highs
 import numpy as np
 
 from colc.compiler.bfb_lp import _pairs
@@ -123,7 +125,7 @@ def _solve_one(alphas, coef, masks, counts, allowed):
     cls, lnk = _pairs(masks, k)
     m = cls.shape[0]
     links = [j for j in range(k) if allowed >> j & 1]
-    h = highspy.Highs()
+    h = new_highs()
     h.setOptionValue("output_flag", False)
     inf = highspy.kHighsInf
     h.addVars(1 + m, np.zeros(1 + m), np.full(1 + m, inf))

@@ -43,6 +43,8 @@ from collections.abc import Sequence
 from fractions import Fraction
 
 import highspy
+
+from colc.compiler.highs_solver import new_highs
 import numpy as np
 
 from colc.errors import InternalError
@@ -278,7 +280,7 @@ def _highs_batch(problems: Sequence[Problem]) -> list[tuple[float, list[tuple[in
     lp.a_matrix_.start_ = np.concatenate([*starts, np.array([nnz], dtype=np.int64)]).astype(np.int32)
     lp.a_matrix_.index_ = np.concatenate(index) if index else np.zeros(0, dtype=np.int32)
     lp.a_matrix_.value_ = np.concatenate(value) if value else np.zeros(0)
-    h = highspy.Highs()
+    h = new_highs()
     h.setOptionValue("output_flag", False)
     h.setOptionValue("solver", "simplex")
     h.passModel(lp)

@@ -52,7 +52,7 @@ SIZES = tuple(1 << k for k in range(10, 31, 2))
 PROTOCOL_SIZES = {Protocol.LL: (0, 4 << 20), Protocol.LL128: (16 << 10, 256 << 20),
                   Protocol.SIMPLE: (256 << 10, 1 << 62)}
 #: Chunks per shard tried per protocol (tree algorithms).
-CHUNKINGS = {Protocol.LL: (1, 4, 16), Protocol.LL128: (4, 16, 64), Protocol.SIMPLE: (16, 64)}
+CHUNKINGS = {Protocol.LL: (1, 4, 16), Protocol.LL128: (4, 16, 64), Protocol.SIMPLE: (16, 32, 64)}
 
 
 @dataclass(frozen=True, slots=True)

@@ -205,7 +205,7 @@ MI250 = RuntimeModel(
                      ll=(1.9, 1.0, 1.5, 12.1, 0.3, 12.0)),
     geometry=RCCL_GEOMETRY, local_bw=80.0, p2p_efficiency=0.859, net_efficiency=0.577,
     max_threadblocks=104, latency_scale=0.271,
-    note="AMD MI250 GCD (gfx90a): xGMI at RCCL's 36 of 50 GB/s per link, HDR InfiniBand; "
+    note="AMD MI250 GCD (gfx90a): xGMI links, HDR InfiniBand; "
          "RCCL tuning model 2; LL128 off as in RCCL's default")
 
 GENERIC = RuntimeModel(
