@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from colc import __version__
 from colc.errors import ColcError, InternalError
 
-SUBCOMMANDS = ("compile", "verify", "analyze", "convert", "find", "simulate")
+SUBCOMMANDS = ("compile", "verify", "analyze", "convert", "find", "simulate", "report")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -63,7 +63,8 @@ def _dispatch(args: list[str]) -> int:
     else:
         cmd, rest = "compile", args
     handler = {"compile": _cmd_compile, "verify": _cmd_verify, "analyze": _cmd_analyze,
-               "convert": _cmd_convert, "find": _cmd_find, "simulate": _cmd_simulate}[cmd]
+               "convert": _cmd_convert, "find": _cmd_find, "simulate": _cmd_simulate,
+               "report": _cmd_report}[cmd]
     return handler(rest)
 
 
@@ -429,6 +430,43 @@ def _cmd_simulate(argv: list[str]) -> int:
     unselected = [r for r in rows if not r.selected]
     if unselected:
         print(f"not selected at {len(unselected)} sizes: {unselected[0].why_not}")
+    return 0
+
+
+def _cmd_report(argv: list[str]) -> int:
+    from colc.backends.report_html import render_report
+    from colc.compiler.report_data import gather_report
+    from colc.ir.core import Collective
+    from colc.ir.runtime_model import PRESETS
+    from colc.sizes import parse_sizes
+
+    p = argparse.ArgumentParser(
+        prog="colc report",
+        description="Write a self-contained HTML page: topology summary, bounds, simulated "
+                    "algbw per algorithm and size (inline SVG plots), size-window portfolio.")
+    p.add_argument("topology")
+    p.add_argument("-o", "--output", required=True, help="the HTML file to write")
+    p.add_argument("--collective", choices=["allgather", "reducescatter", "allreduce"],
+                   default="allreduce", help="collective of the portfolio (default allreduce)")
+    p.add_argument("--sizes", default="1K:1G", help="sizes and lo:hi power-of-two ranges")
+    p.add_argument("--machine", choices=sorted(PRESETS), default=None)
+    p.add_argument("--no-portfolio", dest="portfolio", action="store_false",
+                   help="skip the portfolio (fast; it takes minutes on a 16-GPU box)")
+    p.add_argument("--boxes", type=int, default=None)
+    args = p.parse_args(argv)
+    sizes = parse_sizes(args.sizes)
+    folder = os.path.dirname(os.path.abspath(args.output))
+    if not os.path.isdir(folder):  # fail before the slow part, not after it
+        raise ColcError(f"{args.output}: error: output folder {folder} does not exist")
+    topo = load_any_topology(args.topology, boxes=args.boxes)
+    data = gather_report(topo, collective=Collective(args.collective), sizes=sizes,
+                         machine=args.machine, portfolio=args.portfolio)
+    port = data["portfolio"]
+    if port is not None and port["error"]:
+        print(f"colc: warning: no portfolio for {port['collective']}: {port['error']}",
+              file=sys.stderr)
+    write_atomically(args.output, render_report(data))
+    print(f"colc: wrote {args.output}", file=sys.stderr)
     return 0
 
 

@@ -14,8 +14,11 @@ Search (``colc.compiler.pipeline.Compiler``): at every evaluated size
 (``SIZES``: 1 KiB to 1 GiB by factors of 4) the variants whose protocol
 suits the size (``PROTOCOL_SIZES``: LL for small messages, LL128 in the
 middle, Simple from 256 KiB up) and which the runtime would select there
-for fp32 (hence also for fp16 and bf16) are simulated; variants whose
-bandwidth bound cannot beat the best simulated one are skipped.  Runs of
+for fp32 (hence also for fp16 and bf16) are simulated (when none is
+selectable, e.g. allreduce on a rank count that is not a power of two, all
+are, and the portfolio says the runtime will not use it at that size);
+variants whose bandwidth bound cannot beat the best simulated one are
+skipped.  Runs of
 sizes with the same winner form a window; a window ends at twice its last
 evaluated size (a power of two, so every power-of-two size between two
 evaluated sizes falls in one window), the first starts at 0 and the last
@@ -148,12 +151,17 @@ def _rank(compiler: Compiler, cands: list[Variant], size: int, notes: list[str],
         except ColcError as err:
             notes.append(f"{v.algorithm}: {err}")
             continue
-        if (size // compiler.opts.dtype_bytes) % nchunks:
-            continue  # the runtime would not select it at this size
-        usable.append((est, v))
-    usable.sort(key=lambda e: (-e[0], e[1].label))
+        selectable = (size // compiler.opts.dtype_bytes) % nchunks == 0
+        usable.append((selectable, est, v))
+    if usable and not any(sel for sel, _, _ in usable):
+        notes.append(f"at {_human(size)}B no file is selected by the runtime: "
+                     f"nchunksperloop (a multiple of the {compiler.topo.num_ranks} ranks) "
+                     f"divides no element count of that size; NCCL runs instead there")
+    elif usable:
+        usable = [u for u in usable if u[0]]
+    usable.sort(key=lambda e: (-e[1], e[2].label))
     best, out = 0.0, []
-    for est, v in usable:
+    for _, est, v in usable:
         if est < best and size >= 64 << 20:
             continue  # bandwidth-bound there, and the bound is below the best
         try:

@@ -1,0 +1,200 @@
+"""Lane balancing, selectable chunking and size-window portfolios.
+
+Properties every schedule generator must keep through ``balance-lanes``: the
+data a schedule moves does not change (the chunk checker proves the
+postcondition in both aliasing modes and the physics), and the lowered
+program stays within the runtime's limits.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from fractions import Fraction
+
+import pytest
+
+from colc.cli import main
+from colc.compiler.balance_lanes import STEP_BUDGET, balance_lanes, plan_lanes
+from colc.compiler.lower_to_program import LoweringOptions, lower_to_program
+from colc.compiler.pipeline import (
+    ALGORITHMS,
+    CompileOptions,
+    _load_optional_algorithms,
+    compile_topology,
+    selectable_sizes,
+)
+from colc.compiler.portfolio import build_portfolio, check_windows
+from colc.frontends.families import dgx_a100, hypercube, ring, torus
+from colc.ir.check_chunks import check_schedule
+from colc.ir.core import Collective, Protocol
+from colc.ir.runtime_model import A100, GENERIC, MI250
+from colc.ir.topology import Link, Node, Topology
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+EXAMPLES = os.path.join(REPO, "examples")
+COLLS = (Collective.ALLGATHER, Collective.REDUCESCATTER, Collective.ALLREDUCE)
+
+
+def two_boxes(gpus: int = 3) -> Topology:
+    """Two boxes of ``gpus`` GPUs on a box switch, joined by a network switch."""
+    nodes, links = [], []
+    for b in range(2):
+        nodes += [Node(f"b{b}g{i}", "gpu") for i in range(gpus)] + [Node(f"b{b}nvs", "switch")]
+        for i in range(gpus):
+            links += [Link(f"b{b}g{i}", f"b{b}nvs", Fraction(100)),
+                      Link(f"b{b}nvs", f"b{b}g{i}", Fraction(100))]
+    nodes.append(Node("ib", "switch", net=True))
+    for b in range(2):
+        for i in range(gpus):
+            links += [Link(f"b{b}g{i}", "ib", Fraction(10)), Link("ib", f"b{b}g{i}", Fraction(10))]
+    return Topology("two-boxes", tuple(nodes), tuple(links))
+
+
+CASES = [("ring", lambda: ring(6, 10, bidirectional=True)), ("bfb", lambda: torus([3, 3], 10)),
+         ("bfb", lambda: hypercube(3, 10)), ("trees", two_boxes), ("hier", two_boxes)]
+
+
+@pytest.mark.parametrize("coll", COLLS, ids=lambda c: c.value)
+@pytest.mark.parametrize("name,make", CASES, ids=[f"{n}-{i}" for i, (n, _) in enumerate(CASES)])
+def test_balancing_keeps_the_data_and_the_limits(name, make, coll) -> None:
+    _load_optional_algorithms()
+    topo = make()
+    sched = ALGORITHMS[name](topo, coll, 4 if name in ("trees", "hier") else None)
+    for model in (A100, GENERIC):
+        plan = plan_lanes(sched, topo, model, Protocol.SIMPLE, target_algbw=200.0)
+        out = balance_lanes(sched, plan)
+        assert check_schedule(out, topo) == []  # same postcondition, races, physics
+        moved = sorted((o.src.rank, o.dst.rank, o.count) for o in sched.ops if o.is_transfer)
+        chunks_in = sum(c for _, _, c in moved)
+        assert chunks_in == sum(o.count for o in out.ops if o.is_transfer)
+        per_lane: dict[tuple[int, int, int], int] = {}
+        for o in out.ops:
+            if o.is_transfer:
+                key = (o.src.rank, o.dst.rank, o.channel)
+                per_lane[key] = per_lane.get(key, 0) + 1
+                assert o.channel < plan.lanes[(o.src.rank, o.dst.rank)]
+        assert max(per_lane.values()) <= STEP_BUDGET
+        prog = lower_to_program(out, LoweringOptions(fuse=False, pair_connections=False,
+                                                      max_threadblocks=model.max_threadblocks))
+        assert prog.nchannels <= 32
+        assert all(len(tb.steps) <= 64 for rp in prog.ranks for tb in rp.threadblocks)
+        assert all(len(rp.threadblocks) <= model.max_threadblocks for rp in prog.ranks)
+
+
+def test_lanes_follow_the_threadblock_rates() -> None:
+    """A pair carrying 120 GB/s needs >= 6 lanes of 20 GB/s; a 10 GB/s pair one."""
+    _load_optional_algorithms()
+    topo = dgx_a100(2)
+    sched = ALGORITHMS["hier"](topo, Collective.ALLGATHER, 16)
+    plan = plan_lanes(sched, topo, A100, Protocol.SIMPLE)
+    rate = {p: plan.lane_rate[p] * n for p, n in plan.lanes.items()}
+    for pair, n in plan.lanes.items():
+        assert plan.lane_rate[pair] <= 20.0 + 1e-9
+        if n > 1:  # more lanes only where one would be the bottleneck
+            assert rate[pair] > 20.0 or n * 40 >= 1
+
+
+def test_random_topologies_balance_correctly() -> None:
+    rng = random.Random(5)
+    _load_optional_algorithms()
+    for _ in range(6):
+        n = rng.randint(3, 6)
+        nodes = tuple(Node(f"r{i}", "gpu") for i in range(n))
+        links = []
+        for i in range(n):
+            j = (i + 1) % n
+            bw = Fraction(rng.choice([5, 10, 25]))
+            links += [Link(f"r{i}", f"r{j}", bw), Link(f"r{j}", f"r{i}", bw)]
+        topo = Topology("rand", nodes, tuple(links))
+        for coll in COLLS:
+            sched = ALGORITHMS["ring"](topo, coll, None)
+            out = balance_lanes(sched, plan_lanes(sched, topo, MI250, Protocol.SIMPLE,
+                                                  target_algbw=100.0))
+            assert check_schedule(out, topo) == []
+
+
+def test_single_file_is_selectable_at_power_of_two_sizes() -> None:
+    topo = dgx_a100(2)
+    res = compile_topology(topo, CompileOptions(algorithm="hier", collective=Collective.ALLGATHER,
+                                                rank_sizes=(16 << 20,)))
+    sizes = selectable_sizes(res.program, 4, lo=1 << 20, hi=1 << 30)
+    assert sizes == [1 << k for k in range(20, 31)]
+    assert selectable_sizes(res.program, 2, lo=1 << 20, hi=1 << 30) == sizes
+    assert res.predicted and res.predicted[0][1].selected
+
+
+def test_portfolio_covers_every_size_once(tmp_path) -> None:
+    topo = two_boxes(4)
+    sizes = (1 << 10, 1 << 14, 1 << 18, 1 << 22)
+    p = build_portfolio(topo, CompileOptions(collective=Collective.ALLREDUCE), sizes=sizes)
+    assert check_windows(p.windows) == []
+    assert p.windows[0].lo == 0 and p.windows[-1].hi == 0
+    for w in p.windows:  # every window's file is selected at the sizes it won
+        assert all(r.selected for r in w.results)
+        assert w.program.min_bytes == w.lo and w.program.max_bytes == w.hi
+        assert w.text.startswith("<!-- generated by colc")
+    names = [w.filename(i, "allreduce") for i, w in enumerate(p.windows)]
+    assert names == sorted(names)
+
+
+def test_portfolio_says_when_the_runtime_cannot_select_it() -> None:
+    p = build_portfolio(two_boxes(3), CompileOptions(collective=Collective.ALLREDUCE),
+                        sizes=(1 << 12, 1 << 16))
+    assert check_windows(p.windows) == []
+    assert any("no file is selected by the runtime" in n for n in p.notes)
+
+
+def test_check_windows_finds_gaps_and_overlaps() -> None:
+    class W:
+        def __init__(self, lo, hi):
+            self.lo, self.hi = lo, hi
+
+    assert check_windows([W(0, 100), W(101, 0)]) == []
+    assert check_windows([W(0, 100), W(150, 0)]) == ["window 1 starts at 150, expected 101"]
+    assert check_windows([W(0, 100), W(50, 0)]) == ["window 1 starts at 50, expected 101"]
+    assert check_windows([W(0, 100)]) == ["the last window is bounded"]
+
+
+def test_directory_output_writes_verified_windows(tmp_path, capsys) -> None:
+    path = tmp_path / "topo.yaml"
+    path.write_text("family: ring\nranks: 4\nbandwidth: 10\nbidirectional: true\n")
+    out = tmp_path / "algos"
+    assert main([str(path), "--collective", "allgather", "-o", str(out) + "/"]) == 0
+    files = sorted(os.listdir(out))
+    assert files and all(f.startswith("colc-allgather-") and f.endswith(".xml") for f in files)
+    for f in files:
+        assert main(["verify", "-q", str(out / f)]) == 0
+    err = capsys.readouterr().err
+    assert "window (bytes)" in err and "verified" in err
+    # a second run replaces the first one's files, and nothing else
+    (out / "mine.xml").write_text("<algo/>")
+    assert main([str(path), "--collective", "allgather", "-o", str(out)]) == 0
+    assert "mine.xml" in os.listdir(out)
+
+
+def test_verify_warns_about_unselectable_files(tmp_path, capsys) -> None:
+    out = tmp_path / "x.xml"
+    topo = os.path.join(EXAMPLES, "torus-3x5.yaml")
+    assert main([topo, "--collective", "allreduce", "--algorithm", "ring", "-o", str(out)]) == 0
+    capsys.readouterr()
+    assert main(["verify", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "never selects it" in text and "selected by the runtime at fp32: no" in text
+
+
+def test_simulate_cli_and_its_errors(tmp_path, capsys) -> None:
+    out = tmp_path / "x.xml"
+    topo = os.path.join(EXAMPLES, "ring-4.yaml")
+    assert main([topo, "--algorithm", "ring", "-o", str(out)]) == 0
+    capsys.readouterr()
+    assert main(["simulate", str(out), "--topo", topo, "--sizes", "1K,1M"]) == 0
+    text = capsys.readouterr().out
+    assert "1K" in text and "1M" in text and "algbw" in text
+    assert main(["simulate", str(out), "--topo", topo, "--sizes", "1Q"]) == 1
+    assert "not a size" in capsys.readouterr().err
+    other = os.path.join(EXAMPLES, "torus-3x5.yaml")
+    assert main(["simulate", str(out), "--topo", other]) == 1
+    assert "ranks" in capsys.readouterr().err
+    assert main(["simulate", str(out), "--topo", topo, "--dtype", "int3"]) == 1
+    assert main([topo, "--min-bytes", "1Z", "-o", str(out)]) == 1
