@@ -47,6 +47,10 @@ from colc.errors import InternalError
 
 _INT32_MAX = 2**31 - 1
 
+# Our flows are small: networkit's OpenMP threads only spin against each other
+# (and against other processes: on 2 busy cores a packing ran 50x slower).
+nk.setNumberOfThreads(1)
+
 
 @dataclass(frozen=True, slots=True)
 class FlowProblem:
@@ -151,39 +155,37 @@ class SolverNetwork:
             raise InternalError("SolverNetwork needs distinct arcs")
         self.total = sum(caps)
         # networkit's Edmonds-Karp can return a flow too large when the graph
-        # has a zero-weight edge or two antiparallel edges (checked against
-        # networkx: 1 in 3000 random 6-node networks; the spread switch
-        # splitting hit it and packed no trees).  So arcs of capacity 0 are
-        # left out, and of two antiparallel arcs the one with the larger tail
-        # goes through its own relay node.
+        # has two antiparallel edges (checked against networkx: 1 in 3000
+        # random 6-node networks; zero-weight edges alone are fine, 0 in 6000;
+        # the spread switch splitting hit it and packed no trees).  So of two
+        # antiparallel arcs the one with the larger tail goes through a relay
+        # node of its own.  Edges are never removed or added after
+        # construction (networkit never reuses edge ids, and every flow would
+        # allocate for all ids ever used).
         present = set(self.ends)
         self.relay: dict[int, int] = {}
         for i, (u, v) in enumerate(self.ends):
             if u > v and (v, u) in present:
                 self.relay[i] = n + len(self.relay)
         self.graph = nk.Graph(n + len(self.relay), weighted=True, directed=True)
-        self.caps = [0] * len(self.ends)
+        self.caps = list(caps)
         for i, c in enumerate(caps):
-            self._put(i, c)
+            for a, b in self._hops(i):
+                self.graph.addEdge(a, b, float(c))
         self.graph.indexEdges()
 
-    def _put(self, arc: int, cap: int) -> None:
-        old, self.caps[arc] = self.caps[arc], cap
+    def _hops(self, arc: int) -> list[tuple[int, int]]:
         u, v = self.ends[arc]
-        hops = [(u, v)] if arc not in self.relay else [(u, self.relay[arc]),
-                                                       (self.relay[arc], v)]
-        for a, b in hops:
-            if cap > 0 and old > 0:
-                self.graph.setWeight(a, b, float(cap))
-            elif cap > 0:
-                self.graph.addEdge(a, b, float(cap))
-            elif old > 0:
-                self.graph.removeEdge(a, b)
+        if arc not in self.relay:
+            return [(u, v)]
+        return [(u, self.relay[arc]), (self.relay[arc], v)]
 
     def set_capacity(self, arc: int, cap: int) -> None:
         """Set the capacity of arc ``arc`` (its index at construction)."""
         self.total += cap - self.caps[arc]
-        self._put(arc, cap)
+        self.caps[arc] = cap
+        for a, b in self._hops(arc):
+            self.graph.setWeight(a, b, float(cap))
 
     def flow(self, source: int, sink: int) -> int:
         """Maximum flow value from ``source`` to ``sink`` with the current capacities."""
