@@ -169,7 +169,8 @@ def _fit_budget(lanes: dict[tuple[int, int], int], rate: dict[tuple[int, int], f
             lanes[pair] -= 1
 
 
-def balance_lanes(sched: Schedule, plan: LanePlan, *, size: int = 1 << 30) -> Schedule:
+def balance_lanes(sched: Schedule, plan: LanePlan, *, size: int = 1 << 30,
+                  urgency: float = 0.0) -> Schedule:
     """Apply a ``LanePlan`` by list scheduling: lanes and a new program order.
 
     Every op is scheduled when its dependencies have (estimated) finished:
@@ -189,6 +190,12 @@ def balance_lanes(sched: Schedule, plan: LanePlan, *, size: int = 1 << 30) -> Sc
     plan : LanePlan
     size : int
         Message size (bytes) the timing estimate assumes.
+    urgency : float
+        0: ops are placed in the order they become ready.  Above 0, an op
+        with a long path of work after it (its *tail*: durations and hops to
+        the end, as in HEFT's upward rank) is placed earlier by ``urgency``
+        times its tail, so the transfers that feed a slow hop start first
+        (reduce-scatter's network hop comes last in its trees).
 
     Returns
     -------
@@ -210,10 +217,12 @@ def balance_lanes(sched: Schedule, plan: LanePlan, *, size: int = 1 << 30) -> Sc
     free: dict[tuple, float] = defaultdict(float)
     count: dict[tuple, int] = defaultdict(int)
     arrived: dict[tuple[int, object, int], int] = {}
-    heap = [(0.0, op.op_id) for op in ops if not op.deps]
+    tail = _tails(ops, users, plan, chunk) if urgency else [0.0] * len(ops)
+    heap = [(-urgency * tail[op.op_id], op.op_id) for op in ops if not op.deps]
     heapq.heapify(heap)
     while heap:
-        t, i = heapq.heappop(heap)
+        _, i = heapq.heappop(heap)
+        t = ready[i]
         op = ops[i]
         if op.is_transfer:
             pair = (op.src.rank, op.dst.rank)
@@ -240,13 +249,27 @@ def balance_lanes(sched: Schedule, plan: LanePlan, *, size: int = 1 << 30) -> Sc
             ready[u] = max(ready[u], done)
             waiting[u] -= 1
             if waiting[u] == 0:
-                heapq.heappush(heap, (ready[u], u))
+                heapq.heappush(heap, (ready[u] - urgency * tail[u], u))
     order = sorted(range(len(ops)), key=lambda i: (start[i], i))
     new_id = {old: k for k, old in enumerate(order)}
     out = tuple(dataclasses.replace(ops[i], op_id=new_id[i], channel=lane_of[i],
                                     deps=tuple(sorted(new_id[d] for d in ops[i].deps)))
                 for i in order)
     return dataclasses.replace(sched, ops=out)
+
+
+def _tails(ops: list[Op], users: dict[int, list[int]], plan: LanePlan,
+           chunk: float) -> list[float]:
+    """Estimated work after each op (its duration, hop and the longest tail after it)."""
+    tail = [0.0] * len(ops)
+    for op in reversed(ops):
+        if op.is_transfer:
+            pair = (op.src.rank, op.dst.rank)
+            own = op.count * chunk / (plan.lane_rate[pair] * 1000.0) + plan.hop[pair]
+        else:
+            own = op.count * chunk / (plan.local_rate * 1000.0)
+        tail[op.op_id] = own + max((tail[u] for u in users[op.op_id]), default=0.0)
+    return tail
 
 
 def _lane(pair: tuple[int, int], n: int, op: Op, t: float, free: dict, count: dict,

@@ -289,7 +289,9 @@ class Compiler:
         opts = self.opts
         if opts.balance:
             plan = plan_lanes(sched, self.topo, self.model, variant.protocol)
-            sched = balance_lanes(sched, plan, size=max(self.sizes()))
+            # reductions: start the work that feeds the last (network) hop first
+            urgency = 1.0 if opts.collective.reduces else 0.0
+            sched = balance_lanes(sched, plan, size=max(self.sizes()), urgency=urgency)
             if opts.verify_each:
                 _check_or_raise(sched, self.topo, "balance-lanes")
         strategies = self._strategies(variant)

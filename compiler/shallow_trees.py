@@ -188,7 +188,8 @@ def shallow_packing(topo: Topology, max_k: int = MAX_K) -> TreePacking:
                 if b == fab.box_of[r]:
                     continue
                 opts = ways[(r, b)]
-                relay, entry = opts[(i + place * k) % len(opts)]
+                shift = place * k if k < len(opts) else place
+                relay, entry = opts[(i + shift) % len(opts)]
                 edges.append((r if relay is None else relay, entry))
                 edges.extend(_pick(trees_of[entry], i))
             trees.append(Tree(r, tuple(edges), 1))
