@@ -20,7 +20,7 @@ import dataclasses
 
 from colc.errors import ColcError
 from colc.ir.chunks import Op, Schedule, Slot
-from colc.ir.core import Buffer
+from colc.ir.core import Buffer, Collective
 
 NAME = "replicate-instances"
 
@@ -47,6 +47,7 @@ def replicate_instances(sched: Schedule, instances: int) -> Schedule:
         raise ColcError(f"--instances must be at least 1, got {instances}")
     if instances == 1:
         return sched
+    sched = split_at_shards(sched)
     cf = sched.chunks_per_rank
     nhints = max(op.channel for op in sched.ops) + 1 if sched.ops else 1
     n = len(sched.ops)
@@ -68,3 +69,45 @@ def replicate_instances(sched: Schedule, instances: int) -> Schedule:
     assert len(ops) == n * instances
     return dataclasses.replace(sched, nchunks=sched.nchunks * instances,
                                scratch_chunks=sched.scratch_chunks * instances, ops=tuple(ops))
+
+
+def split_at_shards(sched: Schedule) -> Schedule:
+    """Cut every op whose input/output range crosses a shard boundary.
+
+    The instance layout keeps each shard contiguous per instance, so an op
+    moving chunks of two shards (BFB allreduce copies its whole input to
+    its output in one op) must be cut at the shard boundaries first;
+    dependencies are then inferred again from program order.
+
+    Examples
+    --------
+    >>> from colc.ir.chunks import Op, OpKind
+    >>> s = Schedule(Collective.ALLREDUCE, 2, 4, 0,
+    ...              (Op(0, OpKind.COPY, Slot(0, Buffer.INPUT, 0), Slot(0, Buffer.OUTPUT, 0), 4),))
+    >>> [(o.src.index, o.count) for o in split_at_shards(s).ops]
+    [(0, 2), (2, 2)]
+    """
+    cf = sched.chunks_per_rank
+    out: list[Op] = []
+    changed = False
+    for op in sched.ops:
+        cuts = {0, op.count}
+        for slot in (op.src, op.dst, op.operand):
+            if slot is None or slot.buffer is Buffer.SCRATCH:
+                continue
+            cuts.update(range((-slot.index) % cf or cf, op.count, cf))
+        if len(cuts) == 2:
+            out.append(dataclasses.replace(op, op_id=len(out)))
+            continue
+        changed = True
+        pts = sorted(cuts)
+        for a, b in zip(pts, pts[1:], strict=False):
+            out.append(Op(len(out), op.kind, op.src.shifted(a), op.dst.shifted(a), b - a,
+                          op.operand.shifted(a) if op.operand is not None else None, (),
+                          op.channel))
+    if not changed:
+        return sched
+    from colc.compiler.infer_dependencies import infer_dependencies
+
+    return infer_dependencies(dataclasses.replace(
+        sched, ops=tuple(dataclasses.replace(o, deps=()) for o in out)))
