@@ -64,7 +64,7 @@ ALGORITHMS: dict[str, Generator] = {"ring": lambda t, c, _chunks=None: ring_sche
 #: Chunkings tried for one large-message file, per algorithm (chunks per root
 #: shard; None: the generator's own).  Powers of two keep files selectable.
 CHUNKINGS: dict[str, tuple[int | None, ...]] = {
-    "ring": (None,), "bfb": (None, 16), "trees": (16, 32, 64), "hier": (16, 32, 64)}
+    "ring": (None,), "bfb": (None, 16, 4, 1), "trees": (16, 32, 64), "hier": (16, 32, 64)}
 
 #: Message sizes a single file is ranked at (bytes) when no window is given.
 LARGE_SIZES = (128 << 20, 1 << 30)
