@@ -11,7 +11,7 @@ install:  ## install colc and its dependencies (colc lands on PATH)
 	$(PYTHON) -m pip install -e ".[test]"
 
 test:  ## run the whole test suite (doctests included)
-	$(PYTHON) -m pytest tests --doctest-modules ir compiler frontends backends colc -p no:cacheprovider
+	$(PYTHON) -m pytest tests --doctest-modules ir compiler frontends backends colc --doctest-glob='api.md' docs -p no:cacheprovider
 
 golden:  ## regenerate golden/ from tests/cases (review the diff!)
 	$(PYTHON) -m pytest tests/test_golden.py --update-golden -q -p no:cacheprovider

@@ -6,3 +6,12 @@ passes, ``colc.backends`` print (and read back) runtime files.
 """
 
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str):
+    """``colc.compile``, ``colc.load_topology``, ``colc.portfolio`` (loaded on first use)."""
+    if name in ("compile", "load_topology", "portfolio", "Compiled"):
+        from colc import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module 'colc' has no attribute {name!r}")

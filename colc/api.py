@@ -1,0 +1,173 @@
+"""The Python API: what ``colc`` does on the command line, as functions.
+
+    >>> import colc
+    >>> topo = colc.load_topology("family: ring\\nranks: 4\\nbandwidth: 10\\n")
+    >>> f = colc.compile(topo, collective="allgather", algorithm="ring")
+    >>> f.verify().ok
+    True
+
+``load_topology`` takes a path or the text of a topology (colc YAML, NCCL
+topology XML, msccl-tools or TACCL JSON); ``compile`` returns a
+``Compiled`` file (MSCCL by default) with its schedule, program, predicted
+times and verification; ``portfolio`` builds one file per size window.
+Errors are ``colc.errors.ColcError`` with the same one-line messages as the
+command line.  See docs/api.md.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import tempfile
+from dataclasses import dataclass
+
+from colc.errors import ColcError
+
+
+def load_topology(source: str | os.PathLike, *, boxes: int | None = None):
+    """A ``Topology`` from a file path, or from the text of a topology.
+
+    Parameters
+    ----------
+    source : str or path-like
+        An existing file, or the file's content (YAML, XML or JSON).
+    boxes : int, optional
+        Boxes for single-box inputs (NCCL topology dumps).
+
+    Returns
+    -------
+    colc.ir.topology.Topology
+    """
+    from colc.cli import load_any_topology
+
+    text = os.fspath(source)
+    if "\n" not in text and os.path.exists(text):
+        return load_any_topology(text, boxes=boxes)
+    suffix = ".xml" if text.lstrip().startswith("<") else (
+        ".json" if text.lstrip().startswith("{") else ".yaml")
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, f"topology{suffix}")
+        with open(path, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        topo = load_any_topology(path, boxes=boxes)
+    return dataclasses.replace(topo, source="<text>")
+
+
+def _options(collective: str, algorithm: str, protocol: str, **kw):
+    from colc.compiler.pipeline import CompileOptions
+    from colc.ir.core import Collective, Protocol
+
+    try:
+        coll, proto = Collective(collective), Protocol(protocol)
+    except ValueError as err:
+        raise ColcError(f"colc.compile: {err}") from None
+    return CompileOptions(algorithm=algorithm, collective=coll, protocol=proto, **kw)
+
+
+@dataclass(frozen=True)
+class Compiled:
+    """One compiled, verified file and what it was made from.
+
+    Attributes
+    ----------
+    topology : Topology
+    result : colc.compiler.pipeline.CompileResult
+    """
+
+    topology: object
+    result: object
+
+    @property
+    def algorithm(self) -> str:
+        """The variant written: ``algorithm[/chunks]/protocol``."""
+        return self.result.algorithm
+
+    @property
+    def program(self):
+        """The runtime program (``colc.ir.program.Program``)."""
+        return self.result.program
+
+    @property
+    def schedule(self):
+        """The chunk-level schedule (``colc.ir.chunks.Schedule``)."""
+        return self.result.schedule
+
+    def to_msccl_xml(self) -> str:
+        """The MSCCL executor file (what ``colc TOPO -o x.xml`` writes)."""
+        from colc.backends.msccl_xml import emit_msccl_xml
+
+        return emit_msccl_xml(self.program)
+
+    def to_oneccl_xml(self) -> str:
+        """The same program in colc's oneCCL thread format (docs/oneccl-xml.md)."""
+        from colc.backends.oneccl_xml import emit_oneccl_xml
+
+        return emit_oneccl_xml(self.program)
+
+    def verify(self, backend: str = "msccl"):
+        """``colc verify`` on the printed file: a report with ``ok``, ``errors``, ``summary``."""
+        from colc.backends.verify import verify_text
+
+        text = self.to_msccl_xml() if backend == "msccl" else self.to_oneccl_xml()
+        return verify_text(text, f"<{self.algorithm}>", backend=backend)
+
+    def simulate(self, sizes=(1 << 20, 1 << 30), dtype: str = "fp32", machine: str | None = None):
+        """Predicted call at each size (``colc.ir.simulate.SimResult`` list)."""
+        from colc.ir.runtime_model import model_for, model_named
+        from colc.ir.simulate import simulate
+        from colc.sizes import dtype_bytes, parse_size
+
+        model = model_named(machine) if machine else model_for(self.topology)
+        size_list = [parse_size(s) if isinstance(s, str) else int(s) for s in sizes]
+        return [simulate(self.program, self.topology, model, s, dtype_bytes(dtype))
+                for s in size_list]
+
+    def analyze(self, **kw) -> dict:
+        """``colc analyze`` restricted to this file's collective (same keywords)."""
+        from colc.compiler.analyze import analyze_topology
+
+        kw.setdefault("collectives", (self.program.collective,))
+        return analyze_topology(self.topology, **kw)
+
+
+def compile(topology, *, collective: str = "allreduce", algorithm: str = "auto",  # noqa: A001
+            protocol: str = "Simple", **options) -> Compiled:
+    """Compile ``topology`` to one verified runtime file (``colc TOPO -o FILE``).
+
+    Parameters
+    ----------
+    topology : Topology or str
+        A ``Topology``, a path or topology text (see ``load_topology``).
+    collective, algorithm, protocol : str
+        As the command-line options.
+    **options
+        Other ``CompileOptions`` fields: ``machine``, ``chunks``, ``instances``,
+        ``min_bytes``, ``max_bytes``, ``inplace``, ``outofplace``, ``balance``,
+        ``rank_sizes``.
+
+    Returns
+    -------
+    Compiled
+    """
+    from colc.compiler.pipeline import compile_topology
+
+    topo = topology if hasattr(topology, "ranks") else load_topology(topology)
+    opts = _options(collective, algorithm, protocol, **options)
+    return Compiled(topo, compile_topology(topo, opts))
+
+
+def portfolio(topology, *, collective: str = "allreduce", algorithm: str = "auto",
+              sizes: tuple[int, ...] | None = None, **options):
+    """One file per size window (``colc TOPO -o DIR/``): a ``Portfolio``.
+
+    ``sizes`` are the evaluated message sizes (default 1 KiB to 1 GiB by
+    factors of 4); other keywords as for ``compile``.
+    """
+    from colc.compiler.portfolio import SIZES, build_portfolio
+
+    topo = topology if hasattr(topology, "ranks") else load_topology(topology)
+    opts = _options(collective, algorithm, "Simple", **options)
+    return build_portfolio(topo, opts, sizes=tuple(sizes) if sizes else SIZES)
+
+
+__all__ = ["Compiled", "compile", "load_topology", "portfolio"]
