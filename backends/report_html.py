@@ -4,7 +4,8 @@ Input: the dict of ``colc.compiler.report_data.gather_report`` (topology
 summary, bounds, schedules, curves, portfolio windows, notes).  Output: the
 text of an HTML page (``templates/report.html.j2``, jinja2 with autoescape
 on) whose plots are inline SVG drawn here: algbw on a log10 y axis against
-message size on a log2 x axis, one ``<polyline>`` per series.  No external
+message size on a log2 x axis, one ``<polyline>`` per series, a filled
+marker per point (open where the runtime would not select the file).  No external
 script, style sheet or font (a Content-Security-Policy forbids loading any);
 a small inline script counts the plots and their polylines into
 ``document.body.dataset`` (``plots``, ``lines``, ``ok``) for headless checks.
@@ -124,8 +125,10 @@ def _plot_geometry(plot: dict) -> dict:
             colour, width, dash = PALETTE[algo % len(PALETTE)], 2, ""
             algo += 1
         marks = [{"x": _c(sx(math.log2(size))), "y": _c(sy(math.log10(bw))),
-                  "title": f"{s['label']}: {format_size(size)} {_gbps(bw)} GB/s"}
-                 for size, bw in s["points"]]
+                  "selected": selected,
+                  "title": f"{s['label']}: {format_size(size)} {_gbps(bw)} GB/s"
+                           + ("" if selected else " (not selected by the runtime)")}
+                 for size, bw, selected in s["points"]]
         series.append({"label": s["label"], "kind": s["kind"], "colour": colour,
                        "width": width, "dash": dash,
                        "points": " ".join(f"{m['x']},{m['y']}" for m in marks),

@@ -68,22 +68,12 @@ def _dispatch(args: list[str]) -> int:
     return handler(rest)
 
 
-def write_atomically(path: str, text: str) -> None:
-    """Write ``text`` to ``path`` via a temporary file in the same folder."""
-    folder = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(folder):
-        raise ColcError(f"{path}: error: output folder {folder} does not exist")
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".colc-", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+def write_atomically(path: str, text: str, inputs: Sequence[str] = ()) -> None:
+    """Write ``text`` to ``path`` safely: atomically for files, in place for
+    devices and FIFOs, never over a directory or an input (``colc.output``)."""
+    from colc.output import write_output
+
+    write_output(path, text, inputs=inputs)
 
 
 def _compile_parser() -> argparse.ArgumentParser:
@@ -175,7 +165,7 @@ def _cmd_compile(argv: list[str]) -> int:
         print(f"colc: note: {note}", file=sys.stderr)
     predicted = ", ".join(f"{r.algbw:.1f} GB/s at {format_size(s)}" for s, r in result.predicted)
     if args.output:
-        write_atomically(args.output, result.text)
+        write_atomically(args.output, result.text, inputs=[args.topology])
         print(f"colc: wrote {args.output} ({result.algorithm}, {opts.collective.value}, "
               f"{topo.num_ranks} ranks, nchunksperloop {result.program.nchunks}; predicted "
               f"{predicted}; bandwidth bound {float(result.algbw):.1f} GB/s; verified)",
@@ -198,7 +188,7 @@ def _write_portfolio(topo, opts, folder: str, source: str) -> int:
     names = []
     for i, w in enumerate(portfolio.windows):
         name = w.filename(i, opts.collective.value)
-        write_atomically(os.path.join(folder, name), w.text)
+        write_atomically(os.path.join(folder, name), w.text, inputs=[source])
         names.append(name)
     stale = _stale_files(folder, opts.collective.value, set(names))
     for name in stale:
@@ -250,12 +240,16 @@ def _foreign_loader(path: str, boxes: int | None):
 def _cmd_verify(argv: list[str]) -> int:
     from colc.backends.verify import verify_file
 
-    p = argparse.ArgumentParser(prog="colc verify",
-                                description="Check a runtime XML file on the runtime's terms.")
-    p.add_argument("file")
+    p = argparse.ArgumentParser(
+        prog="colc verify",
+        description="Check a runtime XML file on the runtime's terms, or every file of an "
+                    "MSCCL_ALGO_DIR and the size windows between them.")
+    p.add_argument("file", help="an algorithm file, or a folder")
     p.add_argument("--backend", choices=["msccl", "oneccl"], default=None)
     p.add_argument("-q", "--quiet", action="store_true", help="print only problems")
     args = p.parse_args(argv)
+    if os.path.isdir(args.file):
+        return _verify_folder(args.file, args.quiet)
     report = verify_file(args.file, backend=args.backend)
     for line in report.errors:
         print(f"{args.file}: error: {line}")
@@ -272,6 +266,27 @@ def _cmd_verify(argv: list[str]) -> int:
                 print(f"{args.file}: {_selection_line(report.program)}")
         return 0
     return 1
+
+
+def _verify_folder(folder: str, quiet: bool) -> int:
+    """``colc verify DIR``: every file, and the windows between them."""
+    from colc.backends.verify_dir import verify_dir
+
+    report = verify_dir(folder)
+    for name, r in report.files:
+        for line in r.errors:
+            print(f"{os.path.join(folder, name)}: error: {line}")
+        if r.ok and not quiet:
+            print(f"{os.path.join(folder, name)}: OK ({r.summary})")
+    for line in report.errors:
+        print(f"{folder}: error: {line}")
+    for line in report.warnings:
+        if not quiet:
+            print(f"{folder}: warning: {line}")
+    if report.ok and not quiet:
+        print(f"{folder}: OK ({len(report.files)} files; windows of the same collective, "
+              f"ranks and mode do not overlap)")
+    return 0 if report.ok else 1
 
 
 def _selection_line(program) -> str:
@@ -350,7 +365,9 @@ def _cmd_convert(argv: list[str]) -> int:
     except ImportError as err:
         raise ColcError("colc convert is not available in this build") from err
     topo = load_any_topology(args.input, boxes=args.boxes)
-    write_atomically(args.output, topology_to_yaml(topo))
+    if _is_directory_target(args.output):
+        raise ColcError(f"{args.output}: error: is a directory (give a file name)")
+    write_atomically(args.output, topology_to_yaml(topo), inputs=[args.input])
     return 0
 
 
@@ -448,10 +465,12 @@ def _cmd_report(argv: list[str]) -> int:
     p.add_argument("-o", "--output", required=True, help="the HTML file to write")
     p.add_argument("--collective", choices=["allgather", "reducescatter", "allreduce"],
                    default="allreduce", help="collective of the portfolio (default allreduce)")
-    p.add_argument("--sizes", default="1K:1G", help="sizes and lo:hi power-of-two ranges")
+    p.add_argument("--sizes", default="1K:1G",
+                   help="sizes and lo:hi power-of-two ranges (default 1K:1G; every size is "
+                        "simulated per algorithm and collective, large ones cost the most)")
     p.add_argument("--machine", choices=sorted(PRESETS), default=None)
     p.add_argument("--no-portfolio", dest="portfolio", action="store_false",
-                   help="skip the portfolio (fast; it takes minutes on a 16-GPU box)")
+                   help="skip the portfolio (it adds minutes on a 16-GPU box)")
     p.add_argument("--boxes", type=int, default=None)
     args = p.parse_args(argv)
     sizes = parse_sizes(args.sizes)
@@ -465,7 +484,7 @@ def _cmd_report(argv: list[str]) -> int:
     if port is not None and port["error"]:
         print(f"colc: warning: no portfolio for {port['collective']}: {port['error']}",
               file=sys.stderr)
-    write_atomically(args.output, render_report(data))
+    write_atomically(args.output, render_report(data), inputs=[args.topology])
     print(f"colc: wrote {args.output}", file=sys.stderr)
     return 0
 

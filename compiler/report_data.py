@@ -13,7 +13,8 @@ is (every choice of what the page shows is made here)::
      "schedules": [{"algorithm", "collective", "steps", "algbw", "variant",
                     "nchunks", "note"}],
      "plots": [{"collective", "title",
-                "series": [{"label", "kind", "points": [[bytes, GB/s], ...]}]}],
+                "series": [{"label", "kind",
+                            "points": [[bytes, GB/s, selected], ...]}]}],
      "portfolio": None | {"collective", "error", "windows": [{"span", "lo", "hi",
                   "algorithm", "protocol", "nchunks",
                   "predicted": [[bytes, GB/s], ...]}], "notes": [str]},
@@ -25,10 +26,12 @@ from ``colc.compiler.analyze.analyze_topology``), the bound at each size
 (``kind`` "bound": cut/LP bandwidth bound and hop-latency bound), and, for
 the chosen collective, the portfolio (``kind`` "portfolio": each window's
 verified program simulated at the sizes of the report it covers).  Only
-positive figures are kept (the page plots them on log axes); a point the
-runtime would not select (the element count is not a multiple of the
-file's ``nchunksperloop``) is left out of the portfolio curve and counted
-in ``notes``.  A collective without any point gets no plot, only a note.
+positive figures are kept (the page plots them on log axes).  ``selected``
+is False where the runtime would not pick the file at that size (the
+element count is not a multiple of its ``nchunksperloop``, e.g. allreduce
+on 3 ranks at power-of-two sizes: NCCL's own algorithm runs instead); such
+points are counted in ``notes``.  Bound points are always True.  A
+collective without any point gets no plot, only a note.
 
 The same input gives the same dict (no clocks, no paths, fixed order).
 """
@@ -83,7 +86,7 @@ def gather_report(topo: Topology, *, collective: Collective = Collective.ALLREDU
     port = _portfolio(topo, collective, sizes, machine, notes) if portfolio else None
     plots = []
     for coll in COLLECTIVES:
-        plot = _plot(coll.value, analysis, port if coll is collective else None)
+        plot = _plot(coll.value, analysis, port if coll is collective else None, notes)
         if plot["series"]:
             plots.append(plot)
         else:
@@ -130,23 +133,28 @@ def _schedule_row(entry: dict) -> dict:
     return row
 
 
-def _positive(points: list[tuple[int, float]]) -> list[list]:
-    return [[int(s), float(v)] for s, v in points if v is not None and v > 0]
+def _positive(points: list[tuple[int, float, bool]]) -> list[list]:
+    return [[int(s), float(v), bool(sel)] for s, v, sel in points if v is not None and v > 0]
 
 
-def _plot(coll: str, analysis: dict, port: dict | None) -> dict:
+def _plot(coll: str, analysis: dict, port: dict | None, notes: list[str]) -> dict:
     """The series of one collective's plot: algorithms, bound, portfolio."""
     series = []
     for s in analysis["schedules"]:
         if s["collective"] != coll or "simulated" not in s:
             continue
-        points = _positive([(r["size"], r["algbw"]) for r in s["simulated"]])
+        points = _positive([(r["size"], r["algbw"], r.get("selected", True))
+                            for r in s["simulated"]])
         if points:
             series.append({"label": f"{s['algorithm']} ({s['variant']})", "kind": "algorithm",
                            "points": points})
+            unselected = sum(1 for p in points if not p[2])
+            if unselected:
+                notes.append(f"{coll}: the runtime would not select the {s['variant']} file "
+                             f"at {unselected} of {len(points)} sizes (open markers)")
     bound = analysis["bounds"].get(coll)
     if bound is not None:
-        points = _positive([(r["size"], r["algbw"]) for r in bound.get("by_size", [])])
+        points = _positive([(r["size"], r["algbw"], True) for r in bound.get("by_size", [])])
         if points:
             series.append({"label": "bound", "kind": "bound", "points": points})
     if port is not None and port.get("curve"):
@@ -181,7 +189,7 @@ def _portfolio(topo: Topology, collective: Collective, sizes: tuple[int, ...],
                       for w in port.windows]
     model = model_named(machine) if machine else model_for(topo)
     loaded: dict[int, object] = {}
-    skipped = 0
+    skipped = unselected = 0
     for size in sizes:
         index = next((i for i, w in enumerate(port.windows)
                       if w.lo <= size and (w.hi == 0 or size <= w.hi)), None)
@@ -197,13 +205,18 @@ def _portfolio(topo: Topology, collective: Collective, sizes: tuple[int, ...],
             notes.append(f"portfolio at {size} bytes: {' '.join(str(err).split())}")
             skipped += 1
             continue
-        if not res.selected or res.algbw <= 0:
+        if res.algbw <= 0:
             skipped += 1
             continue
-        out["curve"].append([size, float(res.algbw)])
+        unselected += not res.selected
+        out["curve"].append([size, float(res.algbw), bool(res.selected)])
+    if unselected:
+        notes.append(f"portfolio of {collective.value}: the runtime would not select the "
+                     f"window's file at {unselected} of {len(sizes)} sizes (open markers; "
+                     "NCCL runs instead there)")
     if skipped:
         notes.append(f"portfolio of {collective.value}: {skipped} of {len(sizes)} sizes are "
-                     "not plotted (no window's file is selected there for fp32)")
+                     "not plotted (not simulated)")
     return out
 
 

@@ -51,7 +51,7 @@ def test_data_has_every_part(report) -> None:
         assert "bound" in kinds and "algorithm" in kinds
         assert ("portfolio" in kinds) == (plot["collective"] == "allgather")
         for s in plot["series"]:
-            assert s["points"] and all(bw > 0 for _, bw in s["points"])
+            assert s["points"] and all(bw > 0 for _, bw, _ in s["points"])
     port = data["portfolio"]
     assert port["collective"] == "allgather" and not port["error"] and port["windows"]
     assert port["windows"][0]["lo"] == 0 and port["windows"][-1]["hi"] == 0

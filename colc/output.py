@@ -1,0 +1,116 @@
+"""Safe output files: atomic, never over the wrong thing, with the mode a user expects.
+
+colc often runs as root on shared machines, so writing an output must not
+damage anything else:
+
+* a regular file (or a new name) is written to a temporary file in the same
+  folder and renamed over the target, so a failed run leaves nothing
+  behind and a reader never sees half a file;
+* a symbolic link is followed: its target is replaced, the link stays;
+* a character device, FIFO or socket (``/dev/null``, ``/dev/stdout``, a
+  pipe) is opened and written in place: nothing is ever renamed over it;
+  ``-`` is standard output;
+* a directory, or any input file of the run (the same file, by inode), is
+  refused with a one-line error;
+* a new file gets the mode ``open()`` would give it (``0666`` minus the
+  umask), an existing file keeps its mode (and, as root, its owner).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import stat
+import sys
+import tempfile
+from collections.abc import Sequence
+
+from colc.errors import ColcError
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def _same_file(a: str, b: str) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+def write_output(path: str, text: str, *, inputs: Sequence[str] = ()) -> None:
+    """Write ``text`` to ``path`` safely (see module docstring).
+
+    Parameters
+    ----------
+    path : str
+        Target; ``-`` for standard output.
+    text : str
+    inputs : sequence of str
+        Files the run read: refused as targets.
+
+    Raises
+    ------
+    ColcError
+        The target is a directory or an input, or its folder does not exist.
+    """
+    if path == "-":
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        return
+    real = os.path.realpath(path)
+    for inp in inputs:
+        if _same_file(inp, real):
+            raise ColcError(f"{path}: error: refusing to overwrite the input file {inp}")
+    try:
+        st: os.stat_result | None = os.stat(real)
+    except FileNotFoundError:
+        st = None
+    except OSError as err:
+        raise ColcError(f"{path}: error: cannot use as output: {err.strerror}") from None
+    if st is not None and stat.S_ISDIR(st.st_mode):
+        raise ColcError(f"{path}: error: is a directory (give a file name)")
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        _write_in_place(path, real, text)
+        return
+    _replace(path, real, text, st)
+
+
+def _write_in_place(path: str, real: str, text: str) -> None:
+    """Devices, FIFOs and sockets: write through them, never rename over them."""
+    try:
+        with open(real, "w", encoding="utf-8", newline="\n") as fh:
+            fh.write(text)
+    except OSError as err:
+        raise ColcError(f"{path}: error: cannot write: {err.strerror}") from None
+
+
+def _replace(path: str, real: str, text: str, st: os.stat_result | None) -> None:
+    folder = os.path.dirname(real) or "."
+    if not os.path.isdir(folder):
+        raise ColcError(f"{path}: error: output folder {folder} does not exist")
+    try:
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".colc-", suffix=".tmp")
+    except OSError as err:
+        raise ColcError(f"{path}: error: cannot write in {folder}: {err.strerror}") from None
+    try:
+        mode = stat.S_IMODE(st.st_mode) if st is not None else 0o666 & ~_umask()
+        os.fchmod(fd, mode)
+        if st is not None and os.geteuid() == 0:
+            with contextlib.suppress(OSError):
+                os.fchown(fd, st.st_uid, st.st_gid)
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, real)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+__all__ = ["write_output"]

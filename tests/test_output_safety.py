@@ -1,0 +1,92 @@
+"""Writing outputs never damages anything (issue 10): devices, FIFOs, links,
+directories, inputs, modes."""
+
+from __future__ import annotations
+
+import os
+import stat
+import threading
+
+import pytest
+
+from colc.cli import main
+from colc.errors import ColcError
+from colc.output import write_output
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+RING = os.path.join(REPO, "examples", "ring-4.yaml")
+
+
+def test_new_file_gets_the_umask_mode(tmp_path) -> None:
+    old = os.umask(0o027)
+    try:
+        write_output(str(tmp_path / "a.xml"), "x")
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(os.stat(tmp_path / "a.xml").st_mode) == 0o640
+    assert os.listdir(tmp_path) == ["a.xml"]
+
+
+def test_existing_file_keeps_its_mode(tmp_path) -> None:
+    target = tmp_path / "a.xml"
+    target.write_text("old")
+    os.chmod(target, 0o644)
+    write_output(str(target), "new")
+    assert target.read_text() == "new"
+    assert stat.S_IMODE(os.stat(target).st_mode) == 0o644
+
+
+def test_symlink_is_followed_not_replaced(tmp_path) -> None:
+    real = tmp_path / "real.xml"
+    real.write_text("old")
+    link = tmp_path / "link.xml"
+    link.symlink_to(real)
+    write_output(str(link), "new")
+    assert link.is_symlink() and real.read_text() == "new"
+
+
+def test_fifo_is_written_through(tmp_path) -> None:
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    got: list[str] = []
+    reader = threading.Thread(target=lambda: got.append(open(fifo).read()))
+    reader.start()
+    write_output(str(fifo), "hello")
+    reader.join(10)
+    assert got == ["hello"] and stat.S_ISFIFO(os.stat(fifo).st_mode)
+
+
+def test_dev_null_stays_a_device() -> None:
+    write_output(os.devnull, "hello")
+    assert stat.S_ISCHR(os.stat(os.devnull).st_mode)
+
+
+def test_directory_and_inputs_are_refused(tmp_path) -> None:
+    with pytest.raises(ColcError, match="is a directory"):
+        write_output(str(tmp_path), "x")
+    src = tmp_path / "topo.yaml"
+    src.write_text("family: ring\nranks: 4\nbandwidth: 10\n")
+    with pytest.raises(ColcError, match="refusing to overwrite the input"):
+        write_output(str(src), "x", inputs=[str(src)])
+    link = tmp_path / "alias.yaml"
+    link.symlink_to(src)
+    with pytest.raises(ColcError, match="refusing to overwrite the input"):
+        write_output(str(link), "x", inputs=[str(src)])
+    assert src.read_text().startswith("family")
+    with pytest.raises(ColcError, match="does not exist"):
+        write_output(str(tmp_path / "no" / "x.xml"), "x")
+
+
+def test_cli_refuses_to_overwrite_its_input(tmp_path, capsys) -> None:
+    src = tmp_path / "same.yaml"
+    src.write_text(open(RING).read())
+    assert main([str(src), "--algorithm", "ring", "-o", str(src)]) == 1
+    assert "refusing to overwrite the input" in capsys.readouterr().err
+    assert src.read_text() == open(RING).read()
+
+
+def test_cli_writes_to_dev_null_and_stdout(capsys) -> None:
+    assert main([RING, "--algorithm", "ring", "-o", os.devnull]) == 0
+    assert stat.S_ISCHR(os.stat(os.devnull).st_mode)
+    assert main([RING, "--algorithm", "ring", "-o", "-"]) == 0
+    assert "<algo " in capsys.readouterr().out
