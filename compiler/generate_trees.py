@@ -37,7 +37,7 @@ Example
 >>> from colc.ir.core import Collective
 >>> s = tree_schedule(ring(4, 10), Collective.ALLGATHER)
 >>> s.ngpus, s.nchunks, len(s.ops)
-(4, 8, 25)
+(4, 8, 29)
 """
 
 from __future__ import annotations
