@@ -78,13 +78,9 @@ def _summary(program) -> str:
 
 def verify_file(path: str, backend: str | None = None) -> VerifyReport:
     """Read ``path`` and verify it (see ``verify_text``)."""
-    try:
-        with open(path, "rb") as fh:
-            data = fh.read(MAX_FILE_BYTES + 1)
-    except OSError as err:
-        raise ColcError(f"{path}: error: cannot read: {err.strerror}") from err
-    if len(data) > MAX_FILE_BYTES:
-        raise ColcError(f"{path}: error: file larger than {MAX_FILE_BYTES} bytes")
+    from colc.safe_xml import read_bytes_limited
+
+    data = read_bytes_limited(path, MAX_FILE_BYTES)  # a regular file, size checked first
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as err:

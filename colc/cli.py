@@ -58,6 +58,8 @@ def _one_line(msg: str) -> str:
 
 
 def _dispatch(args: list[str]) -> int:
+    if args and args[0] == "help":
+        return _cmd_help(args[1:])
     if args and args[0] in SUBCOMMANDS:
         cmd, rest = args[0], args[1:]
     else:
@@ -66,6 +68,27 @@ def _dispatch(args: list[str]) -> int:
                "convert": _cmd_convert, "find": _cmd_find, "simulate": _cmd_simulate,
                "report": _cmd_report}[cmd]
     return handler(rest)
+
+
+class _Defaults(argparse.ArgumentDefaultsHelpFormatter):
+    """Help that shows each option's default, except options without one."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        if action.default in (None, False, argparse.SUPPRESS) or not action.help:
+            return action.help
+        return super()._get_help_string(action)
+
+
+def _cmd_help(argv: list[str]) -> int:
+    """``colc help [SUBCOMMAND]``: the main job's help, or a subcommand's."""
+    if not argv:
+        _compile_parser().print_help()
+        print("\nsubcommands (colc help SUBCOMMAND for each): " + ", ".join(SUBCOMMANDS))
+        return 0
+    if argv[0] not in SUBCOMMANDS:
+        raise ColcError(f"colc help: error: no subcommand {argv[0]!r}; choose from "
+                        f"{', '.join(SUBCOMMANDS)}")
+    return _dispatch([argv[0], "--help"])
 
 
 def write_atomically(path: str, text: str, inputs: Sequence[str] = ()) -> None:
@@ -81,6 +104,7 @@ def _compile_parser() -> argparse.ArgumentParser:
     from colc.ir.runtime_model import PRESETS
 
     p = argparse.ArgumentParser(
+        formatter_class=_Defaults,
         prog="colc", description="Compile a topology into a verified collective schedule.",
         epilog="subcommands: colc verify FILE|DIR | colc simulate FILE --topo TOPO | "
                "colc analyze TOPO [--json] | colc convert IN -o OUT.yaml | "
@@ -91,8 +115,12 @@ def _compile_parser() -> argparse.ArgumentParser:
                         "per message-size window; default: standard output")
     p.add_argument("--version", action="version", version=f"colc {__version__}")
     p.add_argument("--collective", default="allreduce",
-                   choices=["allreduce", "allgather", "reducescatter"])
-    p.add_argument("--algorithm", default="auto", choices=available_algorithms())
+                   choices=["allreduce", "allgather", "reducescatter"],
+                   help="the collective to compile")
+    p.add_argument("--algorithm", default="auto", choices=available_algorithms(),
+                   help="schedule generator: ring, bfb (direct-connect linear programs), "
+                        "trees (spanning-tree packing), hier (box trees and one network "
+                        "hop); auto simulates every applicable one and keeps the fastest")
     p.add_argument("--protocol", default="Simple", choices=["Simple", "LL", "LL128"],
                    help="protocol of a single file (a directory gets every protocol)")
     mode = p.add_mutually_exclusive_group()
@@ -225,7 +253,13 @@ def load_any_topology(path: str, boxes: int | None = None):
     if not os.path.exists(path):
         raise ColcError(f"{path}: error: no such file")
     loader = _foreign_loader(path, boxes)
-    return loader() if loader is not None else load_topology(path)
+    if loader is not None:
+        return loader()
+    if boxes is not None:
+        raise ColcError(f"{path}: error: --boxes applies to single-box inputs (an NCCL "
+                        f"topology dump, a TACCL profile); for colc YAML write 'boxes:' in "
+                        f"a family file (e.g. 'family: dgx-a100' with 'boxes: {boxes}')")
+    return load_topology(path)
 
 
 def _foreign_loader(path: str, boxes: int | None):
@@ -241,6 +275,7 @@ def _cmd_verify(argv: list[str]) -> int:
     from colc.backends.verify import verify_file
 
     p = argparse.ArgumentParser(
+        formatter_class=_Defaults,
         prog="colc verify",
         description="Check a runtime XML file on the runtime's terms, or every file of an "
                     "MSCCL_ALGO_DIR and the size windows between them.")
@@ -321,6 +356,7 @@ def _cmd_analyze(argv: list[str]) -> int:
     from colc.sizes import parse_sizes
 
     p = argparse.ArgumentParser(
+        formatter_class=_Defaults,
         prog="colc analyze",
         description="Bounds and schedule figures of a topology: bandwidth-only algbw and "
                     "simulated time per message size for each algorithm.")
@@ -354,7 +390,7 @@ def _cmd_analyze(argv: list[str]) -> int:
 
 
 def _cmd_convert(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(prog="colc convert",
+    p = argparse.ArgumentParser(formatter_class=_Defaults, prog="colc convert",
                                 description="Write any supported topology input as colc YAML.")
     p.add_argument("input")
     p.add_argument("-o", "--output", required=True)
@@ -376,12 +412,18 @@ def _cmd_find(argv: list[str]) -> int:
 
     from colc.compiler.find_topology import find_topology
 
+    from colc.sizes import parse_size
+
     p = argparse.ArgumentParser(
+        formatter_class=_Defaults,
         prog="colc find", description="Search direct-connect topologies (bases and expansions) "
         "for N ranks of degree d; print the Pareto frontier and write the chosen one as YAML.")
-    p.add_argument("--ranks", type=int, required=True)
-    p.add_argument("--degree", type=int, required=True)
-    p.add_argument("--size", type=int, default=1 << 20, help="allreduce size in bytes")
+    p.add_argument("--ranks", type=int, required=True, help="number of ranks N")
+    p.add_argument("--degree", type=int, required=True,
+                   help="links per rank d (each duplex link counts once)")
+    p.add_argument("--size", type=lambda t: parse_size(t, "colc find: error: --size"),
+                   default=1 << 20,
+                   help="allreduce size the frontier is ranked at, bytes (suffixes K, M, G)")
     p.add_argument("--alpha", default="10", help="per-hop latency in us")
     p.add_argument("--bandwidth", default="12.5", help="egress bandwidth per rank, GB/s")
     p.add_argument("-o", "--output", help="write the chosen topology here (colc YAML)")
@@ -406,6 +448,7 @@ def _cmd_simulate(argv: list[str]) -> int:
     from colc.sizes import dtype_bytes, format_size, parse_sizes
 
     p = argparse.ArgumentParser(
+        formatter_class=_Defaults,
         prog="colc simulate",
         description="Predict the time of an MSCCL file on a machine, per message size "
                     "(nccl-tests conventions).")
@@ -458,6 +501,7 @@ def _cmd_report(argv: list[str]) -> int:
     from colc.sizes import parse_sizes
 
     p = argparse.ArgumentParser(
+        formatter_class=_Defaults,
         prog="colc report",
         description="Write a self-contained HTML page: topology summary, bounds, simulated "
                     "algbw per algorithm and size (inline SVG plots), size-window portfolio.")

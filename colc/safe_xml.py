@@ -7,7 +7,6 @@ file can neither expand entities (billion laughs) nor read other files.
 
 from __future__ import annotations
 
-from pathlib import Path
 
 from lxml import etree
 
@@ -37,16 +36,11 @@ def read_bytes_limited(path: str, max_bytes: int) -> bytes:
     Raises
     ------
     SpecError
-        Unreadable or too large.
+        Unreadable, not a regular file (a device, a FIFO), or too large.
     """
-    p = Path(path)
-    try:
-        size = p.stat().st_size
-        if size > max_bytes:
-            raise SpecError(path, f"file is {size} bytes; at most {max_bytes} are accepted")
-        return p.read_bytes()
-    except OSError as err:
-        raise SpecError(path, f"cannot read file: {err.strerror or err}") from None
+    from colc.frontends._input import read_input  # regular files only, size first
+
+    return read_input(path, max_bytes)
 
 
 def parse_xml(data: str | bytes, path: str, max_bytes: int) -> etree._Element:

@@ -84,7 +84,7 @@ def _bounds(topo: Topology) -> dict[str, dict]:
         out[coll] = {"algbw": _num(exact[coll]), "method": "exact cut bound"}
     lp = exact.get("allreduce_lp")
     out["allreduce"] = {"algbw": _num(lp if lp is not None else exact["allreduce_trees"]),
-                        "method": "allreduce LP (B.7)" if lp is not None
+                        "method": "allreduce LP bound" if lp is not None
                         else "reducescatter + allgather cut bounds",
                         "trees": _num(exact["allreduce_trees"])}
     return out
@@ -304,5 +304,17 @@ def format_table(report: dict) -> str:
                          f"{m[f'gpu_{gpu}_after']:g} GB per GB (analysis only; "
                          f"files send unicast)")
     if not report.get("simulated", True):
-        lines.append(f"(simulation skipped above {SIMULATE_UP_TO} ranks; use --simulate)")
+        lines.append(f"(simulation skipped above {SIMULATE_UP_TO} ranks; use --simulate)"
+                     if report["ranks"] > SIMULATE_UP_TO else "(simulation off: --no-simulate)")
+    lines += ["", *LEGEND]
     return "\n".join(lines)
+
+
+#: What the table's words mean, printed under it.
+LEGEND = (
+    "algbw = bytes per rank / time (nccl-tests); hops = transfers one after another on the",
+    "longest path (latency steps); exact cut bound = the most data that must cross any cut",
+    "of the network divided by the cut's bandwidth, reached by tree packing (seed 001 ch. 4);",
+    "allreduce LP bound = a linear program's lower bound on allreduce time (seed 001 B.7);",
+    "hops us = the hop latency of the fastest protocol on the shortest paths.",
+)

@@ -274,6 +274,9 @@ class FindResult:
         lb = 2 * (self.bound_hops * self.alpha + self.bound_tau * self.size / (self.bandwidth * 1000))
         rows.append(f"  {'(bound)':40} {self.bound_hops:>4} {float(self.bound_tau):>8.4f} "
                     f"{float(lb):>13.1f}")
+        rows.append("hops = latency steps of the BFB schedule; tau = its bandwidth time in "
+                    "units of M/B (M bytes per rank, B egress GB/s; + = an upper bound); "
+                    "allreduce_us = 2 (hops alpha + tau M/B) at --size; * = chosen")
         return "\n".join(rows) + "\n"
 
     def topology(self) -> Topology:

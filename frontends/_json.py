@@ -6,21 +6,40 @@ import json
 
 from colc.errors import SpecError
 
-from colc.safe_xml import read_bytes_limited
+from ._input import read_input
+from .limits import MAX_FILE_BYTES
 
 #: Largest JSON topology file read (bytes).
-MAX_JSON_BYTES = 16 * 1024 * 1024
+MAX_JSON_BYTES = MAX_FILE_BYTES
 
 
 def load_json(path: str) -> object:
-    """Read and decode a JSON file; SpecError with the line on bad input."""
-    data = read_bytes_limited(path, MAX_JSON_BYTES)
+    """Read and decode a JSON file; SpecError with the line on bad input.
+
+    Parameters
+    ----------
+    path : str
+        A regular file of at most ``MAX_JSON_BYTES`` bytes.
+
+    Returns
+    -------
+    object
+        The decoded document.
+
+    Raises
+    ------
+    SpecError
+        Unreadable, not a regular file, too large, not UTF-8, or malformed.
+    """
+    data = read_input(path, MAX_JSON_BYTES)
     try:
         return json.loads(data.decode("utf-8"))
     except UnicodeDecodeError as err:
         raise SpecError(path, f"not UTF-8 text (byte {err.start})") from None
     except json.JSONDecodeError as err:
         raise SpecError(path, f"malformed JSON: {err.msg}", err.lineno) from None
+    except ValueError as err:  # an integer of more than 4300 digits
+        raise SpecError(path, f"malformed JSON: {' '.join(str(err).split())}") from None
     except RecursionError:
         raise SpecError(path, "malformed JSON: nested too deeply") from None
 

@@ -17,10 +17,22 @@ Fraction(25, 2)
 from __future__ import annotations
 
 import math
+import re
 from fractions import Fraction
 from typing import Literal
 
 from colc.errors import SpecError
+
+#: Longest string accepted as a number (``"25/2"``, ``"1e-3"``), characters.
+MAX_NUMBER_CHARS = 64
+#: Largest decimal exponent written in a number string (``"1e30"``).
+MAX_NUMBER_EXPONENT = 1000
+#: Longest name or node id, characters.
+MAX_NAME_CHARS = 256
+#: Longest rendering of a user value inside a message, characters.
+SHOW_CHARS = 60
+
+_EXPONENT = re.compile(r"[eE]([-+]?[0-9_]+)$")
 
 
 class FieldError(SpecError):
@@ -61,31 +73,90 @@ class FieldError(SpecError):
         return FieldError(path, self.field, self.problem, line)
 
 
-def show(value: object) -> str:
-    """Render a user value for an error message, YAML-style.
+def show(value: object, limit: int = SHOW_CHARS) -> str:
+    """Render a user value for an error message, YAML-style, in bounded size.
 
     Parameters
     ----------
     value : object
-        Any value.
+        Any value (a list may be huge, or hold itself).
+    limit : int
+        Longest rendering; longer ones are cut and end in ``...``.
 
     Returns
     -------
     str
         ``true``/``false`` for booleans, ``null`` for None, quoted strings,
         ``25/2`` for fractions, ``str(value)`` otherwise.
+
+    Examples
+    --------
+    >>> show([1, "a", None]), show("x" * 100, 10)
+    ("[1, 'a', null]", "'xxxxxx...")
     """
+    parts: list[str] = []
+    _render(value, parts, limit + 1, 0)
+    text = "".join(parts)
+    return text if len(text) <= limit else text[: max(limit - 3, 0)] + "..."
+
+
+def _render(value: object, parts: list[str], budget: int, depth: int) -> int:
+    """Append the rendering of ``value`` to ``parts``; stop once ``budget`` chars are out."""
+    if budget <= 0:
+        return 0
+    if isinstance(value, (list, tuple)):
+        if depth > 8:
+            parts.append("[...]")
+            return budget - 5
+        parts.append("[")
+        budget -= 1
+        for i, item in enumerate(value):
+            if budget <= 0:
+                break
+            if i:
+                parts.append(", ")
+                budget -= 2
+            budget = _render(item, parts, budget, depth + 1)
+        parts.append("]")
+        return budget - 1
+    text = _scalar_text(value)[: budget + 1]
+    parts.append(text)
+    return budget - len(text)
+
+
+def _scalar_text(value: object) -> str:
     if value is None:
         return "null"
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, str):
-        return repr(value)
-    if isinstance(value, (list, tuple)):
-        return "[" + ", ".join(show(v) for v in value) + "]"
+        return repr(value[: SHOW_CHARS + 1])
     if isinstance(value, dict):
         return "a mapping"
+    if isinstance(value, int) and value.bit_length() > 200:
+        return f"an integer of about {value.bit_length() * 3 // 10} digits"
+    if isinstance(value, Fraction) and max(abs(value.numerator), value.denominator
+                                           ).bit_length() > 200:
+        return "a number with more than 60 digits"
     return str(value)
+
+
+def clip(text: str, limit: int = SHOW_CHARS) -> str:
+    """``text`` cut to ``limit`` characters (ending in ``...`` when cut), for messages.
+
+    Parameters
+    ----------
+    text : str
+        A user string (a key, an id).
+    limit : int
+        Longest result.
+
+    Returns
+    -------
+    str
+        The text, or its start and ``...``.
+    """
+    return text if len(text) <= limit else text[: max(limit - 3, 0)] + "..."
 
 
 def type_name(value: object) -> str:
@@ -153,13 +224,7 @@ def fraction_value(
             raise FieldError(path, field, f"must be a finite number, got {value}", line)
         result = Fraction(str(value))
     elif isinstance(value, str):
-        try:
-            result = Fraction(value.strip())
-        except (ValueError, ZeroDivisionError):
-            raise FieldError(
-                path, field,
-                f"must be a number or a fraction like \"25/2\", got {show(value)}", line,
-            ) from None
+        result = _parse_number(value, path=path, field=field, line=line)
     else:
         raise FieldError(path, field, f"must be a number, got {type_name(value)}", line)
     if minimum == "positive" and result <= 0:
@@ -167,6 +232,27 @@ def fraction_value(
     if minimum == "nonnegative" and result < 0:
         raise FieldError(path, field, f"must be >= 0, got {show(value)}", line)
     return result
+
+
+def _parse_number(text: str, *, path: str, field: str, line: int | None) -> Fraction:
+    """``Fraction(text)``, refusing texts whose value would take long to compute."""
+    stripped = text.strip()
+    if len(stripped) > MAX_NUMBER_CHARS:
+        raise FieldError(path, field, f"a number of {len(stripped)} characters; at most "
+                         f"{MAX_NUMBER_CHARS} are accepted", line)
+    exp = _EXPONENT.search(stripped)
+    if exp is not None and "/" not in stripped:
+        digits = exp.group(1).replace("_", "").replace("+", "")
+        if digits.lstrip("-").isdigit() and abs(int(digits)) > MAX_NUMBER_EXPONENT:
+            raise FieldError(path, field, f"exponent {digits} is out of range (at most "
+                             f"{MAX_NUMBER_EXPONENT} either way), got {show(text)}", line)
+    try:
+        return Fraction(stripped)
+    except (ValueError, ZeroDivisionError):
+        raise FieldError(
+            path, field, f"must be a number or a fraction like \"25/2\", got {show(text)}",
+            line,
+        ) from None
 
 
 def int_value(
@@ -257,10 +343,13 @@ def str_value(value: object, *, path: str, field: str, line: int | None = None) 
     Raises
     ------
     FieldError
-        If the value is not a non-empty string.
+        If the value is not a non-empty string of at most ``MAX_NAME_CHARS``.
     """
     if not isinstance(value, str):
         raise FieldError(path, field, f"must be a string, got {show(value)}", line)
     if not value.strip():
         raise FieldError(path, field, "must not be empty", line)
+    if len(value) > MAX_NAME_CHARS:
+        raise FieldError(path, field, f"a string of {len(value)} characters; at most "
+                         f"{MAX_NAME_CHARS} are accepted", line)
     return value

@@ -10,6 +10,10 @@ colc's own YAML (explicit or family form):
 * JSON with ``"msccl_type": "topology"``: msccl-tools;
 * JSON with ``gpus_per_node``: TACCL topology (``boxes`` = its ``nnodes``);
   a sketch beside it named ``<stem>.sketch.json`` is used when present.
+
+Only regular files up to ``MAX_FILE_BYTES`` (16 MiB) are looked at: a
+directory, a device (``/dev/zero``), a named pipe or a larger file is refused
+before it is opened, so detection never blocks or reads without end.
 """
 
 from __future__ import annotations
@@ -18,12 +22,12 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
-import yaml
-
 from colc.errors import SpecError
 from colc.ir.topology import Topology
 
+from ._input import check_input, decode_text, read_input
 from ._json import load_json
+from ._yaml_guard import safe_load
 from .msccl_tools_json import load_msccl_tools_topology
 from .nccl_topo_xml import load_nccl_topo, topology_from_mapping
 from .taccl_json import load_taccl_topology
@@ -32,6 +36,7 @@ _HEAD = 4096
 
 
 def _head(path: str) -> str:
+    check_input(path)  # a regular file of at most 16 MiB: opening it cannot block
     try:
         with open(path, "rb") as fh:
             return fh.read(_HEAD).decode("utf-8", errors="replace")
@@ -53,6 +58,11 @@ def foreign_loader(path: str, boxes: int | None = None) -> Callable[[], Topology
     -------
     callable or None
         Calling it reads the file and returns a validated ``Topology``.
+
+    Raises
+    ------
+    SpecError
+        The file is missing, not a regular file, or larger than 16 MiB.
     """
     head = _head(path)
     text = re.sub(r"^\s*(<\?xml[^>]*\?>\s*)?(<!--.*?-->\s*)*", "", head, flags=re.S)
@@ -69,6 +79,9 @@ def foreign_loader(path: str, boxes: int | None = None) -> Callable[[], Topology
 def _json_loader(path: str, boxes: int | None) -> Topology:
     doc = load_json(path)
     if isinstance(doc, dict) and doc.get("msccl_type") == "topology":
+        if boxes is not None:
+            raise SpecError(path, "--boxes does not apply to an msccl-tools topology "
+                            "(it lists every rank already)")
         return load_msccl_tools_topology(path)
     if isinstance(doc, dict) and "gpus_per_node" in doc:
         sketch = Path(path).with_suffix("").as_posix() + ".sketch.json"
@@ -81,11 +94,7 @@ def _json_loader(path: str, boxes: int | None) -> Topology:
 
 
 def _wrapper(path: str, boxes: int | None) -> Topology:
-    try:
-        doc = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as err:
-        raise SpecError(path, f"cannot read the nccl_topo wrapper: "
-                        f"{str(err).splitlines()[0]}") from None
+    doc = safe_load(decode_text(read_input(path), path), path)
     if not isinstance(doc, dict):
         raise SpecError(path, "top level must be a mapping")
     if boxes is not None:

@@ -41,6 +41,11 @@ Hardware families (``boxes`` >= 1; ranks are box-major,
 
 Every family also takes ``latency`` (us, default 0) and ``name``.
 
+Sizes are estimated from the parameters before anything is built, and a
+family larger than ``colc.frontends.limits`` allows (4096 ranks, 1048576
+directed links) is refused with the estimate; bandwidths must lie within
+1e-6..1e9 GB/s and latencies within 0 or 1e-6..1e9 us.
+
 Example
 -------
 >>> t = torus([2, 3], 10)
@@ -63,13 +68,11 @@ from typing import Union
 from colc.errors import SpecError
 from colc.ir.topology import Link, Node, Topology
 
-from ._values import FieldError, bool_value, fraction_value, int_value, show, str_value
+from ._values import FieldError, bool_value, int_value, show, str_value
+from .limits import MAX_RANKS, bandwidth_value, check_links, check_ranks, count_text, latency_value
 
 #: A bandwidth or latency as accepted by the builders.
 Number = Union[int, float, str, Fraction]
-
-#: Upper bound on the number of ranks a family may generate.
-MAX_RANKS = 1 << 16
 
 #: MI250 xGMI adjacency (number of 50 GB/s links between GCDs of one box);
 #: from the authors' ForestColl repository, seed inventory section 4.3.
@@ -123,17 +126,33 @@ class _Graph:
         return Topology(name, tuple(self.nodes), tuple(self.links), source)
 
 
-def _ranks_check(n: int, source: str, field: str) -> None:
-    if n > MAX_RANKS:
-        raise FieldError(source, field, f"gives {n} ranks; at most {MAX_RANKS} are supported")
+def _ranks(ranks: object, source: str, *, minimum: int = 2) -> int:
+    """The ``ranks`` parameter: an integer >= ``minimum`` and at most ``MAX_RANKS``."""
+    n = int_value(ranks, path=source, field="ranks", minimum=minimum)
+    check_ranks(n, path=source, field="ranks")
+    return n
+
+
+def _product(values: Sequence[int]) -> tuple[int, str]:
+    """Product of integers >= 2, stopping once it exceeds ``MAX_RANKS`` (so it stays small).
+
+    Returns the product and ``""``, or a partial product above the limit and
+    ``"at least "``.
+    """
+    n = 1
+    for i, v in enumerate(values):
+        n *= v
+        if n > MAX_RANKS and i < len(values) - 1:
+            return n, "at least "
+    return n, ""
 
 
 def _bandwidth(bandwidth: object, source: str) -> Fraction:
-    return fraction_value(bandwidth, path=source, field="bandwidth", minimum="positive")
+    return bandwidth_value(bandwidth, path=source, field="bandwidth")
 
 
 def _latency(latency: object, source: str) -> Fraction:
-    return fraction_value(latency, path=source, field="latency", minimum="nonnegative")
+    return latency_value(latency, path=source, field="latency")
 
 
 def _direct_nodes(g: _Graph, n: int) -> list[str]:
@@ -185,7 +204,7 @@ def ring(
     Topology
         Ranks ``r0..r{n-1}``.
     """
-    n = int_value(ranks, path=source, field="ranks", minimum=2, maximum=MAX_RANKS)
+    n = _ranks(ranks, source)
     bidi = bool_value(bidirectional, path=source, field="bidirectional")
     bw, lat = _bandwidth(bandwidth, source), _latency(latency, source)
     g = _Graph(lat)
@@ -231,8 +250,8 @@ def torus(
         Ranks ``r0..`` in row-major coordinate order (last dimension fastest).
     """
     ds = _int_list(dims, source, "dims", minimum=2)
-    n = math.prod(ds)
-    _ranks_check(n, source, "dims")
+    n, at_least = _product(ds)
+    check_ranks(n, path=source, field="dims", detail=f"{len(ds)} dimensions give {at_least}")
     bw, lat = _bandwidth(bandwidth, source), _latency(latency, source)
     g = _Graph(lat)
     ids = _direct_nodes(g, n)
@@ -274,7 +293,8 @@ def hypercube(
     Topology
         A dim-regular duplex topology.
     """
-    k = int_value(dim, path=source, field="dim", minimum=1, maximum=MAX_RANKS.bit_length() - 1)
+    k = int_value(dim, path=source, field="dim", minimum=1, maximum=62)
+    check_ranks(1 << k, path=source, field="dim", detail=f"2^{k} = ")
     bw, lat = _bandwidth(bandwidth, source), _latency(latency, source)
     n = 1 << k
     g = _Graph(lat)
@@ -315,7 +335,8 @@ def complete(
     Topology
         Every pair joined by one duplex link.
     """
-    n = int_value(ranks, path=source, field="ranks", minimum=2, maximum=1024)
+    n = _ranks(ranks, source)
+    check_links(n * (n - 1), path=source, field="ranks", detail=f"{n} x {n - 1} = ")
     bw, lat = _bandwidth(bandwidth, source), _latency(latency, source)
     g = _Graph(lat)
     ids = _direct_nodes(g, n)
@@ -352,9 +373,10 @@ def complete_bipartite(
     Topology
         Ranks ``0..n/2-1`` each joined to every rank ``n/2..n-1``.
     """
-    n = int_value(ranks, path=source, field="ranks", minimum=2, maximum=2048)
+    n = _ranks(ranks, source)
     if n % 2:
         raise FieldError(source, "ranks", f"must be even for complete-bipartite, got {n}")
+    check_links(n * n // 2, path=source, field="ranks", detail=f"2 x {n // 2} x {n // 2} = ")
     bw, lat = _bandwidth(bandwidth, source), _latency(latency, source)
     g = _Graph(lat)
     ids = _direct_nodes(g, n)
@@ -398,12 +420,14 @@ def circulant(
     Topology
         A simple duplex topology.
     """
-    n = int_value(ranks, path=source, field="ranks", minimum=2, maximum=MAX_RANKS)
+    n = _ranks(ranks, source)
     offs = _int_list(offsets, source, "offsets", minimum=1)
     for i, o in enumerate(offs):
         if o > n - 1:
             raise FieldError(source, f"offsets[{i}]", f"must be in 1..{n - 1} (ranks - 1), got {o}")
     canon = sorted({min(o, n - o) for o in offs})
+    check_links(sum(n if 2 * o == n else 2 * n for o in canon), path=source, field="offsets",
+                detail=f"{len(canon)} distinct offsets on {n} ranks give ")
     gcd = math.gcd(n, *canon)
     if gcd != 1:
         raise FieldError(
@@ -458,9 +482,10 @@ def generalized_kautz(
         A directed topology (not duplex).
     """
     d = int_value(degree, path=source, field="degree", minimum=1)
-    m = int_value(ranks, path=source, field="ranks", minimum=2, maximum=MAX_RANKS)
+    m = _ranks(ranks, source)
     if m <= d:
-        raise FieldError(source, "ranks", f"must be > degree ({d}), got {m}")
+        raise FieldError(source, "ranks", f"must be > degree ({count_text(d)}), got {m}")
+    check_links(m * d, path=source, field="degree", detail=f"{m} ranks x degree {d} = ")
     bw, lat = _bandwidth(bandwidth, source), _latency(latency, source)
     g = _Graph(lat)
     ids = _direct_nodes(g, m)
@@ -476,7 +501,10 @@ def generalized_kautz(
 
 
 def _boxes(boxes: int, gpus: int, source: str) -> int:
-    return int_value(boxes, path=source, field="boxes", minimum=1, maximum=MAX_RANKS // gpus)
+    nb = int_value(boxes, path=source, field="boxes", minimum=1)
+    check_ranks(nb * gpus, path=source, field="boxes",
+                detail=f"{count_text(nb)} boxes x {gpus} GPUs = ")
+    return nb
 
 
 def dgx_a100(

@@ -36,9 +36,8 @@ from colc.ir.topology import Link, Node, Topology
 
 from ._json import load_json, matrix
 from ._values import fraction_value
+from .limits import check_ranks
 from .validate import validate_topology
-
-_MAX_RANKS = 1 << 14
 
 
 def load_msccl_tools_topology(path: str, unit: object = 1) -> Topology:
@@ -71,10 +70,11 @@ def load_msccl_tools_topology(path: str, unit: object = 1) -> Topology:
     links = doc.get("links")
     if links is None:
         raise SpecError(path, "field 'links': missing")
+    if not isinstance(links, list):
+        raise SpecError(path, "field 'links': must be a list of lists")
+    check_ranks(len(links), path=path, field="links")
     m = matrix(links, path, "links")
     n = len(m)
-    if not 1 <= n <= _MAX_RANKS:
-        raise SpecError(path, f"field 'links': {n} ranks; 1..{_MAX_RANKS} are supported")
     mult = [[_count(m[d][s], path, f"links[{d}][{s}]") for s in range(n)] for d in range(n)]
     covered: set[tuple[int, int]] = set()
     nodes = [Node(f"r{i}", "gpu") for i in range(n)]

@@ -69,11 +69,14 @@ from colc.errors import SpecError
 from colc.ir.topology import Link, Node, Topology
 
 from ._values import FieldError, int_value, show, str_value
-from colc.safe_xml import parse_xml, read_bytes_limited
+from colc.safe_xml import parse_xml
+
+from ._input import read_input
+from .limits import MAX_FILE_BYTES, check_ranks
 from .validate import validate_topology
 
 #: Largest NCCL topology file read (bytes).
-MAX_BYTES = 16 * 1024 * 1024
+MAX_BYTES = MAX_FILE_BYTES
 
 #: PCI class of an NVSwitch.
 NVSWITCH_CLASS = 0x068000
@@ -138,7 +141,7 @@ def load_nccl_topo(path: str, *, boxes: int = 1, ib_planes: int = 2,
         Unreadable, unsafe or malformed file, or a file without the GPUs or
         links colc needs.
     """
-    return parse_nccl_topo(read_bytes_limited(path, MAX_BYTES), path, boxes=boxes,
+    return parse_nccl_topo(read_input(path, MAX_BYTES), path, boxes=boxes,
                            ib_planes=ib_planes, nvlink_bandwidth=nvlink_bandwidth, name=name)
 
 
@@ -221,6 +224,8 @@ def parse_nccl_topo(text: str | bytes, path: str = "<string>", *, boxes: int = 1
                          f"{show(nvlink_bandwidth)}")
     root = parse_xml(text, path, MAX_BYTES)
     box = _Box.parse(root, path, NVLINK_PEAK if nvlink_bandwidth == "peak" else NVLINK_NCCL)
+    check_ranks(boxes * len(box.gpus), path=path, field="boxes",
+                detail=f"{boxes} boxes x {len(box.gpus)} GPUs = ")
     stem = Path(path).stem if not path.startswith("<") else "nccl-topo"
     topo_name = name or (stem if boxes == 1 else f"{stem}-x{boxes}")
     topo = box.build(boxes, ib_planes, topo_name, path)

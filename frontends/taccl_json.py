@@ -36,6 +36,7 @@ from colc.ir.topology import Link, Node, Topology
 
 from ._json import load_json, matrix
 from ._values import fraction_value
+from .limits import check_ranks
 from .validate import validate_topology
 
 #: The DGX-1 / NDv2 NVLink pattern: 2 = double (fast) link, 1 = single (slow).
@@ -88,6 +89,8 @@ def load_taccl_topology(path: str, sketch: str | None = None, nnodes: int | None
     gpn = doc.get("gpus_per_node")
     if isinstance(gpn, bool) or not isinstance(gpn, int) or not 1 <= gpn <= 1024:
         raise SpecError(path, f"field 'gpus_per_node': must be an integer in 1..1024, got {gpn!r}")
+    check_ranks(nnodes * gpn, path=path, field="gpus_per_node",
+                detail=f"{nnodes} nodes x {gpn} GPUs = ")
     intra, hub = _intra(doc, name, gpn, path)
     nodes: list[Node] = []
     links: list[Link] = []

@@ -1,11 +1,15 @@
 """Semantic checks of a ``Topology``.
 
 ``validate_topology`` enforces the invariants listed in
-``colc.ir.topology``: unique ids, known kinds, at least one compute node,
-links between known nodes with bandwidth > 0 and latency >= 0, no link from
-a node to itself, ``multicast`` only on switches, and that every rank can
-reach every other rank along directed links (switches may forward).  The
-frontends call it on every topology they produce.
+``colc.ir.topology``: unique ids, known kinds, at least two compute nodes
+(a collective needs two ranks), links between known nodes with bandwidth > 0
+and latency >= 0, no link from a node to itself, ``multicast`` only on
+switches, and that every rank can reach every other rank along directed
+links (switches may forward).  It also enforces the limits of
+``colc.frontends.limits`` (ranks, nodes, links, the range of bandwidths and
+latencies, and the bandwidths' scale), so a topology that passes can be
+compiled without overflow.  The frontends call it on every topology they
+produce.
 
 ``check_switch_balance`` is separate: algorithms that split switches off
 (ForestColl's edge splitting needs Eulerian nodes) call it themselves.
@@ -29,13 +33,25 @@ colc.errors.TopologyError: x.yaml: error: rank 1 ('b') cannot reach rank 0 ('a')
 from __future__ import annotations
 
 import weakref
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from fractions import Fraction
 
 import networkx as nx
 
 from colc.errors import SpecError, TopologyError
-from colc.ir.topology import COMPUTE_KINDS, SWITCH_KINDS, Topology
+from colc.ir.topology import COMPUTE_KINDS, SWITCH_KINDS, Link, Topology
+
+from .limits import (
+    MAX_BANDWIDTH,
+    MAX_LATENCY,
+    MIN_BANDWIDTH,
+    MIN_LATENCY,
+    approx,
+    check_bandwidth_scale,
+    check_links,
+    check_nodes,
+    check_ranks,
+)
 
 
 #: Node id -> line, remembered per topology by the YAML frontend so that a
@@ -65,6 +81,7 @@ def validate_topology(
     path: str,
     *,
     node_lines: Mapping[str, int] | None = None,
+    link_where: Sequence[tuple[str, int | None]] | None = None,
 ) -> None:
     """Check that ``topo`` is usable; raise on the first problem.
 
@@ -77,17 +94,23 @@ def validate_topology(
     node_lines : mapping of str to int, optional
         1-based line where each node id is defined, so errors about a node
         point at it.
+    link_where : sequence of (str, int or None), optional
+        For each link of ``topo.links``, how to name it in a message and its
+        line (``("field 'links[3].bandwidth'", 7)``), for messages about the
+        bandwidths' scale.
 
     Raises
     ------
     SpecError
-        Structural problems: duplicate id, unknown kind, no compute node,
-        a link naming an unknown node or itself, a bandwidth <= 0, a
-        negative latency, ``multicast`` on a non-switch.
+        Structural problems: duplicate id, unknown kind, fewer than two
+        compute nodes, a link naming an unknown node or itself, a bandwidth
+        or latency out of range, ``multicast`` on a non-switch; more ranks,
+        nodes or links than colc handles; bandwidths too far apart.
     TopologyError
         Some rank cannot reach another rank.  The message names both.
     """
     lines = node_lines or _NODE_LINES.get(topo, {})
+    _check_sizes(topo, path)
     seen: set[str] = set()
     for node in topo.nodes:
         if node.id in seen:
@@ -107,23 +130,42 @@ def validate_topology(
     if not topo.ranks:
         kinds = ", ".join(sorted(COMPUTE_KINDS))
         raise SpecError(path, f"field 'nodes': no compute node (kind {kinds})")
+    if len(topo.ranks) < 2:
+        only = topo.ranks[0]
+        raise SpecError(path, f"field 'nodes': only one rank ('{only}'); a collective needs at "
+                        f"least 2 ranks", lines.get(only))
     for i, link in enumerate(topo.links):
         for end in (link.src, link.dst):
             if end not in seen:
                 raise SpecError(path, f"link {i} ({link.src} -> {link.dst}): unknown node '{end}'")
         if link.src == link.dst:
             raise SpecError(path, f"link {i}: a link from '{link.src}' to itself")
-        if link.bandwidth <= 0:
-            raise SpecError(
-                path, f"link {i} ({link.src} -> {link.dst}): bandwidth must be > 0, "
-                f"got {link.bandwidth}",
-            )
-        if link.latency < 0:
-            raise SpecError(
-                path, f"link {i} ({link.src} -> {link.dst}): latency must be >= 0, "
-                f"got {link.latency}",
-            )
+        _check_link_numbers(i, link, path)
+    where = link_where or [(f"link {i} ({lk.src} -> {lk.dst})", None)
+                           for i, lk in enumerate(topo.links)]
+    check_bandwidth_scale([lk.bandwidth for lk in topo.links], path=path, where=where)
     _check_reachability(topo, path, lines)
+
+
+def _check_sizes(topo: Topology, path: str) -> None:
+    check_nodes(len(topo.nodes), path=path, field="nodes")
+    check_ranks(sum(n.is_compute for n in topo.nodes), path=path, field="nodes")
+    check_links(len(topo.links), path=path, field="links")
+
+
+def _check_link_numbers(i: int, link: Link, path: str) -> None:
+    """Bandwidth and latency of link ``i`` within the ranges of ``colc.frontends.limits``."""
+    name = f"link {i} ({link.src} -> {link.dst})"
+    if link.bandwidth <= 0:
+        raise SpecError(path, f"{name}: bandwidth must be > 0, got {link.bandwidth}")
+    if not MIN_BANDWIDTH <= link.bandwidth <= MAX_BANDWIDTH:
+        raise SpecError(path, f"{name}: bandwidth must be between {approx(MIN_BANDWIDTH)} and "
+                        f"{approx(MAX_BANDWIDTH)} GB/s, got {approx(link.bandwidth)}")
+    if link.latency < 0:
+        raise SpecError(path, f"{name}: latency must be >= 0, got {link.latency}")
+    if link.latency and not MIN_LATENCY <= link.latency <= MAX_LATENCY:
+        raise SpecError(path, f"{name}: latency must be 0 or between {approx(MIN_LATENCY)} and "
+                        f"{approx(MAX_LATENCY)} us, got {approx(link.latency)}")
 
 
 def _check_reachability(topo: Topology, path: str, lines: Mapping[str, int]) -> None:

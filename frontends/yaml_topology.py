@@ -27,6 +27,14 @@ rank) whose message is one line ``path:LINE: error: field 'links[3].bandwidth':
 must be > 0, got -5``.  Line numbers come from the YAML node tree
 (``yaml.compose``), so each mapping, list item and key knows where it starts.
 
+Inputs are bounded before anything big is built (``colc.frontends.limits``):
+a regular file of at most 16 MiB in UTF-8 without control characters; YAML
+of at most 1,000,000 values with aliases expanded and 32 levels of nesting
+(``colc.frontends._yaml_guard``); at most 4096 ranks, 16384 nodes and
+1048576 directed links; bandwidths from 1e-6 to 1e9 GB/s whose largest is at
+most 1e9 times their greatest common divisor; latencies 0 or from 1e-6 to
+1e9 us; and at least 2 ranks.
+
 Example
 -------
 >>> t = parse_topology_text('''
@@ -47,8 +55,11 @@ import yaml
 from colc.errors import SpecError
 from colc.ir.topology import COMPUTE_KINDS, SWITCH_KINDS, Link, Node, Topology
 
-from ._values import FieldError, bool_value, fraction_value, show, str_value
+from ._input import decode_text, read_input
+from ._values import FieldError, bool_value, clip, show, str_value
+from ._yaml_guard import checked_loader, one_line, yaml_error
 from .families import build_family
+from .limits import bandwidth_value, check_links, check_nodes, check_ranks, latency_value
 from .validate import remember_node_lines, validate_topology
 
 _EXPLICIT_KEYS = ("name", "nodes", "links")
@@ -73,18 +84,13 @@ def load_topology(path: str) -> Topology:
     Raises
     ------
     SpecError
-        Unreadable file, malformed YAML, or an invalid field (the message
-        names the file, the line and the field).
+        Unreadable file (or not a regular file, or larger than 16 MiB), not
+        UTF-8 text, malformed or unbounded YAML, or an invalid field (the
+        message names the file, the line and the field).
     TopologyError
         Some rank cannot reach another rank.
     """
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except UnicodeDecodeError as err:
-        raise SpecError(path, f"not UTF-8 text ({err.reason} at byte {err.start})") from None
-    except OSError as err:
-        raise SpecError(path, f"cannot read file: {err.strerror or err}") from None
-    return parse_topology_text(text, path)
+    return parse_topology_text(decode_text(read_input(path), path), path)
 
 
 def parse_topology_text(text: str, path: str = "<string>") -> Topology:
@@ -105,34 +111,22 @@ def parse_topology_text(text: str, path: str = "<string>") -> Topology:
     Raises
     ------
     SpecError
-        Malformed YAML or an invalid field.
+        Malformed or unbounded YAML (see ``colc.frontends._yaml_guard``) or
+        an invalid field.
     TopologyError
         Some rank cannot reach another rank.
     """
-    loader = yaml.SafeLoader(text)
+    loader = checked_loader(text, path)
     try:
         try:
             root = loader.get_single_node()
         except yaml.MarkedYAMLError as err:
-            raise _yaml_error(path, err) from None
+            raise yaml_error(path, err) from None
         except yaml.YAMLError as err:
-            raise SpecError(path, f"malformed YAML: {_one_line(str(err))}") from None
+            raise SpecError(path, f"malformed YAML: {one_line(str(err))}") from None
         return _Parser(path, loader).topology(root)
     finally:
         loader.dispose()
-
-
-def _one_line(text: str) -> str:
-    return " ".join(text.split())
-
-
-def _yaml_error(path: str, err: yaml.MarkedYAMLError) -> SpecError:
-    mark = err.problem_mark or err.context_mark
-    line = mark.line + 1 if mark is not None else None
-    msg = _one_line(err.problem or "")
-    if err.context:
-        msg = f"{msg} ({_one_line(err.context)})" if msg else _one_line(err.context)
-    return SpecError(path, f"malformed YAML: {msg or 'syntax error'}", line)
 
 
 def _line(node: yaml.Node) -> int:
@@ -153,7 +147,10 @@ class _Parser:
         try:
             return self.loader.construct_object(node, deep=True)
         except yaml.MarkedYAMLError as err:
-            raise _yaml_error(self.path, err) from None
+            raise yaml_error(self.path, err) from None
+        except (ValueError, OverflowError) as err:  # e.g. a timestamp 2024-13-45
+            raise SpecError(self.path, f"invalid value {node.value!r:.60}: {one_line(str(err))}",
+                            _line(node)) from None
 
     def describe(self, node: yaml.Node) -> str:
         if isinstance(node, yaml.MappingNode):
@@ -176,7 +173,7 @@ class _Parser:
         try:
             self.loader.flatten_mapping(node)
         except yaml.MarkedYAMLError as err:
-            raise _yaml_error(self.path, err) from None
+            raise yaml_error(self.path, err) from None
         out: dict[str, tuple[yaml.Node, yaml.Node]] = {}
         for key_node, value_node in node.value:
             key = self.value(key_node) if isinstance(key_node, yaml.ScalarNode) else None
@@ -187,12 +184,12 @@ class _Parser:
                 )
             if key in out:
                 raise SpecError(
-                    self.path, f"{self._in(field)}duplicate key '{key}' "
+                    self.path, f"{self._in(field)}duplicate key '{clip(key)}' "
                     f"(first at line {_line(out[key][0])})", _line(key_node),
                 )
             if allowed is not None and key not in allowed:
                 raise SpecError(
-                    self.path, f"{self._in(field)}unknown key '{key}'; allowed: "
+                    self.path, f"{self._in(field)}unknown key '{clip(key)}'; allowed: "
                     f"{hint or ', '.join(allowed)}", _line(key_node),
                 )
             out[key] = (key_node, value_node)
@@ -267,16 +264,18 @@ class _Parser:
         nodes_node = self.require(top, "nodes", "nodes", root)
         links_node = self.require(top, "links", "links", root)
         nodes, node_lines = self.nodes(nodes_node)
-        links = self.links(links_node, node_lines)
+        links, link_where = self.links(links_node, node_lines)
         topo = Topology(name, tuple(nodes), tuple(links), self.path)
-        validate_topology(topo, self.path, node_lines=node_lines)
+        validate_topology(topo, self.path, node_lines=node_lines, link_where=link_where)
         remember_node_lines(topo, node_lines)
         return topo
 
     def nodes(self, seq_node: yaml.Node) -> tuple[list[Node], dict[str, int]]:
         nodes: list[Node] = []
         node_lines: dict[str, int] = {}
-        for i, item in enumerate(self.sequence(seq_node, "nodes")):
+        items = self.sequence(seq_node, "nodes")
+        check_nodes(len(items), path=self.path, field="nodes", line=_line(seq_node))
+        for i, item in enumerate(items):
             f = f"nodes[{i}]"
             m = self.mapping(item, f, _NODE_KEYS)
             id_node = self.require(m, "id", f"{f}.id", item)
@@ -324,41 +323,54 @@ class _Parser:
                 f"no compute node (need at least one of kind {', '.join(sorted(COMPUTE_KINDS))})",
                 _line(seq_node),
             )
+        check_ranks(sum(n.is_compute for n in nodes), path=self.path, field="nodes",
+                    line=_line(seq_node))
         return nodes, node_lines
 
-    def links(self, seq_node: yaml.Node, node_lines: dict[str, int]) -> list[Link]:
+    def links(
+        self, seq_node: yaml.Node, node_lines: dict[str, int]
+    ) -> tuple[list[Link], list[tuple[str, int]]]:
+        """The directed links, and for each its bandwidth field and line (for later messages)."""
+        items = self.sequence(seq_node, "links")
+        check_links(len(items), path=self.path, field="links", line=_line(seq_node))
         links: list[Link] = []
-        for i, item in enumerate(self.sequence(seq_node, "links")):
-            f = f"links[{i}]"
-            m = self.mapping(item, f, _LINK_KEYS)
-            ends: list[str] = []
-            for key in ("src", "dst"):
-                end_node = self.require(m, key, f"{f}.{key}", item)
-                end = self.value(end_node)
-                if not isinstance(end, str) or end not in node_lines:
-                    raise FieldError(self.path, f"{f}.{key}", f"unknown node {show(end)}",
-                                     _line(end_node))
-                ends.append(end)
-            src, dst = ends
-            if src == dst:
-                raise FieldError(self.path, f"{f}.dst", f"a link from '{src}' to itself",
-                                 _line(m["dst"][1]))
-            bw_node = self.require(m, "bandwidth", f"{f}.bandwidth", item)
-            bandwidth = fraction_value(self.value(bw_node), path=self.path,
-                                       field=f"{f}.bandwidth", minimum="positive",
-                                       line=_line(bw_node))
-            latency = Fraction(0)
-            if "latency" in m:
-                lat_node = m["latency"][1]
-                latency = fraction_value(self.value(lat_node), path=self.path,
-                                         field=f"{f}.latency", minimum="nonnegative",
-                                         line=_line(lat_node))
-            duplex = False
-            if "duplex" in m:
-                dup_node = m["duplex"][1]
-                duplex = bool_value(self.value(dup_node), path=self.path, field=f"{f}.duplex",
-                                    line=_line(dup_node))
-            links.append(Link(src, dst, bandwidth, latency))
+        where: list[tuple[str, int]] = []
+        for i, item in enumerate(items):
+            link, duplex = self.link(item, f"links[{i}]", node_lines)
+            links.append(link)
             if duplex:
-                links.append(Link(dst, src, bandwidth, latency))
-        return links
+                links.append(Link(link.dst, link.src, link.bandwidth, link.latency))
+            where += [(f"field 'links[{i}].bandwidth'", _line(item))] * (1 + duplex)
+        check_links(len(links), path=self.path, field="links", line=_line(seq_node),
+                    detail="with duplex links counted twice, ")
+        return links, where
+
+    def link(self, item: yaml.Node, f: str, node_lines: dict[str, int]) -> tuple[Link, bool]:
+        """One list item of ``links``: the link and whether it is duplex."""
+        m = self.mapping(item, f, _LINK_KEYS)
+        ends: list[str] = []
+        for key in ("src", "dst"):
+            end_node = self.require(m, key, f"{f}.{key}", item)
+            end = self.value(end_node)
+            if not isinstance(end, str) or end not in node_lines:
+                raise FieldError(self.path, f"{f}.{key}", f"unknown node {show(end)}",
+                                 _line(end_node))
+            ends.append(end)
+        src, dst = ends
+        if src == dst:
+            raise FieldError(self.path, f"{f}.dst", f"a link from '{src}' to itself",
+                             _line(m["dst"][1]))
+        bw_node = self.require(m, "bandwidth", f"{f}.bandwidth", item)
+        bandwidth = bandwidth_value(self.value(bw_node), path=self.path,
+                                    field=f"{f}.bandwidth", line=_line(bw_node))
+        latency = Fraction(0)
+        if "latency" in m:
+            lat_node = m["latency"][1]
+            latency = latency_value(self.value(lat_node), path=self.path,
+                                    field=f"{f}.latency", line=_line(lat_node))
+        duplex = False
+        if "duplex" in m:
+            dup_node = m["duplex"][1]
+            duplex = bool_value(self.value(dup_node), path=self.path, field=f"{f}.duplex",
+                                line=_line(dup_node))
+        return Link(src, dst, bandwidth, latency), duplex

@@ -122,3 +122,27 @@ def test_verify_rejects_broken_file(tmp_path) -> None:
     tabbed = tmp_path / "tab.xml"
     tabbed.write_text(out.read_text().replace("  <gpu", "\t<gpu", 1))
     assert main(["verify", str(tabbed)]) == 1
+
+
+def test_help_subcommand_prints_help(capsys):
+    from colc.cli import main
+
+    assert main(["help"]) == 0
+    out = capsys.readouterr().out
+    assert "usage: colc" in out and "subcommands" in out and "verify" in out
+    with pytest.raises(SystemExit) as exc:
+        main(["help", "find"])
+    assert exc.value.code == 0
+    out = capsys.readouterr().out
+    assert "colc find" in out and "(default: 1048576)" in out and "(default: 12.5)" in out
+    assert main(["help", "nosuch"]) == 1
+    assert "no subcommand 'nosuch'" in capsys.readouterr().err
+
+
+def test_analyze_explains_its_terms(capsys):
+    from colc.cli import main
+
+    assert main(["analyze", "examples/ring-4.yaml", "--no-simulate"]) == 0
+    out = capsys.readouterr().out
+    assert "exact cut bound = " in out and "allreduce LP bound = " in out
+    assert "(simulation off: --no-simulate)" in out

@@ -1,0 +1,103 @@
+"""The bad-input corpus (``tests/bad_inputs/``, issue 10).
+
+Every case must end in exit 1 with one line on stderr that names the file and
+says what is wrong, without a traceback and without writing the output file,
+in bounded time.  The expected text of each file is in ``EXPECTED.tsv``.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from colc.cli import main
+
+HERE = Path(__file__).parent / "bad_inputs"
+
+
+def _cases() -> list[tuple[str, str, str]]:
+    rows = []
+    for line in (HERE / "EXPECTED.tsv").read_text(encoding="utf-8").splitlines():
+        if line and not line.startswith("#"):
+            name, cmd, text = line.split("\t")
+            rows.append((name, cmd, text))
+    return rows
+
+
+def _run(capsys, argv: list[str]) -> tuple[int, str, float]:
+    t0 = time.perf_counter()
+    rc = main(argv)
+    elapsed = time.perf_counter() - t0
+    return rc, capsys.readouterr().err, elapsed
+
+
+def _check_error(rc: int, err: str, path: str, text: str) -> None:
+    assert rc == 1, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith(f"{path}:"), err
+    assert "Traceback" not in err and "internal error" not in err
+    assert text in lines[0], err
+
+
+def test_every_corpus_file_has_an_expectation():
+    listed = {name for name, _, _ in _cases()}
+    present = {p.name for p in HERE.iterdir() if p.name != "EXPECTED.tsv"}
+    assert present == listed
+
+
+@pytest.mark.parametrize("name,cmd,text", _cases(), ids=lambda x: str(x)[:40])
+def test_bad_input_is_one_clean_line(capsys, tmp_path, name, cmd, text):
+    path = str(HERE / name)
+    out = tmp_path / "out.xml"
+    argv = [path, "-o", str(out)] if cmd == "compile" else ["analyze", path]
+    rc, err, elapsed = _run(capsys, argv)
+    _check_error(rc, err, path, text)
+    assert not out.exists() and list(tmp_path.iterdir()) == []
+    assert elapsed < 20, f"{name}: {elapsed:.1f} s"
+
+
+def test_fifty_megabyte_file_is_refused_before_reading(capsys, tmp_path):
+    big = tmp_path / "big.yaml"
+    with open(big, "w", encoding="utf-8") as fh:
+        fh.write("name: big\nnodes:\n")
+        line = "  - {id: n%08d, kind: gpu}\n"
+        for i in range(50 * 1024 * 1024 // len(line % 0) + 1):
+            fh.write(line % i)
+    rc, err, elapsed = _run(capsys, [str(big), "-o", str(tmp_path / "o.xml")])
+    _check_error(rc, err, str(big), "colc reads input files of at most 16 MiB")
+    assert elapsed < 5
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/zero"), reason="needs /dev/zero")
+def test_link_to_a_device_is_refused(capsys, tmp_path):
+    link = tmp_path / "zero.yaml"
+    link.symlink_to("/dev/zero")
+    rc, err, _ = _run(capsys, [str(link), "-o", str(tmp_path / "o.xml")])
+    _check_error(rc, err, str(link), "is a character device")
+
+
+def test_directory_as_input_is_refused(capsys, tmp_path):
+    d = tmp_path / "adir"
+    d.mkdir()
+    rc, err, _ = _run(capsys, ["analyze", str(d)])
+    assert rc == 1 and len(err.strip().splitlines()) == 1 and str(d) in err, err
+
+
+def test_boxes_on_a_yaml_topology_is_an_error(capsys):
+    path = str(HERE.parent.parent / "examples" / "ring-4.yaml")
+    rc, err, _ = _run(capsys, [path, "--boxes", "2"])
+    _check_error(rc, err, path, "--boxes applies to single-box inputs")
+
+
+@pytest.mark.parametrize("argv,text", [
+    (["--min-bytes", "1Q"], "'1Q' is not a size"),
+    (["--dtype", "fp128"], "fp128"),
+])
+def test_bad_option_values(capsys, argv, text):
+    path = str(HERE.parent.parent / "examples" / "ring-4.yaml")
+    rc, err, _ = _run(capsys, [path, *argv])
+    assert rc in (1, 2) and text in err and "Traceback" not in err, err
