@@ -31,7 +31,12 @@ Algorithm (runtime notes sections 3, 4.3, 4.4, 6.2-6.4):
    waits for; the first goes on the step, the others on nops before it.
 
 When a threadblock would exceed the runtime's 64 steps, transfers are split
-into phases by dependency depth, each phase on its own channels.
+into phases by dependency depth, each phase on its own connections.
+Each group of ops (channel hint x phase) gets its own channel while they fit
+in 32; beyond that channels are packed (``pack_channels``): each group takes
+the lowest channel not used by a group sharing a rank pair with it, so
+channels grow with the groups per pair, not with the groups; when that
+still exceeds the budget, the hints are dropped.
 
 Complexity: O(P log P) for P parts, plus O(P) per phase attempt.
 """
@@ -71,6 +76,7 @@ class LoweringOptions:
     max_bytes: int = 0
     name: str = "colc"
     max_threadblocks: int = MAX_THREADBLOCKS
+    max_channels: int = MAX_CHANNELS  # lower only in tests (channel packing under pressure)
     fuse: bool = True  # merge receive+send into rcs/rrs/rrcs
     pair_connections: bool = True  # let one threadblock serve a lone send and a lone receive
 
@@ -134,11 +140,22 @@ def lower_to_program(sched: Schedule, opts: LoweringOptions) -> Program:
     max_depth = max(depth, default=0)
     parts, readers = _analysis(sched)
     phases = 1
+    max_channels = min(opts.max_channels, MAX_CHANNELS)
     while True:
         phase_len = (max_depth // phases) + 1
         program, worst = _lower_once(sched, opts, depth, phase_len, parts, readers)
         if worst is None:
             return program
+        for packing in ("packed", "merged"):
+            if program.nchannels <= max_channels:
+                break
+            # Too many channels: groups that share no rank pair share a channel;
+            # failing that, drop the hints (each pair's ops of a phase on one
+            # connection).
+            program, worst = _lower_once(sched, opts, depth, phase_len, parts, readers,
+                                         packing)
+            if worst is None:
+                return program
         if phases >= max_depth + 1:
             raise InfeasibleError(f"cannot fit the schedule in the runtime's limits: {worst}")
         phases = min(max_depth + 1, phases * 2)
@@ -168,12 +185,19 @@ def _analysis(sched: Schedule) -> tuple[list[_Part], dict[int, set[int]]]:
 
 
 def _lower_once(sched: Schedule, opts: LoweringOptions, depth: list[int], phase_len: int,
-                parts: list[_Part], readers: dict[int, set[int]]) -> tuple[Program, str | None]:
-    hints = sorted({op.channel for op in sched.ops})
-    hint_index = {h: i for i, h in enumerate(hints)}
+                parts: list[_Part], readers: dict[int, set[int]],
+                packing: str = "spread") -> tuple[Program, str | None]:
+    use_hints = packing != "merged"
+    hints = sorted({op.channel for op in sched.ops}) if use_hints else [None]
+    hint_index = {h: i for i, h in enumerate(hints)} if use_hints else defaultdict(int)
+
+    def group(op: Op) -> int:
+        return hint_index[op.channel] + len(hints) * (depth[op.op_id] // phase_len)
+
+    color = pack_channels(sched, group) if packing != "spread" else None
 
     def channel(op: Op) -> int:
-        return hint_index[op.channel] + len(hints) * (depth[op.op_id] // phase_len)
+        return group(op) if color is None else color[group(op)]
 
     instrs = _fuse(parts, readers, channel, opts.fuse)
     by_rank = _group_by_rank(sched.ngpus, instrs)
@@ -182,6 +206,46 @@ def _lower_once(sched: Schedule, opts: LoweringOptions, depth: list[int], phase_
     _order(sched, parts, instrs)
     program = _build_program(sched, opts, by_rank)
     return program, _limit_problem(program, opts)
+
+
+def pack_channels(sched: Schedule, group) -> dict[int, int]:
+    """Channel of each op group: groups that never share a connection share a channel.
+
+    A connection is (channel, peer, direction), and the runtime gives each
+    one threadblock, so two groups (channel hint x phase) need distinct
+    channels only when some directed rank pair carries ops of both (or one
+    rank runs local ops of both, which share a local threadblock per
+    channel).  Greedy colouring of that conflict graph, groups in order, each
+    taking the smallest channel its neighbours leave free: a torus or
+    hypercube whose groups each touch a few pairs packs into a few channels
+    instead of one channel per group.
+
+    Parameters
+    ----------
+    sched : Schedule
+    group : callable
+        Op -> group number.
+
+    Returns
+    -------
+    dict of int to int
+        Group -> channel.
+
+    Complexity: O(sum over pairs of (groups on the pair)^2).
+    """
+    on_pair: dict[tuple[int, int], set[int]] = defaultdict(set)
+    for op in sched.ops:
+        pair = (op.src.rank, op.dst.rank)
+        on_pair[pair].add(group(op))
+    conflicts: dict[int, set[int]] = defaultdict(set)
+    for groups in on_pair.values():
+        for g in groups:
+            conflicts[g] |= groups
+    color: dict[int, int] = {}
+    for g in sorted(conflicts):
+        taken = {color[h] for h in conflicts[g] if h in color}
+        color[g] = next(c for c in range(len(taken) + 1) if c not in taken)
+    return color
 
 
 def _split(sched: Schedule) -> list[_Part]:
@@ -577,8 +641,8 @@ def _rank_threadblocks(instrs: list[_Instr]) -> list[Threadblock]:
 
 def _limit_problem(program: Program, opts: LoweringOptions) -> str | None:
     """The first runtime limit the program breaks, if any."""
-    if program.nchannels > MAX_CHANNELS:
-        return f"{program.nchannels} channels > {MAX_CHANNELS}"
+    if program.nchannels > min(opts.max_channels, MAX_CHANNELS):
+        return f"{program.nchannels} channels > {min(opts.max_channels, MAX_CHANNELS)}"
     for rp in program.ranks:
         size = max(rp.input_chunks, rp.output_chunks, rp.scratch_chunks)
         if size > MAX_OFFSET + 1:
