@@ -74,6 +74,10 @@ def _bounds(topo: Topology) -> dict[str, dict]:
     out = {c: {"algbw": _num(v), "method": "per-rank ingress/egress"} for c, v in simple.items()}
     if topo.num_ranks < 2:
         return out
+    if topo.num_ranks > EXACT_BOUND_UP_TO:
+        for b in out.values():
+            b["method"] += f" (exact cut bound not computed above {EXACT_BOUND_UP_TO} ranks)"
+        return out
     try:
         from colc.compiler.generate_trees import exact_bounds
 
@@ -98,6 +102,83 @@ def _num(x: Fraction) -> float:
 SIZES = (1 << 20, 16 << 20, 128 << 20, 1 << 30)
 #: Above this many ranks the report skips simulation unless asked.
 SIMULATE_UP_TO = 64
+#: Above this many ranks, without ``--algorithm``, schedules are estimated
+#: from their plans (rings, BFB linear programs, the cut bound), not built.
+BUILD_UP_TO = 128
+#: Above this many ranks the exact cut bound is not computed (per-rank bound).
+EXACT_BOUND_UP_TO = 1024
+#: Above this many ranks the hop bound takes its longest path from a sample
+#: of sources (still a lower bound; exact on vertex-transitive fabrics).
+HOP_SOURCES = 64
+
+
+class _Estimator:
+    """Figures of a schedule from its plan, without building it (large topologies).
+
+    ring: the planned rings' bandwidth-only algbw (``plan_rings``), hops
+    (N-1) times the longest relay per ring step (twice for allreduce);
+    bfb: ``bfb_report`` (the linear programs only); trees: the exact cut
+    bound, which an optimal packing reaches (seed 001 ch. 4), hops not
+    known without packing; hier: not estimated.
+    """
+
+    def __init__(self, topo: Topology, bounds: dict) -> None:
+        self.topo = topo
+        self.bounds = bounds
+        self._rings = None
+
+    def row(self, name: str, coll: Collective) -> dict:
+        entry = {"algorithm": name, "collective": coll.value, "estimated": True}
+        try:
+            steps, algbw = getattr(self, f"_{name}", self._other)(coll)
+        except ColcError as err:
+            return {**entry, "error": str(err)}
+        return {**entry, "steps": steps, "algbw": _num(algbw)}
+
+    def _ring(self, coll: Collective) -> tuple[int, Fraction]:
+        from colc.compiler.ring import _ring_algbw, plan_rings
+        from colc.ir.routing import Router
+
+        n = self.topo.num_ranks
+        if self._rings is None:
+            router = Router(self.topo)
+            rings = plan_rings(self.topo, router)
+            self._rings = (rings, _ring_algbw(rings, router, n))
+        rings, algbw = self._rings
+        if coll is Collective.REDUCESCATTER and not _symmetric(self.topo):
+            raise ColcError(f"not estimated above {BUILD_UP_TO} ranks on an asymmetric "
+                            f"fabric; use --algorithm ring")
+        relay = max(len(h) - 1 for r in rings for h in r.hops)
+        if coll is Collective.ALLREDUCE:
+            return 2 * (n - 1) * relay, algbw / 2
+        return (n - 1) * relay, algbw
+
+    def _bfb(self, coll: Collective) -> tuple[int, Fraction]:
+        from colc.compiler.bfb_schedule import bfb_report
+
+        return bfb_report(self.topo, coll)
+
+    def _trees(self, coll: Collective) -> tuple[int | None, Fraction]:
+        b = self.bounds[coll.value]
+        if not self.bounds["allgather"]["method"].startswith("exact"):
+            raise ColcError(f"not estimated above {EXACT_BOUND_UP_TO} ranks (no exact cut "
+                            f"bound); use --algorithm trees")
+        return None, Fraction(b.get("trees", b["algbw"]))
+
+    def _hier(self, coll: Collective) -> tuple[int, Fraction]:
+        from colc.ir.topology import boxes
+
+        if len(boxes(self.topo)) < 2:
+            raise ColcError("hierarchical trees need at least two boxes; use trees")
+        return self._other(coll)
+
+    def _other(self, coll: Collective) -> tuple[int, Fraction]:
+        raise ColcError(f"not estimated above {BUILD_UP_TO} ranks; use --algorithm")
+
+
+def _symmetric(topo: Topology) -> bool:
+    cap = topo.capacity()
+    return all(cap.get((v, u)) == c for (u, v), c in cap.items())
 
 
 def analyze_topology(topo: Topology, *, algorithms: tuple[str, ...] = (),
@@ -124,13 +205,20 @@ def analyze_topology(topo: Topology, *, algorithms: tuple[str, ...] = (),
                             f"{', '.join(sorted(ALGORITHMS))}")
     names = algorithms or tuple(sorted(ALGORITHMS))
     colls = collectives or COLLECTIVES
+    estimate = not algorithms and topo.num_ranks > BUILD_UP_TO
     if simulate is None:
         simulate = topo.num_ranks <= SIMULATE_UP_TO
+    simulate = simulate and not estimate
     schedules = []
     packings: dict[bool, TreePacking] = {}
     model = model_named(machine) if machine else model_for(topo)
+    bounds = _bounds(topo)
+    estimator = _Estimator(topo, bounds)
     for name in names:
         for coll in colls:
+            if estimate:
+                schedules.append(estimator.row(name, coll))
+                continue
             try:
                 sched = ALGORITHMS[name](topo, coll, None)
             except ColcError as err:
@@ -148,12 +236,11 @@ def analyze_topology(topo: Topology, *, algorithms: tuple[str, ...] = (),
             if simulate:
                 entry.update(_simulated(topo, name, coll, sizes, machine))
             schedules.append(entry)
-    bounds = _bounds(topo)
     for coll, b in bounds.items():
         if coll in {c.value for c in colls}:
             b.update(_latency_bound(topo, model, b["algbw"], sizes))
     return {"topology": topo.name, "ranks": topo.num_ranks, "machine": model.name,
-            "sizes": list(sizes), "simulated": simulate,
+            "sizes": list(sizes), "simulated": simulate, "estimated": estimate,
             "bounds": {c: b for c, b in bounds.items() if c in {x.value for x in colls}},
             "schedules": schedules}
 
@@ -194,7 +281,9 @@ def _latency_bound(topo: Topology, model, bw: float, sizes: tuple[int, ...]) -> 
     router = Router(topo)
     lat = min((model.latency(p) for p in model.protocols), key=lambda c: c.base + c.hop_p2p)
     worst = 0.0
-    for a in range(topo.num_ranks):
+    n = topo.num_ranks
+    step = max(1, -(-n // HOP_SOURCES)) if n > BUILD_UP_TO else 1
+    for a in range(0, n, step):
         hops = _hop_latencies(topo, router, a, lat)
         worst = max([worst, *hops.values()])
     latency = lat.base + worst
@@ -288,7 +377,10 @@ def format_table(report: dict) -> str:
         if "error" in s:
             lines.append(f"{s['algorithm']:<10}{s['collective']:<15}  n/a: {s['error']}")
             continue
-        row = f"{s['algorithm']:<10}{s['collective']:<15}{s['steps']:>5}{s['algbw']:>10.2f}"
+        steps = "?" if s.get("steps") is None else s["steps"]
+        row = f"{s['algorithm']:<10}{s['collective']:<15}{steps:>5}{s['algbw']:>10.2f}"
+        if s.get("estimated"):
+            row += "  estimated from its plan (not built)"
         if s.get("emittable") is False:
             row += f"  not emittable within the runtime's limits: {s['why']}"
         elif "simulated" in s:
@@ -303,7 +395,10 @@ def format_table(report: dict) -> str:
                          f"{m['traffic_after']:g}, GPU {gpu} {m[f'gpu_{gpu}_before']:g} -> "
                          f"{m[f'gpu_{gpu}_after']:g} GB per GB (analysis only; "
                          f"files send unicast)")
-    if not report.get("simulated", True):
+    if report.get("estimated"):
+        lines.append(f"(above {BUILD_UP_TO} ranks the schedules are estimated, not built or "
+                     f"simulated; --algorithm A builds A)")
+    elif not report.get("simulated", True):
         lines.append(f"(simulation skipped above {SIMULATE_UP_TO} ranks; use --simulate)"
                      if report["ranks"] > SIMULATE_UP_TO else "(simulation off: --no-simulate)")
     lines += ["", *LEGEND]

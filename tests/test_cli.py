@@ -146,3 +146,29 @@ def test_analyze_explains_its_terms(capsys):
     out = capsys.readouterr().out
     assert "exact cut bound = " in out and "allreduce LP bound = " in out
     assert "(simulation off: --no-simulate)" in out
+
+
+def test_analyze_estimates_match_built_schedules(monkeypatch):
+    """Issue 11: above BUILD_UP_TO ranks analyze estimates rows from plans; the
+    estimates must equal the built schedules' figures (checked on small fabrics)."""
+    from colc.compiler import analyze as an
+    from colc.frontends.families import hypercube, torus
+
+    for topo in (torus([3, 4], 10), hypercube(3, 10)):
+        built = an.analyze_topology(topo, simulate=False)
+        monkeypatch.setattr(an, "BUILD_UP_TO", 4)
+        est = an.analyze_topology(topo, simulate=False)
+        monkeypatch.setattr(an, "BUILD_UP_TO", 128)
+        assert est["estimated"] and not built["estimated"]
+        rows = {(r["algorithm"], r["collective"]): r for r in built["schedules"]}
+        compared = 0
+        for r in est["schedules"]:
+            b = rows[(r["algorithm"], r["collective"])]
+            if "error" in r:
+                assert "error" in b or r["algorithm"] == "hier"
+                continue
+            assert r["estimated"] and r["algbw"] == pytest.approx(b["algbw"], rel=1e-3), r
+            if r["algorithm"] == "bfb":
+                assert r["steps"] == b["steps"]
+            compared += 1
+        assert compared >= 9
