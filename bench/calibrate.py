@@ -85,10 +85,14 @@ def golden(f, lo: float, hi: float, steps: int = 12) -> float:
     return (a + b) / 2
 
 
-def fit(machine: str):
+def fit(machine: str, split: bool = False):
     topo, rows = ring_rows(machine)
     model = model_named(MACHINES[machine][2])
     for _ in range(3):
+        if split:
+            n = golden(lambda x: loss(topo, rows, replace(model, net_latency_scale=math.exp(x))),
+                       math.log(0.05), math.log(20.0))
+            model = replace(model, net_latency_scale=math.exp(n))
         s = golden(lambda x: loss(topo, rows, replace(model, latency_scale=math.exp(x))),
                    math.log(0.1), math.log(10.0))
         model = replace(model, latency_scale=math.exp(s))
@@ -101,6 +105,7 @@ def fit(machine: str):
 
 def table(machine: str, topo, rows, model) -> float:
     print(f"\n{machine}: latency_scale={model.latency_scale:.3f} "
+          f"net_latency_scale={model.net_latency_scale} "
           f"net_efficiency={model.net_efficiency:.3f} p2p_efficiency={model.p2p_efficiency:.3f}")
     print(f"{'collective':<14}{'system':<11}" + "".join(f"{s >> 20:>8}M meas/pred/err"
                                                         for s in SIZES))
@@ -121,6 +126,8 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--check", action="store_true", help="only print the presets' errors")
     p.add_argument("--machine", choices=sorted(MACHINES), action="append")
+    p.add_argument("--split", action="store_true",
+                   help="also fit a separate latency scale for network hops")
     args = p.parse_args(argv)
     for machine in args.machine or sorted(MACHINES):
         t0 = time.time()
@@ -128,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
             topo, rows = ring_rows(machine)
             model = model_named(MACHINES[machine][2])
         else:
-            topo, rows, model = fit(machine)
+            topo, rows, model = fit(machine, args.split)
         table(machine, topo, rows, model)
         print(f"({time.time() - t0:.0f} s)")
     return 0

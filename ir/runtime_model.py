@@ -124,6 +124,9 @@ class RuntimeModel:
         Calibrated factor on every hop, call and base latency of the tuning
         tables (``bench/calibrate.py``): the tables are NCCL's estimates; the
         factor makes the simulator match measured times.
+    net_latency_scale : float or None
+        A separate factor for the network hop latency (None:
+        ``latency_scale``), when the calibration can tell them apart.
     note : str
         Where the numbers come from.
     """
@@ -138,6 +141,7 @@ class RuntimeModel:
     credit_p2p: float = 1.0
     credit_net: float = 5.0
     latency_scale: float = 1.0
+    net_latency_scale: float | None = None
     note: str = ""
 
     def costs(self, protocol: Protocol) -> ProtocolCosts:
@@ -162,7 +166,8 @@ class RuntimeModel:
         """``costs(protocol)`` with the latencies multiplied by ``latency_scale``."""
         c = self.costs(protocol)
         k = self.latency_scale
-        return replace(c, hop_p2p=c.hop_p2p * k, hop_net=c.hop_net * k, call=c.call * k,
+        kn = k if self.net_latency_scale is None else self.net_latency_scale
+        return replace(c, hop_p2p=c.hop_p2p * k, hop_net=c.hop_net * kn, call=c.call * k,
                        base=c.base * k)
 
 
