@@ -54,6 +54,8 @@ from colc.ir.topology import Topology
 
 #: MSCCL_MAX_COUNT - 1: largest maxAllowedCount.
 MAX_ALLOWED_COUNT = 71
+#: Loop iterations above which ``simulate`` extrapolates from 4 and 8.
+EXTRAPOLATE_ABOVE = 8
 #: Flags encode (iteration, step) as iteration * FLAG_BASE + step.
 FLAG_BASE = 1 << 16
 _INF = float("inf")
@@ -525,7 +527,8 @@ class _Simulation:
 
 
 def simulate(program: Program, topo: Topology, model: RuntimeModel, nbytes: int,
-             dtype_bytes: int = 4, loaded: LoadedProgram | None = None) -> SimResult:
+             dtype_bytes: int = 4, loaded: LoadedProgram | None = None,
+             extrapolate: bool = True) -> SimResult:
     """Simulate one call of ``program`` with a message of ``nbytes`` bytes.
 
     Parameters
@@ -541,6 +544,11 @@ def simulate(program: Program, topo: Topology, model: RuntimeModel, nbytes: int,
     loaded : LoadedProgram, optional
         ``load_program(program)`` if already computed (saves time when one
         program is simulated at many sizes).
+    extrapolate : bool
+        When the call runs more than ``EXTRAPOLATE_ABOVE`` loop iterations,
+        simulate 4 and 8 of them and extend the per-iteration difference to
+        the real count (the iterations after the first few repeat the same
+        steady state); False simulates every iteration.
 
     Returns
     -------
@@ -562,7 +570,22 @@ def simulate(program: Program, topo: Topology, model: RuntimeModel, nbytes: int,
         first = next((d for d in loaded.diagnostics if d.is_error), None)
         raise SimulationError(f"the runtime would reject the file: {first}")
     sim = _Simulation(loaded, topo, model, nbytes, dtype_bytes)
-    makespan = sim.run()
+    iters = sim.iters
+    if extrapolate and len(iters) > EXTRAPOLATE_ABOVE:
+        # Steady state: simulate k and 2k loop iterations, extend the difference.
+        k = EXTRAPOLATE_ABOVE // 2
+        short = _Simulation(loaded, topo, model, nbytes, dtype_bytes)
+        short.iters = [iters[0]] * (k - 1) + [iters[-1]]
+        sim.iters = [iters[0]] * (2 * k - 1) + [iters[-1]]
+        t_short, t_long = short.run(), sim.run()
+        scale = 1 + (len(iters) - 2 * k) * (t_long - t_short) / (k * t_long) if t_long else 1
+        makespan = t_long * scale
+        for tb in sim.tbs:
+            tb.busy *= scale
+        for lk in sim.links.values():
+            lk.carried *= scale
+    else:
+        makespan = sim.run()
     total = makespan + model.latency(program.protocol).base
     algbw = nbytes / total / 1000.0
     n = program.ngpus

@@ -163,3 +163,24 @@ def test_presets_are_complete() -> None:
         assert Protocol.SIMPLE in model.protocols and Protocol.LL in model.protocols
         assert 0 < model.p2p_efficiency <= 1 and 0 < model.net_efficiency <= 1
         assert model.max_threadblocks >= 64
+
+
+@pytest.mark.parametrize("protocol", [Protocol.LL, Protocol.LL128])
+def test_extrapolated_time_matches_the_full_simulation(protocol) -> None:
+    """Large calls run many loop iterations; simulating 4 and 8 and extending the
+    difference must agree with simulating all of them."""
+    from colc.compiler.pipeline import CompileOptions, Compiler, Variant
+    from colc.frontends.families import torus
+    from colc.ir.simulate import EXTRAPOLATE_ABOVE, _Simulation
+    from colc.ir.load_checks import load_program
+
+    topo = torus([3, 3], 10)
+    c = Compiler(topo, CompileOptions(algorithm="trees", collective=Collective.ALLGATHER))
+    program = c.program(Variant("trees", 16, protocol))
+    size = 1 << 30
+    iters = _Simulation(load_program(program), topo, c.model, size, 4).iters
+    assert len(iters) > EXTRAPOLATE_ABOVE  # the extrapolation really applies
+    full = simulate(program, topo, c.model, size, extrapolate=False)
+    fast = simulate(program, topo, c.model, size)
+    assert fast.time_us == pytest.approx(full.time_us, rel=5e-3)
+    assert fast.busiest_link[:2] == full.busiest_link[:2]
