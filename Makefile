@@ -1,7 +1,7 @@
 # colc: two commands set everything up on a fresh machine.
 PYTHON ?= python3
 
-.PHONY: help install test fuzz golden bench clean
+.PHONY: help install test examples fuzz golden bench clean
 
 help:  ## list targets
 	@grep -E '^[a-z]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -12,6 +12,9 @@ install:  ## install colc and its dependencies (colc lands on PATH)
 
 test:  ## run the whole test suite (doctests included)
 	$(PYTHON) -m pytest tests --doctest-modules ir compiler frontends backends colc --doctest-glob='api.md' docs -p no:cacheprovider
+
+examples:  ## run every README command as written (minutes; .ci/run runs it after the tests)
+	COLC_EXAMPLES=all $(PYTHON) -m pytest tests/test_readme.py -q -p no:cacheprovider
 
 fuzz:  ## long hypothesis run over the whole pipeline (COLC_FUZZ_EXAMPLES cases per test, default 400)
 	COLC_FUZZ=long $(PYTHON) -m pytest tests/test_fuzz.py -p no:cacheprovider --hypothesis-show-statistics

@@ -31,8 +31,11 @@ SUBCOMMANDS = ("compile", "verify", "analyze", "convert", "find", "simulate", "r
 def main(argv: Sequence[str] | None = None) -> int:
     """Run colc; returns the exit status."""
     args = list(sys.argv[1:] if argv is None else argv)
+    from colc.progress import Progress, active
+
     try:
-        return _dispatch(args)
+        with active(Progress()):
+            return _dispatch(args)
     except ColcError as err:
         print(_one_line(str(err)), file=sys.stderr)
         return 1
@@ -50,6 +53,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         if os.environ.get("COLC_DEBUG"):
             raise
         return 3
+
+
+def clear_progress() -> None:
+    """Erase the progress line before printing results."""
+    from colc.progress import clear
+
+    clear()
 
 
 def _one_line(msg: str) -> str:
@@ -189,6 +199,7 @@ def _cmd_compile(argv: list[str]) -> int:
     if args.output and _is_directory_target(args.output):
         return _write_portfolio(topo, opts, args.output, args.topology)
     result = compile_topology(topo, opts)
+    clear_progress()
     for note in result.notes:
         print(f"colc: note: {note}", file=sys.stderr)
     predicted = ", ".join(f"{r.algbw:.1f} GB/s at {format_size(s)}" for s, r in result.predicted)
@@ -212,6 +223,7 @@ def _write_portfolio(topo, opts, folder: str, source: str) -> int:
     if opts.backend != "msccl":
         raise ColcError("a directory output holds MSCCL files; use a file name for oneCCL")
     portfolio = build_portfolio(topo, opts)
+    clear_progress()
     os.makedirs(folder, exist_ok=True)
     names = []
     for i, w in enumerate(portfolio.windows):
@@ -382,6 +394,7 @@ def _cmd_analyze(argv: list[str]) -> int:
         topo, algorithms=tuple(args.algorithm),
         collectives=tuple(Collective(c) for c in args.collective),
         sizes=parse_sizes(args.sizes), simulate=args.simulate, machine=args.machine)
+    clear_progress()
     if args.json:
         print(json.dumps(report, indent=2, sort_keys=False))
     else:
@@ -524,6 +537,7 @@ def _cmd_report(argv: list[str]) -> int:
     topo = load_any_topology(args.topology, boxes=args.boxes)
     data = gather_report(topo, collective=Collective(args.collective), sizes=sizes,
                          machine=args.machine, portfolio=args.portfolio)
+    clear_progress()
     port = data["portfolio"]
     if port is not None and port["error"]:
         print(f"colc: warning: no portfolio for {port['collective']}: {port['error']}",

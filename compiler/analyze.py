@@ -253,9 +253,10 @@ def _simulated(topo: Topology, name: str, coll: Collective, sizes: tuple[int, ..
     compiler = Compiler(topo, CompileOptions(algorithm=name, collective=coll,
                                              rank_sizes=sizes, machine=machine))
     best, why = None, ""
+    ranking = _ranking_sizes(sizes)
     for v in variants(compiler):
         try:
-            score = compiler.score(v, sizes)
+            score = compiler.score(v, ranking)
         except ColcError as err:
             why = str(err)
             continue
@@ -271,6 +272,19 @@ def _simulated(topo: Topology, name: str, coll: Collective, sizes: tuple[int, ..
                      "busbw": round(r.busbw, 3), "selected": r.selected})
     return {"emittable": True, "variant": v.label,
             "nchunks": compiler.program(v).nchunks, "simulated": rows}
+
+
+def _ranking_sizes(sizes: tuple[int, ...], most: int = 4) -> tuple[int, ...]:
+    """At most ``most`` of ``sizes``, spread evenly, the largest included: variants
+    are ranked there and only the best is simulated at every size.
+
+    >>> _ranking_sizes(tuple(1 << k for k in range(10, 31)))
+    (1024, 131072, 8388608, 1073741824)
+    """
+    if len(sizes) <= most:
+        return sizes
+    step = (len(sizes) - 1) / (most - 1)
+    return tuple(sizes[round(i * step)] for i in range(most))
 
 
 def _latency_bound(topo: Topology, model, bw: float, sizes: tuple[int, ...]) -> dict:

@@ -54,6 +54,7 @@ from colc.ir.program import Program
 from colc.ir.runtime_model import RuntimeModel, model_for, model_named
 from colc.ir.simulate import SimResult, SimulationError, selection, simulate
 from colc.ir.topology import Topology
+from colc.progress import report as progress_report
 
 #: ``generator(topology, collective, chunks)``; ``chunks`` None = the algorithm's own.
 Generator = Callable[[Topology, Collective, "int | None"], Schedule]
@@ -237,12 +238,18 @@ class Compiler:
         self._sims: dict[tuple[Variant, int], SimResult] = {}
         self._loaded: dict[Variant, object] = {}
         self._strategy: dict[Variant, int] = {}  # index of the lowering strategy in use
+        self._work = 0  # stages done, for the progress line
+
+    def _progress(self, stage: str) -> None:
+        self._work += 1
+        progress_report(stage, self._work, 0)
 
     # -- schedules -----------------------------------------------------------
     def schedule(self, algorithm: str, chunks: int | None) -> Schedule:
         """The proved (and replicated) chunk schedule of one algorithm and chunking."""
         key = (algorithm, chunks)
         if key not in self._schedules:
+            self._progress(f"building {algorithm}" + (f"/c{chunks}" if chunks else ""))
             if algorithm not in ALGORITHMS:
                 raise UnsupportedError(f"unknown algorithm '{algorithm}'; choose from "
                                        f"{', '.join(available_algorithms())}")
@@ -265,6 +272,7 @@ class Compiler:
     def program(self, variant: Variant) -> Program:
         """The lowered program of ``variant`` (balanced unless disabled)."""
         if variant not in self._programs:
+            self._progress(f"lowering {variant.label}")
             self._programs[variant] = self._lower(variant, self._strategy.get(variant, 0))
         return self._programs[variant]
 
@@ -334,6 +342,7 @@ class Compiler:
         key = (variant, size)
         if key not in self._sims:
             program = program or self.program(variant)
+            self._progress(f"simulating {variant.label} at {_size_text(size)}")
             loaded = self._loaded.get(variant)
             if loaded is None or getattr(loaded, "program", None) is not program:
                 loaded = self._loaded[variant] = load_program(program)
@@ -363,6 +372,7 @@ class Compiler:
                 changes.update(min_bytes=window[0], max_bytes=window[1])
             program = dataclasses.replace(program, **changes)
             text = _emit(program, self.opts.backend)
+            progress_report(f"verifying {variant.label}", self._work, 0)
             report = _verify_text(text, self.opts.backend)
             if report.ok:
                 return program, text
@@ -455,6 +465,12 @@ def compile_topology(topo: Topology, opts: CompileOptions) -> CompileResult:
     if refusals and all("failed verification" in r for r in refusals):
         raise InternalError("every candidate failed verification: " + "; ".join(refusals[:3]))
     raise InfeasibleError("no schedule fits the runtime's limits: " + "; ".join(refusals[-3:]))
+
+
+def _size_text(n: int) -> str:
+    from colc.sizes import format_size
+
+    return format_size(n)
 
 
 def _comment(variant: Variant, algbw: float) -> str:

@@ -172,3 +172,23 @@ def test_analyze_estimates_match_built_schedules(monkeypatch):
                 assert r["steps"] == b["steps"]
             compared += 1
         assert compared >= 9
+
+
+def test_progress_line_on_request_and_erased(monkeypatch, capsys, tmp_path):
+    """Issue 11: a progress line (stage, count, time) on stderr when asked
+    (COLC_PROGRESS=1; by default only on a terminal), erased before results."""
+    from colc import progress
+
+    monkeypatch.setenv("COLC_PROGRESS", "1")
+    monkeypatch.setattr(progress, "QUIET_FOR", 0.0)
+    monkeypatch.setattr(progress.Progress.__init__, "__defaults__", (None, None, 0.0))
+    assert main(["examples/torus-3x5.yaml", "--algorithm", "bfb", "-o",
+                 str(tmp_path / "o.xml")]) == 0
+    err = capsys.readouterr().err
+    assert "\rcolc: [step 1] building bfb" in err and "simulating bfb/" in err
+    last = err.split("\r")[-1]  # after the erasing: notes and the result only
+    assert "[step" not in last and "colc: wrote" in last, last
+    monkeypatch.setenv("COLC_PROGRESS", "0")
+    assert main(["examples/torus-3x5.yaml", "--algorithm", "bfb", "-o",
+                 str(tmp_path / "o.xml")]) == 0
+    assert "\r" not in capsys.readouterr().err
