@@ -15,7 +15,7 @@ import argparse
 import sys
 import time
 
-from colc.compiler.bfb_schedule import generate_bfb
+from colc.compiler.bfb.schedule import generate_bfb
 from colc.frontends.families import hypercube, torus
 
 

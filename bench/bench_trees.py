@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from colc.compiler.generate_trees import pack_trees
+from colc.compiler.trees.generate_trees import pack_trees
 from colc.frontends.families import dgx_a100, mi250
 
 

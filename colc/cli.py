@@ -151,6 +151,10 @@ def _compile_parser() -> argparse.ArgumentParser:
                    help="skip the lane balancing pass (the plain lowering)")
     p.add_argument("--boxes", type=int, default=None,
                    help="boxes for single-box inputs such as an NCCL topology dump")
+    p.add_argument("--jobs", type=int, default=0,
+                   help="processes for lowering and simulating candidates (default 0: "
+                        "every CPU available, or COLC_JOBS); the output does not depend "
+                        "on it")
     return p
 
 
@@ -182,7 +186,14 @@ def _options(args: argparse.Namespace):
         outofplace=True if args.outofplace else (False if args.inplace else None),
         instances=args.instances, min_bytes=lo, max_bytes=hi,
         backend=_backend_for(args), verify_each=args.verify_each, machine=args.machine,
-        chunks=args.chunks, balance=not args.no_balance, dtype_bytes=dtype_bytes(args.dtype))
+        chunks=args.chunks, balance=not args.no_balance, dtype_bytes=dtype_bytes(args.dtype),
+        jobs=_jobs(args.jobs))
+
+
+def _jobs(n: int) -> int:
+    if n < 0:
+        raise ColcError(f"colc: error: --jobs must be 0 (all CPUs) or more, got {n}")
+    return n
 
 
 def _is_directory_target(path: str) -> bool:
@@ -423,7 +434,7 @@ def _cmd_convert(argv: list[str]) -> int:
 def _cmd_find(argv: list[str]) -> int:
     from fractions import Fraction
 
-    from colc.compiler.find_topology import find_topology
+    from colc.compiler.bfb.find_topology import find_topology
 
     from colc.sizes import parse_size
 

@@ -22,7 +22,7 @@ In-network multicast (seed 001 section 4.5.6): when the topology has a
 multicast switch, the ``trees`` entries of allgather and reducescatter get
 ``"multicast": {"switches", "traffic_before", "traffic_after",
 "gpu_sends_before", "gpu_sends_after", "gpu_recvs_before",
-"gpu_recvs_after", "runtime"}`` from ``compiler/apply_multicast.py`` on the
+"gpu_recvs_after", "runtime"}`` from ``compiler/trees/apply_multicast.py`` on the
 same packing ``tree_schedule`` makes.  Figures are GB moved per GB of
 collective size (summed over links, over hops leaving a rank, over hops
 entering a rank); algbw is unchanged by multicast.  Allgather saves GPU
@@ -79,7 +79,7 @@ def _bounds(topo: Topology) -> dict[str, dict]:
             b["method"] += f" (exact cut bound not computed above {EXACT_BOUND_UP_TO} ranks)"
         return out
     try:
-        from colc.compiler.generate_trees import exact_bounds
+        from colc.compiler.trees.generate_trees import exact_bounds
 
         exact = exact_bounds(topo)
     except (ImportError, ColcError):
@@ -154,7 +154,7 @@ class _Estimator:
         return (n - 1) * relay, algbw
 
     def _bfb(self, coll: Collective) -> tuple[int, Fraction]:
-        from colc.compiler.bfb_schedule import bfb_report
+        from colc.compiler.bfb.schedule import bfb_report
 
         return bfb_report(self.topo, coll)
 
@@ -339,8 +339,8 @@ def _multicast(topo: Topology, coll: Collective,
     if coll is Collective.ALLREDUCE or not any(n.multicast for n in topo.nodes):
         return None
     try:
-        from colc.compiler.apply_multicast import apply_multicast
-        from colc.compiler.generate_trees import is_symmetric, pack_trees, transpose
+        from colc.compiler.trees.apply_multicast import apply_multicast
+        from colc.compiler.trees.generate_trees import is_symmetric, pack_trees, transpose
 
         flip = coll is Collective.REDUCESCATTER and not is_symmetric(topo)
         if flip not in packings:
@@ -363,7 +363,7 @@ def _steps(name: str, topo: Topology, coll: Collective, sched) -> int:
     """Hop count: the algorithm's own rounds when it has them (BFB), else the
     longest chain of transfers in the schedule."""
     if name == "bfb":
-        from colc.compiler.bfb_schedule import bfb_report
+        from colc.compiler.bfb.schedule import bfb_report
 
         return bfb_report(topo, coll)[0]
     return schedule_steps(sched)

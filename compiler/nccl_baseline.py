@@ -24,7 +24,7 @@ search per box (small boxes).
 
 from __future__ import annotations
 
-from colc.compiler.lower_to_program import LoweringOptions, lower_to_program
+from colc.compiler.lowering.lower_to_program import LoweringOptions, lower_to_program
 from colc.compiler.ring import Ring, build_ring_schedule
 from colc.errors import UnsupportedError
 from colc.ir.core import Collective, Protocol

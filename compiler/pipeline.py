@@ -34,10 +34,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
 
-from colc.compiler.balance_lanes import balance_lanes, plan_lanes
+from colc.compiler.lowering.balance_lanes import balance_lanes, plan_lanes
 from colc.compiler.estimate_bandwidth import schedule_algbw
-from colc.compiler.lower_to_program import LoweringOptions, LoweringStalled, lower_to_program
-from colc.compiler.replicate_instances import replicate_instances
+from colc.compiler.parallel import default_jobs, prefetch
+from colc.compiler.lowering.lower_to_program import LoweringOptions, LoweringStalled, lower_to_program
+from colc.compiler.lowering.replicate_instances import replicate_instances
 from colc.compiler.ring import ring_schedule
 from colc.errors import (
     ColcError,
@@ -96,7 +97,7 @@ def _load_optional_algorithms() -> None:
     """Register the generators that live in other modules."""
     if "trees" in ALGORITHMS:
         return
-    from colc.compiler.bfb_algorithm import bfb_schedule_for
+    from colc.compiler.bfb.algorithm import bfb_schedule_for
 
     ALGORITHMS["trees"] = _trees
     ALGORITHMS["hier"] = _hier
@@ -110,7 +111,7 @@ def _box_switches(topo: Topology) -> bool:
 
 @functools.lru_cache(maxsize=8)
 def _tree_packing(topo: Topology, transposed: bool):
-    from colc.compiler.generate_trees import pack_trees, transpose
+    from colc.compiler.trees.generate_trees import pack_trees, transpose
 
     target = transpose(topo) if transposed else topo
     return pack_trees(target, spread=_box_switches(topo))
@@ -118,14 +119,14 @@ def _tree_packing(topo: Topology, transposed: bool):
 
 @functools.lru_cache(maxsize=8)
 def _shallow_packing(topo: Topology):
-    from colc.compiler.shallow_trees import shallow_packing
+    from colc.compiler.trees.shallow_trees import shallow_packing
 
     return shallow_packing(topo)
 
 
 def _trees(topo: Topology, collective: Collective, chunks: int | None = None) -> Schedule:
     """ForestColl trees (optimal packing; shallow by spread splitting behind box switches)."""
-    from colc.compiler.generate_trees import is_symmetric, lower_packing
+    from colc.compiler.trees.generate_trees import is_symmetric, lower_packing
 
     if collective.reduces and not is_symmetric(topo) and collective is not \
             Collective.REDUCESCATTER:
@@ -137,8 +138,8 @@ def _trees(topo: Topology, collective: Collective, chunks: int | None = None) ->
 
 
 def _hier(topo: Topology, collective: Collective, chunks: int | None = None) -> Schedule:
-    """Hierarchical shallow trees (``compiler/shallow_trees.py``)."""
-    from colc.compiler.generate_trees import is_symmetric, lower_packing
+    """Hierarchical shallow trees (``compiler/trees/shallow_trees.py``)."""
+    from colc.compiler.trees.generate_trees import is_symmetric, lower_packing
 
     if collective.reduces and not is_symmetric(topo):
         raise UnsupportedError("hierarchical trees need symmetric link bandwidths")
@@ -166,6 +167,7 @@ class CompileOptions:
     dtype_bytes: int = 4
     rank_sizes: tuple[int, ...] = ()  # sizes to rank files at; () = from the window
     comment: str = ""
+    jobs: int = 0  # processes for lowering and simulation; 0: every available CPU
 
 
 @dataclass(frozen=True, slots=True)
@@ -437,18 +439,30 @@ def compile_topology(topo: Topology, opts: CompileOptions) -> CompileResult:
     ranked.sort(key=lambda r: (r[0], r[1]))
     scored = []
     best = 0.0
-    for neg_est, _, variant in ranked:
-        if -neg_est < best:  # cannot beat what is already simulated
-            refusals.append(f"{variant.label}: skipped (bandwidth bound {-neg_est:.1f} GB/s "
-                            f"below the best simulated {best:.1f})")
-            continue
-        try:
-            score = compiler.score(variant, sizes)
-        except ColcError as err:
-            refusals.append(f"{variant.label}: {err}")
-            continue
-        scored.append((-score, variant.label, variant))
-        best = max(best, score)
+    jobs = opts.jobs or default_jobs()
+    pending = list(ranked)
+    while pending:
+        # A batch of up to ``jobs`` variants that can still win, lowered and
+        # simulated in parallel, then ranked in order as one process would.
+        batch = []
+        while pending and len(batch) < jobs:
+            neg_est, _, variant = pending.pop(0)
+            if -neg_est >= best:
+                batch.append((neg_est, variant))
+            else:
+                _skip(refusals, variant, -neg_est, best)
+        prefetch(compiler, [(v, sizes) for _, v in batch], jobs)
+        for neg_est, variant in batch:
+            if -neg_est < best:  # as one process would: pruned by an earlier one
+                _skip(refusals, variant, -neg_est, best)
+                continue
+            try:
+                score = compiler.score(variant, sizes)
+            except ColcError as err:
+                refusals.append(f"{variant.label}: {err}")
+                continue
+            scored.append((-score, variant.label, variant))
+            best = max(best, score)
     scored.sort(key=lambda r: (r[0], r[1]))
     for neg, _, variant in scored:
         try:
@@ -465,6 +479,12 @@ def compile_topology(topo: Topology, opts: CompileOptions) -> CompileResult:
     if refusals and all("failed verification" in r for r in refusals):
         raise InternalError("every candidate failed verification: " + "; ".join(refusals[:3]))
     raise InfeasibleError("no schedule fits the runtime's limits: " + "; ".join(refusals[-3:]))
+
+
+def _skip(refusals: list[str], variant: Variant, bound: float, best: float) -> None:
+    """Note a variant that cannot beat the best simulated one."""
+    refusals.append(f"{variant.label}: skipped (bandwidth bound {bound:.1f} GB/s below "
+                    f"the best simulated {best:.1f})")
 
 
 def _size_text(n: int) -> str:

@@ -34,6 +34,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+from colc.compiler.parallel import default_jobs, prefetch
 from colc.compiler.pipeline import (
     CompileOptions,
     Compiler,
@@ -132,9 +133,31 @@ def build_portfolio(topo: Topology, opts: CompileOptions,
         cands += variants(compiler, (proto,), CHUNKINGS[proto])
     notes: list[str] = []
     table: list[tuple[str, int, SimResult]] = []
+    _prefetch(compiler, cands, sizes)
     ranking = {s: _rank(compiler, cands, s, notes, table) for s in sizes}
     windows = _windows(compiler, sizes, ranking, notes)
     return Portfolio(tuple(windows), tuple(table), tuple(dict.fromkeys(notes)))
+
+
+def _prefetch(compiler: Compiler, cands: list[Variant], sizes: tuple[int, ...]) -> None:
+    """Lower and simulate in parallel what ``_rank`` will surely simulate: every
+    candidate at the selectable sizes of its protocol below the pruned range."""
+    jobs = compiler.opts.jobs or default_jobs()
+    if jobs <= 1:
+        return
+    tasks = []
+    for v in cands:
+        lo, hi = PROTOCOL_SIZES[v.protocol]
+        try:
+            compiler.estimate(v)  # builds the schedule here, shared by the workers
+            nchunks = compiler.schedule(v.algorithm, v.chunks).nchunks
+        except ColcError:
+            continue
+        mine = tuple(s for s in sizes if lo <= s <= hi and s < 64 << 20
+                     and (s // compiler.opts.dtype_bytes) % nchunks == 0)
+        if mine:
+            tasks.append((v, mine))
+    prefetch(compiler, tasks, jobs)
 
 
 def _rank(compiler: Compiler, cands: list[Variant], size: int, notes: list[str],

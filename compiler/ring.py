@@ -37,7 +37,7 @@ import random
 from dataclasses import dataclass
 from fractions import Fraction
 
-from colc.compiler.infer_dependencies import infer_dependencies
+from colc.compiler.lowering.infer_dependencies import infer_dependencies
 from colc.compiler.route_paths import Router
 from colc.errors import UnsupportedError
 from colc.ir.chunks import Op, OpKind, Schedule, Slot

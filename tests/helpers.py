@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from colc.backends.verify import verify_text
 from colc.backends.msccl_xml import emit_msccl_xml
-from colc.compiler.lower_to_program import LoweringOptions, lower_to_program
+from colc.compiler.lowering.lower_to_program import LoweringOptions, lower_to_program
 from colc.ir.check_chunks import check_schedule
 from colc.ir.chunks import Schedule
 from colc.ir.core import Protocol

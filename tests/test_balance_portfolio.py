@@ -15,8 +15,8 @@ from fractions import Fraction
 import pytest
 
 from colc.cli import main
-from colc.compiler.balance_lanes import STEP_BUDGET, balance_lanes, plan_lanes
-from colc.compiler.lower_to_program import LoweringOptions, lower_to_program
+from colc.compiler.lowering.balance_lanes import STEP_BUDGET, balance_lanes, plan_lanes
+from colc.compiler.lowering.lower_to_program import LoweringOptions, lower_to_program
 from colc.compiler.pipeline import (
     ALGORITHMS,
     CompileOptions,
@@ -198,3 +198,31 @@ def test_simulate_cli_and_its_errors(tmp_path, capsys) -> None:
     assert "ranks" in capsys.readouterr().err
     assert main(["simulate", str(out), "--topo", topo, "--dtype", "int3"]) == 1
     assert main([topo, "--min-bytes", "1Z", "-o", str(out)]) == 1
+
+
+def test_parallel_and_serial_runs_give_identical_bytes():
+    """Issue 11: lowering and simulation run on several processes; the file (and
+    the portfolio's files) must not depend on the number of jobs."""
+    import dataclasses
+
+    from colc.compiler.parallel import prefetch
+    from colc.compiler.pipeline import CompileOptions, Compiler, Variant, compile_topology
+    from colc.compiler.portfolio import build_portfolio
+    from colc.frontends.families import torus
+    from colc.ir.core import Collective, Protocol
+
+    topo = torus([3, 3], 10)
+    opts = CompileOptions(collective=Collective.ALLGATHER, protocol=Protocol.LL, jobs=1)
+    serial = compile_topology(topo, opts)
+    parallel = compile_topology(topo, dataclasses.replace(opts, jobs=2))
+    assert serial.text == parallel.text and serial.variant == parallel.variant
+    one = build_portfolio(topo, opts, sizes=(1 << 12, 1 << 20, 1 << 26))
+    two = build_portfolio(topo, dataclasses.replace(opts, jobs=2), sizes=(1 << 12, 1 << 20, 1 << 26))
+    assert [(w.variant, w.text) for w in one.windows] == [(w.variant, w.text) for w in two.windows]
+    # the workers really bring results back into the compiler's caches
+    c = Compiler(topo, dataclasses.replace(opts, jobs=2))
+    vs = [Variant("trees", 16, Protocol.LL), Variant("ring", None, Protocol.LL)]
+    for v in vs:
+        c.estimate(v)
+    assert prefetch(c, [(v, (1 << 20,)) for v in vs], 2) == 2
+    assert all((v, 1 << 20) in c._sims for v in vs)

@@ -11,17 +11,17 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from colc.compiler.bfb_lp import solve_flow, solve_problems
-from colc.compiler.bfb_ring import bfb_ring_schedule
-from colc.compiler.bfb_schedule import bfb_report, generate_bfb, rank_capacity
-from colc.compiler.bfb_to_chunks import bfb_to_schedule
-from colc.compiler.discretize_chunks import (
+from colc.compiler.bfb.lp import solve_flow, solve_problems
+from colc.compiler.bfb.ring import bfb_ring_schedule
+from colc.compiler.bfb.schedule import bfb_report, generate_bfb, rank_capacity
+from colc.compiler.bfb.to_chunks import bfb_to_schedule
+from colc.compiler.bfb.discretize_chunks import (
     choose_chunks_per_shard,
     discretize_chunks,
     rounding_bound,
     theorem20_bound,
 )
-from colc.compiler.expand_topology import (
+from colc.compiler.bfb.expand_topology import (
     cartesian_power,
     degree_expansion,
     degree_schedule,
@@ -29,7 +29,7 @@ from colc.compiler.expand_topology import (
     line_graph_schedule,
     power_schedule,
 )
-from colc.compiler.find_topology import find_topology, frontier
+from colc.compiler.bfb.find_topology import find_topology, frontier
 from colc.errors import SpecError, TopologyError, UnsupportedError
 from colc.frontends import families as F
 from colc.frontends import generative as G
@@ -199,7 +199,7 @@ def test_random_digraph_properties(seed):
 @pytest.mark.parametrize("coll", [Collective.ALLGATHER, Collective.REDUCESCATTER, Collective.ALLREDUCE])
 def test_lowered_schedules_verify(seed, coll):
     check = pytest.importorskip("colc.ir.check_chunks")
-    infer = pytest.importorskip("colc.compiler.infer_dependencies")
+    infer = pytest.importorskip("colc.compiler.lowering.infer_dependencies")
     topo = random_digraph(100 + seed, 6 + seed, 4)
     sched = bfb_to_schedule(generate_bfb(topo), topo, coll)
     assert check.check_schedule(infer.infer_dependencies(sched), topo) == []
@@ -207,7 +207,7 @@ def test_lowered_schedules_verify(seed, coll):
 
 def test_lowered_fixed_p_verifies():
     check = pytest.importorskip("colc.ir.check_chunks")
-    infer = pytest.importorskip("colc.compiler.infer_dependencies")
+    infer = pytest.importorskip("colc.compiler.lowering.infer_dependencies")
     topo = F.circulant(7, [2, 3], 1)
     for coll in Collective.ALLGATHER, Collective.ALLREDUCE:
         sched = bfb_to_schedule(generate_bfb(topo), topo, coll, chunks_per_shard=3)
@@ -341,7 +341,7 @@ def test_finder_yaml_compiles_back():
 
 
 def test_finder_predictions_match_built_graphs():
-    from colc.compiler.find_topology import check_prediction
+    from colc.compiler.bfb.find_topology import check_prediction
 
     for c in frontier(64, 4):
         if c.num_ranks <= 64 and c.recipe[0] in ("line", "circulant", "product", "kautz"):
@@ -394,8 +394,8 @@ def test_channel_packing_under_a_low_budget(coll):
     """
     from colc.backends.msccl_xml import emit_msccl_xml
     from colc.backends.verify import verify_text
-    from colc.compiler.bfb_algorithm import bfb_schedule_for
-    from colc.compiler.lower_to_program import (
+    from colc.compiler.bfb.algorithm import bfb_schedule_for
+    from colc.compiler.lowering.lower_to_program import (
         STRATEGIES, LoweringOptions, lower_to_program, pack_channels)
     from colc.frontends.families import torus
 

@@ -9,7 +9,7 @@ import pytest
 
 from colc.cli import main
 from colc.compiler.pipeline import ALGORITHMS, _load_optional_algorithms
-from colc.compiler.replicate_instances import replicate_instances
+from colc.compiler.lowering.replicate_instances import replicate_instances
 from colc.frontends.families import ring, torus
 from colc.ir.check_chunks import check_schedule
 from colc.ir.core import Collective

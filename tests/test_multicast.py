@@ -11,8 +11,8 @@ import pytest
 
 from colc.cli import main
 from colc.compiler.analyze import analyze_topology, format_table
-from colc.compiler.apply_multicast import apply_multicast, check_physical_tree
-from colc.compiler.generate_trees import is_symmetric, pack_trees, transpose
+from colc.compiler.trees.apply_multicast import apply_multicast, check_physical_tree
+from colc.compiler.trees.generate_trees import is_symmetric, pack_trees, transpose
 from colc.errors import InternalError, TopologyError, UnsupportedError
 from colc.frontends.families import dgx_h100
 from colc.ir.core import Collective

@@ -12,11 +12,11 @@ from fractions import Fraction
 
 import pytest
 
-from colc.compiler.cut_bound import brute_force_cut_bound, cut_bound
+from colc.compiler.trees.cut_bound import brute_force_cut_bound, cut_bound
 from colc.compiler.estimate_bandwidth import schedule_algbw
-from colc.compiler.find_optimal_throughput import find_optimal_throughput, integer_graph
-from colc.compiler.fixed_k_trees import fixed_k_scale
-from colc.compiler.generate_trees import (
+from colc.compiler.trees.find_optimal_throughput import find_optimal_throughput, integer_graph
+from colc.compiler.trees.fixed_k_trees import fixed_k_scale
+from colc.compiler.trees.generate_trees import (
     check_tree_schedule,
     exact_bounds,
     is_symmetric,
@@ -26,7 +26,7 @@ from colc.compiler.generate_trees import (
     tree_algbw,
     tree_schedule,
 )
-from colc.compiler.pack_spanning_trees import pack_spanning_trees, verify_packing
+from colc.compiler.trees.pack_spanning_trees import pack_spanning_trees, verify_packing
 from colc.errors import TopologyError, UnsupportedError
 from colc.frontends.families import dgx_a100, mi250, ring
 from colc.ir.check_chunks import check_schedule
@@ -90,7 +90,7 @@ def check_packing(topo: Topology, packing: TreePacking) -> None:
 
 
 def _batch(t):
-    from colc.compiler.pack_spanning_trees import TreeBatch
+    from colc.compiler.trees.pack_spanning_trees import TreeBatch
 
     return TreeBatch(t.root, t.edges, t.multiplicity)
 
@@ -292,7 +292,7 @@ def test_compiled_tree_file_near_the_bound(family, boxes, coll) -> None:
     (a power of two per shard, seed 001 A.5.2 rounding) keeps it selectable at every
     power-of-two size from 1 MiB up; 64 chunks per shard cost under 3%, and the
     exact plan reaches the bound.  (The simulator may prefer fewer chunks.)"""
-    from colc.compiler.generate_trees import lower_packing, pack_trees
+    from colc.compiler.trees.generate_trees import lower_packing, pack_trees
     from colc.compiler.pipeline import CompileOptions, compile_topology, selectable_sizes
 
     topo = family(boxes)
@@ -324,8 +324,8 @@ def test_compiled_mixed_example_reaches_bound() -> None:
 
 
 def test_box_rotation_detects_identical_boxes() -> None:
-    from colc.compiler.find_optimal_throughput import integer_graph
-    from colc.compiler.split_switches import box_rotation
+    from colc.compiler.trees.find_optimal_throughput import integer_graph
+    from colc.compiler.trees.split_switches import box_rotation
 
     g = integer_graph(dgx_a100(3))
     perms = box_rotation(g.nodes, g.compute, g.arcs)
@@ -348,9 +348,9 @@ def _names_and_arcs(topo: Topology):
 
 @pytest.mark.parametrize("family,boxes", [(dgx_a100, 4), (mi250, 2)])
 def test_symmetric_splitting_keeps_the_optimum_and_the_symmetry(family, boxes) -> None:
-    from colc.compiler.fixed_k_trees import floor_capacities
-    from colc.compiler.find_optimal_throughput import optimum_of
-    from colc.compiler.split_switches import box_rotation, split_switches
+    from colc.compiler.trees.fixed_k_trees import floor_capacities
+    from colc.compiler.trees.find_optimal_throughput import optimum_of
+    from colc.compiler.trees.split_switches import box_rotation, split_switches
 
     topo = family(boxes)
     g = integer_graph(topo)

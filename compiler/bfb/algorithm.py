@@ -11,9 +11,9 @@ reduce-scatter, A.2) -> ``infer_dependencies``.
 
 from __future__ import annotations
 
-from colc.compiler.bfb_schedule import generate_bfb
-from colc.compiler.bfb_to_chunks import bfb_to_schedule
-from colc.compiler.infer_dependencies import infer_dependencies
+from colc.compiler.bfb.schedule import generate_bfb
+from colc.compiler.bfb.to_chunks import bfb_to_schedule
+from colc.compiler.lowering.infer_dependencies import infer_dependencies
 from colc.errors import UnsupportedError
 from colc.ir.chunks import Schedule
 from colc.ir.core import Collective

@@ -32,8 +32,8 @@ import highspy
 from colc.compiler.highs_solver import new_highs
 import numpy as np
 
-from colc.compiler.bfb_lp import _pairs
-from colc.compiler.bfb_schedule import Progress, group_lps, hop_distances, rank_capacity
+from colc.compiler.bfb.lp import _pairs
+from colc.compiler.bfb.schedule import Progress, group_lps, hop_distances, rank_capacity
 from colc.errors import InternalError, SpecError
 from colc.ir.bfb import BfbPattern, BfbSolution
 from colc.ir.topology import Topology

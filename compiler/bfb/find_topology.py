@@ -35,8 +35,8 @@ from dataclasses import dataclass
 from fractions import Fraction
 from functools import lru_cache
 
-from colc.compiler.bfb_schedule import generate_bfb, rank_capacity
-from colc.compiler.expand_topology import cartesian_power, cartesian_product, degree_expansion, line_graph
+from colc.compiler.bfb.schedule import generate_bfb, rank_capacity
+from colc.compiler.bfb.expand_topology import cartesian_power, cartesian_product, degree_expansion, line_graph
 from colc.errors import SpecError
 from colc.frontends import families, generative
 from colc.ir.topology import Link, Node, Topology

@@ -107,7 +107,7 @@ def split_at_shards(sched: Schedule) -> Schedule:
                           op.channel))
     if not changed:
         return sched
-    from colc.compiler.infer_dependencies import infer_dependencies
+    from colc.compiler.lowering.infer_dependencies import infer_dependencies
 
     return infer_dependencies(dataclasses.replace(
         sched, ops=tuple(dataclasses.replace(o, deps=()) for o in out)))

@@ -21,7 +21,7 @@ O(max(beta)) for the final fraction.
 Example
 -------
 >>> from colc.frontends.families import mi250
->>> from colc.compiler.find_optimal_throughput import integer_graph
+>>> from colc.compiler.trees.find_optimal_throughput import integer_graph
 >>> g = integer_graph(mi250(2))
 >>> [str(32 * k * g.unit / fixed_k_scale(g, k)) for k in (1, 2)]
 ['320', '1024/3']
@@ -32,8 +32,8 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 
-from colc.compiler.find_optimal_throughput import IntegerGraph
-from colc.compiler.max_flow import FlowNetwork, solve_batch
+from colc.compiler.trees.find_optimal_throughput import IntegerGraph
+from colc.compiler.trees.max_flow import FlowNetwork, solve_batch
 from colc.errors import InternalError, UnsupportedError
 
 NAME = "fixed-k-trees"

@@ -54,7 +54,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from colc.compiler.max_flow import FlowNetwork, solve_batch
+from colc.compiler.trees.max_flow import FlowNetwork, solve_batch
 from colc.errors import InternalError
 
 NAME = "split-switches"

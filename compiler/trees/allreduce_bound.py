@@ -32,7 +32,7 @@ from colc.compiler.highs_solver import new_highs
 import numpy as np
 from scipy.sparse import csc_matrix
 
-from colc.compiler.find_optimal_throughput import check_tree_topology
+from colc.compiler.trees.find_optimal_throughput import check_tree_topology
 from colc.errors import InternalError
 from colc.ir.topology import Topology
 

@@ -34,8 +34,8 @@ Complexity: O(sends).
 
 from __future__ import annotations
 
-from colc.compiler.bfb_schedule import generate_bfb, is_capacity_symmetric, rank_capacity
-from colc.compiler.discretize_chunks import choose_chunks_per_shard, discretize_chunks
+from colc.compiler.bfb.schedule import generate_bfb, is_capacity_symmetric, rank_capacity
+from colc.compiler.bfb.discretize_chunks import choose_chunks_per_shard, discretize_chunks
 from colc.errors import InternalError, UnsupportedError
 from colc.ir.bfb import BfbSolution, ChunkedSchedule, StepSchedule
 from colc.ir.chunks import Op, OpKind, Schedule, Slot
@@ -80,7 +80,7 @@ def bfb_to_schedule(
     Examples
     --------
     >>> from colc.frontends.families import ring
-    >>> from colc.compiler.bfb_schedule import generate_bfb
+    >>> from colc.compiler.bfb.schedule import generate_bfb
     >>> t = ring(4, 1)
     >>> s = bfb_to_schedule(generate_bfb(t), t, Collective.ALLGATHER)
     >>> s.nchunks, len(s.ops)

@@ -37,7 +37,7 @@ from collections import defaultdict
 from fractions import Fraction
 
 from colc.compiler.estimate_bandwidth import schedule_algbw
-from colc.compiler.infer_dependencies import infer_dependencies
+from colc.compiler.lowering.infer_dependencies import infer_dependencies
 from colc.errors import InfeasibleError
 from colc.ir.chunks import Op, OpKind, Schedule, Slot
 from colc.ir.core import Protocol

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from colc.compiler.find_optimal_throughput import find_optimal_throughput
+from colc.compiler.trees.find_optimal_throughput import find_optimal_throughput
 from colc.errors import UnsupportedError
 from colc.ir.topology import Topology
 

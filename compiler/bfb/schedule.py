@@ -18,7 +18,7 @@ Algorithm (seed 001 section 3.6.1, A.5):
    once (on vertex-transitive graphs such as tori, circulants and hypercubes
    this leaves a handful per step instead of ``N`` per step);
 4. the distinct LPs are solved in one batched HiGHS model (or by exact
-   max-flow, ``solver="flow"``) and certified exactly (``bfb_lp``).
+   max-flow, ``solver="flow"``) and certified exactly (``colc.compiler.bfb.lp``).
 
 Reduce-scatter is the reversed schedule (Thm 1): on graphs whose capacity is
 symmetric it is the reversed allgather schedule; otherwise BFB runs on the
@@ -40,7 +40,7 @@ import numpy as np
 from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import shortest_path
 
-from colc.compiler.bfb_lp import solve_problems
+from colc.compiler.bfb.lp import solve_problems
 from colc.errors import TopologyError, UnsupportedError
 from colc.ir.bfb import BfbPattern, BfbSolution, source_masks
 from colc.ir.core import Collective

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from colc.compiler.bfb_schedule import rank_capacity
+from colc.compiler.bfb.schedule import rank_capacity
 from colc.errors import TopologyError
 from colc.ir.bfb import Send, StepSchedule
 from colc.ir.topology import Topology

@@ -113,7 +113,7 @@ def _all_box_trees(topo: Topology, fab: _Fabric) -> dict[int, list[list[tuple[in
 
 def _box_packing(topo: Topology, members: list[int]) -> dict[int, list[list[tuple[int, int]]]]:
     """ForestColl trees of one box (its ranks, internal switches and links)."""
-    from colc.compiler.generate_trees import pack_trees
+    from colc.compiler.trees.generate_trees import pack_trees
 
     ids = {topo.ranks[r] for r in members}
     inside = set(ids)
@@ -198,7 +198,7 @@ def shallow_packing(topo: Topology, max_k: int = MAX_K) -> TreePacking:
 
 def _packing(topo: Topology, fab: _Fabric, k: int, trees: tuple[Tree, ...]) -> TreePacking:
     """Wrap the trees with their bandwidth figures."""
-    from colc.compiler.find_optimal_throughput import integer_graph, optimum_of
+    from colc.compiler.trees.find_optimal_throughput import integer_graph, optimum_of
 
     load: dict[tuple[str, str], int] = {}
     for t in trees:

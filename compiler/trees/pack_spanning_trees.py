@@ -48,7 +48,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from colc.compiler.max_flow import SolverNetwork
+from colc.compiler.trees.max_flow import SolverNetwork
 from colc.errors import InternalError
 
 NAME = "pack-spanning-trees"

@@ -45,7 +45,7 @@ from fractions import Fraction
 
 import networkx as nx
 
-from colc.compiler.max_flow import FlowNetwork, solve_batch
+from colc.compiler.trees.max_flow import FlowNetwork, solve_batch
 from colc.errors import TopologyError, UnsupportedError
 from colc.ir.topology import Topology
 

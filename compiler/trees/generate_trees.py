@@ -49,16 +49,16 @@ from collections.abc import Callable
 from dataclasses import replace
 from fractions import Fraction
 
-from colc.compiler.find_optimal_throughput import (
+from colc.compiler.trees.find_optimal_throughput import (
     IntegerGraph,
     Optimum,
     check_tree_topology,
     integer_graph,
     optimum_of,
 )
-from colc.compiler.fixed_k_trees import fixed_k_scale, floor_capacities
-from colc.compiler.pack_spanning_trees import pack_spanning_trees
-from colc.compiler.split_switches import split_switches
+from colc.compiler.trees.fixed_k_trees import fixed_k_scale, floor_capacities
+from colc.compiler.trees.pack_spanning_trees import pack_spanning_trees
+from colc.compiler.trees.split_switches import split_switches
 from colc.errors import InternalError, UnsupportedError
 from colc.ir.chunks import Op, OpKind, Schedule, Slot
 from colc.ir.core import Buffer, Collective
@@ -510,7 +510,7 @@ def _routing_witness(packing: TreePacking, collective: Collective
 
 def _finish(sched: Schedule) -> Schedule:
     """Infer dependencies from program order (the lead's pass)."""
-    from colc.compiler.infer_dependencies import infer_dependencies
+    from colc.compiler.lowering.infer_dependencies import infer_dependencies
 
     return infer_dependencies(sched)
 
@@ -609,7 +609,7 @@ def exact_bounds(topo: Topology, *, allreduce_lp: bool = True) -> dict[str, obje
     opt = optimum_of(integer_graph(topo), topo.num_ranks)
     lp = None
     if allreduce_lp:
-        from colc.compiler.allreduce_bound import allreduce_bound
+        from colc.compiler.trees.allreduce_bound import allreduce_bound
 
         lp = allreduce_bound(topo)
     return {

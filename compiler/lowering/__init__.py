@@ -1,0 +1,1 @@
+"""From chunk schedules to runtime programs: dependencies, instances, lane balancing, threadblock lowering."""

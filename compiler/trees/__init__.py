@@ -1,0 +1,1 @@
+"""Spanning-tree packing (seed 001 chapter 4, appendix B): optimal throughput, cut bound, max flow, switch splitting, tree construction and lowering, hierarchical trees, multicast, the allreduce bound."""
