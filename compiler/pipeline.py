@@ -77,7 +77,11 @@ LARGE_SIZES = (128 << 20, 1 << 30)
 FUSED = ({"fuse": True, "pair_connections": True}, {"fuse": True, "pair_connections": False},
          {"fuse": False, "pair_connections": False})
 DECOUPLED = ({"fuse": False, "pair_connections": False},
-             {"fuse": True, "pair_connections": False})
+             {"fuse": True, "pair_connections": False},
+             # when separate send and receive threadblocks exceed the GPU (many
+             # boxes: many network peers), one threadblock serves one of each
+             {"fuse": False, "pair_connections": True},
+             {"fuse": True, "pair_connections": True})
 #: Strategies without the balance pass (the pre-cost-model lowering).
 STRATEGIES = FUSED
 
@@ -297,27 +301,36 @@ class Compiler:
     def _lower(self, variant: Variant, first: int = 0) -> Program:
         sched = self.schedule(variant.algorithm, variant.chunks)
         opts = self.opts
-        if opts.balance:
-            plan = plan_lanes(sched, self.topo, self.model, variant.protocol)
-            # reductions: start the work that feeds the last (network) hop first
-            urgency = 1.0 if opts.collective.reduces else 0.0
-            sched = balance_lanes(sched, plan, size=max(self.sizes()), urgency=urgency)
-            if opts.verify_each:
-                _check_or_raise(sched, self.topo, "balance-lanes")
         strategies = self._strategies(variant)
         lowering = LoweringOptions(
             protocol=variant.protocol, inplace=sched.inplace, outofplace=sched.outofplace,
             min_bytes=opts.min_bytes, max_bytes=opts.max_bytes,
             max_threadblocks=self.model.max_threadblocks,
             name=f"{self.topo.name}-{opts.collective.value}-{variant.algorithm}")
+        balanced: dict[bool, Schedule | Exception] = {}
         last: Exception | None = None
         for k, strategy in enumerate(strategies):
             if k < first:
                 continue
             self._strategy[variant] = k
+            lowered = sched
+            if opts.balance:
+                paired = strategy["pair_connections"]
+                if paired not in balanced:
+                    balanced[paired] = self._balanced(sched, variant, paired)
+                if isinstance(balanced[paired], Exception):
+                    last = balanced[paired]
+                    continue
+                lowered = balanced[paired]
             try:
-                program = lower_to_program(sched, dataclasses.replace(lowering, **strategy))
+                program = lower_to_program(lowered, dataclasses.replace(lowering, **strategy))
             except LoweringStalled as err:
+                last = err
+                continue
+            except InfeasibleError as err:  # a limit: only pairing connections can help
+                if strategy["pair_connections"] or not any(
+                        s["pair_connections"] for s in strategies[k + 1:]):
+                    raise
                 last = err
                 continue
             try:
@@ -326,7 +339,24 @@ class Compiler:
                 last = err
                 continue
             return program
+        if isinstance(last, InfeasibleError):
+            raise last
         raise InfeasibleError(f"{variant.label}: no lowering runs ({last})")
+
+    def _balanced(self, sched: Schedule, variant: Variant,
+                  paired: bool) -> Schedule | InfeasibleError:
+        """``sched`` after lane balancing for a lowering with or without paired
+        connections (the threadblock budget differs), or why it does not fit."""
+        try:
+            plan = plan_lanes(sched, self.topo, self.model, variant.protocol, paired=paired)
+        except InfeasibleError as err:
+            return err
+        # reductions: start the work that feeds the last (network) hop first
+        urgency = 1.0 if self.opts.collective.reduces else 0.0
+        out = balance_lanes(sched, plan, size=max(self.sizes()), urgency=urgency)
+        if self.opts.verify_each:
+            _check_or_raise(out, self.topo, "balance-lanes")
+        return out
 
     # -- simulation --------------------------------------------------------------
     def sizes(self) -> tuple[int, ...]:

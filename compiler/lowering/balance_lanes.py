@@ -76,7 +76,7 @@ class LanePlan:
 def plan_lanes(sched: Schedule, topo: Topology, model: RuntimeModel, protocol: Protocol, *,
                target_algbw: float | None = None, step_budget: int = STEP_BUDGET,
                max_channels: int = MAX_CHANNELS, max_threadblocks: int | None = None,
-               router: Router | None = None) -> LanePlan:
+               router: Router | None = None, paired: bool = False) -> LanePlan:
     """Choose the lanes of every pair (see module docstring).
 
     Parameters
@@ -90,6 +90,12 @@ def plan_lanes(sched: Schedule, topo: Topology, model: RuntimeModel, protocol: P
         ``sched`` times the model's link efficiency.
     step_budget, max_channels, max_threadblocks
         Runtime limits (threadblocks default to the model's).
+    router : Router, optional
+        Shared switch paths.
+    paired : bool
+        The lowering will let one threadblock serve a send lane and a receive
+        lane (``pair_connections``): a rank then needs about as many
+        threadblocks as the larger of its send and receive lanes, not their sum.
 
     Returns
     -------
@@ -135,7 +141,7 @@ def plan_lanes(sched: Schedule, topo: Topology, model: RuntimeModel, protocol: P
         math.ceil(w / sched.nchunks * target_algbw / model.local_bw))))
         for r, w in local.items()}
     budget = (max_threadblocks or model.max_threadblocks) - max(local_lanes.values(), default=0)
-    _fit_budget(lanes, rate, nops, step_budget, budget, sched.ngpus)
+    _fit_budget(lanes, rate, nops, step_budget, budget, sched.ngpus, paired)
     lane_rate = {}
     for pair, c in chunks.items():
         share = min((float(router.cap[e]) * _efficiency(topo, model, e) * c / link_chunks[e]
@@ -152,10 +158,13 @@ def _efficiency(topo: Topology, model: RuntimeModel, link: tuple[str, str]) -> f
 
 def _fit_budget(lanes: dict[tuple[int, int], int], rate: dict[tuple[int, int], float],
                 nops: dict[tuple[int, int], int], step_budget: int, budget: int,
-                ngpus: int) -> None:
-    """Take lanes back until every rank's send + receive lanes fit ``budget``."""
+                ngpus: int, paired: bool = False) -> None:
+    """Take lanes back until every rank's send + receive lanes (paired: the
+    larger of the two) fit ``budget``."""
     def used(r: int) -> int:
-        return sum(v for (a, b), v in lanes.items() if a == r or b == r)
+        send = sum(v for (a, _), v in lanes.items() if a == r)
+        recv = sum(v for (_, b), v in lanes.items() if b == r)
+        return max(send, recv) if paired else send + recv
 
     for r in range(ngpus):
         while used(r) > budget:

@@ -55,6 +55,7 @@ from colc.ir.program import Loc, Program, RankProgram, Step, StepKind, Threadblo
 NAME = "lower-to-program"
 MAX_STEPS = 64
 MAX_CHANNELS = 32
+MAX_TBS_PER_CHANNEL = 32  # sending (and receiving) threadblocks per channel and rank
 MAX_THREADBLOCKS = 108
 MAX_COUNT = 71
 MAX_DEPID = 127
@@ -195,9 +196,13 @@ def _lower_once(sched: Schedule, opts: LoweringOptions, depth: list[int], phase_
         return hint_index[op.channel] + len(hints) * (depth[op.op_id] // phase_len)
 
     color = pack_channels(sched, group) if packing != "spread" else None
+    slot, nslots = _peer_slots(sched)
+    span = (max(color.values(), default=0) + 1) if color is not None else (
+        len(hints) * (max(depth, default=0) // phase_len + 1))
 
     def channel(op: Op) -> int:
-        return group(op) if color is None else color[group(op)]
+        base = group(op) if color is None else color[group(op)]
+        return base + span * slot[(op.src.rank, op.dst.rank)] if nslots > 1 else base
 
     instrs = _fuse(parts, readers, channel, opts.fuse)
     by_rank = _group_by_rank(sched.ngpus, instrs)
@@ -206,6 +211,31 @@ def _lower_once(sched: Schedule, opts: LoweringOptions, depth: list[int], phase_
     _order(sched, parts, instrs)
     program = _build_program(sched, opts, by_rank)
     return program, _limit_problem(program, opts)
+
+
+def _peer_slots(sched: Schedule) -> tuple[dict[tuple[int, int], int], int]:
+    """Slot of each directed pair so that no rank has more than 32 send (or receive)
+    peers in one slot: the runtime takes at most 32 sending and 32 receiving
+    threadblocks per channel, so pairs of later slots move to further channels.
+
+    Returns the slot per pair and the number of slots (1 unless some rank has
+    more than ``MAX_TBS_PER_CHANNEL`` peers one way).
+    """
+    pairs = sorted({(op.src.rank, op.dst.rank) for op in sched.ops if op.is_transfer})
+    used_out: dict[tuple[int, int], int] = defaultdict(int)  # (rank, slot) -> pairs
+    used_in: dict[tuple[int, int], int] = defaultdict(int)
+    slot: dict[tuple[int, int], int] = {}
+    for a, b in pairs:  # greedy: the first slot with room at both ends
+        k = 0
+        while used_out[(a, k)] >= MAX_TBS_PER_CHANNEL or used_in[(b, k)] >= MAX_TBS_PER_CHANNEL:
+            k += 1
+        slot[(a, b)] = k
+        used_out[(a, k)] += 1
+        used_in[(b, k)] += 1
+    for op in sched.ops:
+        if not op.is_transfer:
+            slot.setdefault((op.src.rank, op.dst.rank), 0)
+    return slot, max(slot.values(), default=0) + 1
 
 
 def pack_channels(sched: Schedule, group) -> dict[int, int]:
