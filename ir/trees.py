@@ -9,7 +9,7 @@ breadth-first order (a parent is reached before its children); ``routes``
 maps each logical edge to the physical paths (node ids, through switches)
 that carry it, with the number of tree units each path carries.
 
-Invariants (checked by ``compiler.pack_spanning_trees.verify_packing``):
+Invariants (checked by ``compiler.trees.pack_spanning_trees.verify_packing``):
 every tree spans all ranks; each root's multiplicities add up to ``k``;
 on each logical edge the trees using it fit its routed capacity.
 
