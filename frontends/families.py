@@ -122,8 +122,8 @@ class _Graph:
         self.arc(u, v, bandwidth)
         self.arc(v, u, bandwidth)
 
-    def build(self, name: str, source: str) -> Topology:
-        return Topology(name, tuple(self.nodes), tuple(self.links), source)
+    def build(self, name: str, source: str, hardware: str = "") -> Topology:
+        return Topology(name, tuple(self.nodes), tuple(self.links), source, hardware)
 
 
 def _ranks(ranks: object, source: str, *, minimum: int = 2) -> int:
@@ -547,7 +547,7 @@ def dgx_a100(
         for b in range(nb):
             for i in range(8):
                 g.duplex(f"b{b}g{i}", ib[i % 2], Fraction(25))
-    return g.build(name or f"dgx-a100-{nb}", source)
+    return g.build(name or f"dgx-a100-{nb}", source, "a100")
 
 
 def dgx_h100(
@@ -594,7 +594,7 @@ def dgx_h100(
         for b in range(nb):
             for i in range(8):
                 g.duplex(f"b{b}g{i}", ib, Fraction(50))
-    return g.build(name or f"dgx-h100-{nb}", source)
+    return g.build(name or f"dgx-h100-{nb}", source, "h100")
 
 
 def mi250(
@@ -638,7 +638,7 @@ def mi250(
         for b in range(nb):
             for i in range(16):
                 g.duplex(f"b{b}g{i}", ib, Fraction(16))
-    return g.build(name or f"mi250-{nb}", source)
+    return g.build(name or f"mi250-{nb}", source, "mi250")
 
 
 # --------------------------------------------------------------------------- dispatch

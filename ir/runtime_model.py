@@ -240,7 +240,8 @@ def model_named(name: str) -> RuntimeModel:
 
 
 def model_for(topo: Topology) -> RuntimeModel:
-    """The preset matching a topology's name (``dgx-a100-*``, ``mi250-*``, ...).
+    """The preset of the hardware family that built ``topo``, else the one its
+    name mentions (``dgx-a100-*``, ``mi250-*``, ...), else ``generic``.
 
     Examples
     --------
@@ -248,6 +249,8 @@ def model_for(topo: Topology) -> RuntimeModel:
     >>> model_for(dgx_a100(2)).name
     'a100'
     """
+    if topo.hardware in PRESETS:  # built by a hardware family, whatever its name
+        return PRESETS[topo.hardware]
     name = topo.name.lower()
     for key, preset in (("a100", A100), ("h100", H100), ("mi250", MI250)):
         if key in name:

@@ -95,12 +95,17 @@ class Topology:
         Directed links; parallel links add up.
     source : str
         Where the topology came from (file path or family), for messages.
+    hardware : str
+        The machine when a hardware family built it (``a100``, ``h100``,
+        ``mi250``; empty otherwise): it picks the runtime cost model whatever
+        the topology is named.
     """
 
     name: str
     nodes: tuple[Node, ...]
     links: tuple[Link, ...]
     source: str = field(default="<topology>", compare=False)
+    hardware: str = field(default="", compare=False)
 
     @cached_property
     def ranks(self) -> tuple[str, ...]:

@@ -184,3 +184,14 @@ def test_extrapolated_time_matches_the_full_simulation(protocol) -> None:
     fast = simulate(program, topo, c.model, size)
     assert fast.time_us == pytest.approx(full.time_us, rel=5e-3)
     assert fast.busiest_link[:2] == full.busiest_link[:2]
+
+
+def test_hardware_families_pick_their_cost_model_whatever_the_name() -> None:
+    """A file named cluster.yaml with 'family: mi250' is an MI250 machine."""
+    from colc.frontends import parse_topology_text
+    from colc.ir.runtime_model import model_for
+
+    for family, preset in (("dgx-a100", "a100"), ("dgx-h100", "h100"), ("mi250", "mi250")):
+        topo = parse_topology_text(f"family: {family}\nboxes: 1\nname: cluster\n", "cluster.yaml")
+        assert topo.name == "cluster" and model_for(topo).name == preset
+    assert model_for(ring(4, 10)).name == "generic"
