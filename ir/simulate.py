@@ -257,10 +257,12 @@ class _Engine:
         flow.rem -= flow.rate * (now - flow.t)
         flow.t = now
         if flow.rem > 1e-9 * flow.total + 1e-9:  # the rate dropped since: not done yet
-            flow.ver += 1
-            flow.due = now + flow.rem / flow.rate
-            self.at(flow.due, self._finish_flow, (flow, flow.ver))
-            return
+            due = now + flow.rem / flow.rate
+            if due > now:  # else the rest is below the clock's resolution: done
+                flow.ver += 1
+                flow.due = due
+                self.at(due, self._finish_flow, (flow, flow.ver))
+                return
         for link in flow.links:
             link.remove(flow)
             link.carried += flow.total

@@ -195,3 +195,20 @@ def test_hardware_families_pick_their_cost_model_whatever_the_name() -> None:
         topo = parse_topology_text(f"family: {family}\nboxes: 1\nname: cluster\n", "cluster.yaml")
         assert topo.name == "cluster" and model_for(topo).name == preset
     assert model_for(ring(4, 10)).name == "generic"
+
+
+def test_flow_remainder_below_clock_resolution_finishes() -> None:
+    """Found by the long fuzz run: late in a long simulation (a 1/1000 GB/s link),
+    a flow whose remaining time is below the float clock's resolution was
+    re-armed at the same instant forever.  It must finish instead."""
+    from colc.ir.simulate import _Engine, _Flow, _Link
+
+    eng = _Engine()
+    eng.now = 1.5e8  # us: the clock's resolution here is about 3e-8 us
+    link = _Link(1.0, ("a", "b"))
+    finished = []
+    flow = _Flow(1.0, (link,), 1e12, lambda: finished.append(True))
+    link.add(flow)
+    flow.t, flow.rate, flow.rem = eng.now, 1e12, 0.5  # 5e-13 us left: below resolution
+    eng._finish_flow((flow, flow.ver))
+    assert finished == [True] and not eng.heap and not link.flows
