@@ -180,6 +180,7 @@ def test_progress_line_on_request_and_erased(monkeypatch, capsys, tmp_path):
     from colc import progress
 
     monkeypatch.setenv("COLC_PROGRESS", "1")
+    monkeypatch.setenv("COLC_JOBS", "1")  # in workers only the parent draws the line
     monkeypatch.setattr(progress, "QUIET_FOR", 0.0)
     monkeypatch.setattr(progress.Progress.__init__, "__defaults__", (None, None, 0.0))
     assert main(["examples/torus-3x5.yaml", "--algorithm", "bfb", "-o",
