@@ -58,7 +58,7 @@ from colc.compiler.trees.find_optimal_throughput import (
 )
 from colc.compiler.trees.fixed_k_trees import fixed_k_scale, floor_capacities
 from colc.compiler.trees.pack_spanning_trees import pack_spanning_trees
-from colc.compiler.trees.split_switches import split_switches
+from colc.compiler.trees.split_switches import box_rotation, split_switches
 from colc.errors import InternalError, UnsupportedError
 from colc.ir.chunks import Op, OpKind, Schedule, Slot
 from colc.ir.core import Buffer, Collective
@@ -185,7 +185,8 @@ def pack_trees(
     rank_of = {node: r for r, node in enumerate(ranks)}
     logical = {(rank_of[u], rank_of[v]): c for (u, v), c in free.capacity.items()}
     batches = pack_spanning_trees(len(ranks), logical, k_used,
-                                  progress=bar.stage("pack trees"))
+                                  progress=bar.stage("pack trees"),
+                                  symmetry=_rank_rotations(graph, caps, ranks, rank_of))
     trees = tuple(Tree(b.root, b.edges, b.multiplicity) for b in batches)
     routes = tuple(
         ((rank_of[u], rank_of[v]),
@@ -203,6 +204,16 @@ def pack_trees(
         trees=trees,
         routes=routes,
     )
+
+
+def _rank_rotations(graph: IntegerGraph, caps: dict[tuple[int, int], int],
+                    ranks: tuple[int, ...] | list[int], rank_of: dict[int, int]
+                    ) -> list[list[int]] | None:
+    """The box rotations (``box_rotation``) as permutations of rank indices, if any."""
+    perms = box_rotation(graph.nodes, graph.compute, caps)
+    if perms is None:
+        return None
+    return [[rank_of[p[node]] for node in ranks] for p in perms]
 
 
 def _check_eulerian(graph: IntegerGraph, caps: dict[tuple[int, int], int], k: int) -> None:

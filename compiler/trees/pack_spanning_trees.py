@@ -48,7 +48,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from colc.compiler.trees.max_flow import SolverNetwork
+from colc.compiler.trees.max_flow import FlowNetwork, SolverNetwork, solve_batch
 from colc.errors import InternalError
 
 NAME = "pack-spanning-trees"
@@ -156,6 +156,8 @@ class _Packer:
     def grow(self, idx: int) -> None:
         """Grow batch ``idx`` to all ranks, one max-flow per candidate arc."""
         b = self.batches[idx]
+        if len(b.vset) == self.n:
+            return  # an image of a batch grown under symmetry
         failed: set[tuple[int, int]] = set()
         aux, count = _Auxiliary(self, idx), len(self.batches)
         scan = 0
@@ -166,8 +168,8 @@ class _Packer:
                     f"tree packing: no arc can extend the batch of root {b.root} "
                     f"(capacity condition of Theorem 30 does not hold)")
             x, y = cand
-            if self.g[cand] >= self.missing[y]:
-                mu = b.m  # the arc alone covers the missing trees: no flow needed
+            if self._covered(x, y):
+                mu = min(self.g[cand], b.m)  # disjoint short paths suffice: no flow needed
             else:
                 mu = max(0, min(self.g[cand], b.m, aux.flow(x, y) - aux.total))
             if mu == 0:
@@ -178,6 +180,27 @@ class _Packer:
                 aux, count = _Auxiliary(self, idx), len(self.batches)
             else:
                 aux.set_residual(cand, self.g.get(cand, 0))
+
+    def _covered(self, x: int, y: int) -> bool:
+        """Whether ``F(x, y; D-bar) - sum_{i != 1} m(R_i) >= m(R_1)`` follows from short paths.
+
+        Arc-disjoint paths ``x -> y`` give a lower bound on the flow: the
+        direct arc, ``x -> s_i -> y`` for every other batch containing ``y``
+        (their multiplicities add up to ``total - (missing[y] - m(R_1))``)
+        and ``x -> z -> y`` over two residual arcs for every ``z``.  The
+        bound minus ``total`` is at least ``m(R_1)`` exactly when the direct
+        and two-arc paths carry ``missing[y]``.
+        """
+        need = self.missing[y] - self.g[(x, y)]
+        if need <= 0:
+            return True
+        g = self.g
+        for z in self.succ[x]:
+            if z != y:
+                need -= min(g.get((x, z), 0), g.get((z, y), 0))
+                if need <= 0:
+                    return True
+        return False
 
     def _candidate(self, b: _Batch, failed: set[tuple[int, int]], scan: int
                    ) -> tuple[tuple[int, int] | None, int]:
@@ -211,12 +234,97 @@ class _Packer:
             del self.g[(x, y)]
 
 
+class _Symmetry:
+    """Box rotations of the ranks, applied to whole batches (private).
+
+    ``perms[s][r]`` is the image of rank ``r`` under rotation ``s + 1``.
+    After the batch of an orbit's first root is grown, its images become the
+    batches of the other roots of the orbit, if they fit the residual
+    capacities and the completion condition still holds.  The condition
+    (Theorem 31): for every rank ``v``, a max-flow from a super source with
+    arcs ``s -> s_i`` (capacity ``m(R_i)``) and ``s_i -> R_i`` (infinite)
+    reaches ``v`` with ``sum_i m(R_i)``.  On a rotation-invariant state one
+    ``v`` per orbit of ranks suffices.
+    """
+
+    def __init__(self, n: int, capacity: dict[tuple[int, int], int],
+                 perms: list[list[int]]) -> None:
+        self.perms = perms
+        seen: set[int] = set()
+        self.reps: set[int] = set()
+        for r in range(n):
+            if r not in seen:
+                self.reps.add(r)
+                seen.add(r)
+                seen.update(p[r] for p in perms)
+        self.on = bool(perms) and all(sorted(p) == list(range(n)) for p in perms) and all(
+            capacity.get((p[u], p[v]), 0) == c for p in perms for (u, v), c in capacity.items())
+
+    def apply(self, packer: _Packer, idx: int) -> bool:
+        """Copy batch ``idx`` (complete, multiplicity k) to its orbit; False if refused."""
+        b = packer.batches[idx]
+        images = [p[b.root] for p in self.perms]
+        if b.m != packer.k or len(packer.batches) != packer.n or any(
+                len(packer.batches[r].vset) > 1 for r in images):
+            return False
+        use: dict[tuple[int, int], int] = {}
+        for p in self.perms:
+            for x, y in b.edges:
+                e = (p[x], p[y])
+                use[e] = use.get(e, 0) + b.m
+        if any(packer.g.get(e, 0) < u for e, u in use.items()):
+            return False
+        saved_g = dict(packer.g)
+        saved = {r: packer.batches[r] for r in images}
+        for e, u in use.items():
+            packer.g[e] -= u
+            if not packer.g[e]:
+                del packer.g[e]
+        for p, r in zip(self.perms, images, strict=True):
+            order = [p[v] for v in b.order]
+            packer.batches[r] = _Batch(r, b.m, order, set(order),
+                                       [(p[x], p[y]) for x, y in b.edges])
+        if not self._feasible(packer):
+            packer.g = saved_g
+            for r, old in saved.items():
+                packer.batches[r] = old
+            return False
+        for r in images:
+            for v in range(packer.n):
+                if v != r:
+                    packer.missing[v] -= b.m
+        return True
+
+    def _feasible(self, packer: _Packer) -> bool:
+        n = packer.n
+        groups: dict[frozenset[int], int] = {}
+        for c in packer.batches:
+            key = frozenset(c.vset)
+            groups[key] = groups.get(key, 0) + c.m
+        src = n + len(groups)
+        net = FlowNetwork(src + 1)
+        total = 0
+        for (u, v), c in packer.g.items():
+            net.add_arc(u, v, c)
+            total += c
+        inf = total + sum(groups.values()) + 1
+        for j, (members, m) in enumerate(sorted((sorted(key), m) for key, m in groups.items())):
+            net.add_arc(src, n + j, m)
+            for v in members:
+                net.add_arc(n + j, v, inf)
+        need = sum(groups.values())
+        flows = solve_batch([net.problem(src, v) for v in sorted(self.reps)],
+                            want_cut=False)
+        return all(value >= need for value, _ in flows)
+
+
 def pack_spanning_trees(
     num_ranks: int,
     capacity: dict[tuple[int, int], int],
     k: int,
     *,
     progress: Callable[[int, int], None] | None = None,
+    symmetry: list[list[int]] | None = None,
 ) -> tuple[TreeBatch, ...]:
     """Pack ``k`` spanning out-trees per rank into integer capacities.
 
@@ -243,10 +351,13 @@ def pack_spanning_trees(
         If the capacities do not admit the packing (caller's invariant).
     """
     p = _Packer(num_ranks, capacity, k)
+    sym = _Symmetry(num_ranks, p.g, symmetry) if symmetry else None
     i = 0
     while i < len(p.batches):
         if num_ranks > 1:
             p.grow(i)
+            if sym is not None and sym.on and i in sym.reps:
+                sym.on = sym.apply(p, i)
         i += 1
         if progress is not None:
             progress(i, len(p.batches))

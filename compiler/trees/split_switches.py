@@ -89,6 +89,7 @@ class _Splitter:
                  symmetry: list[list[int]] | None = None) -> None:
         self.symmetry = symmetry
         self.orbit_reps = _orbit_representatives(n, compute, symmetry) if symmetry else []
+        self.rail = _rails(n, symmetry)
         self.n = n
         self.compute = compute
         self.ranks = [i for i in range(n) if compute[i]]
@@ -276,8 +277,9 @@ class _Splitter:
                 if g > 0:
                     self.split_orbit(u, w, t, g)
 
-    def _class(self, w: int, t: int, u: int) -> tuple[bool, bool]:
-        return (t in self.direct[u], self.component[u] == self.component[t])
+    def _class(self, w: int, t: int, u: int) -> tuple[bool, bool, bool]:
+        return (t in self.direct[u], self.component[u] == self.component[t],
+                self.rail[u] != self.rail[t])
 
     def ingress_order(self, w: int, t: int, ring: list[int]) -> list[int]:
         pos = {u: i for i, u in enumerate(ring)}
@@ -359,6 +361,17 @@ def box_rotation(nodes: tuple[str, ...], compute: tuple[bool, ...],
 
 
 _BOX = re.compile(r"^b(\d+)(\D.*)$")
+
+
+def _rails(n: int, perms: list[list[int]] | None) -> list[int]:
+    """Per node, the smallest node of its orbit under the rotations (its rail).
+
+    Without symmetry every node is its own rail.
+    """
+    rail = list(range(n))
+    for i in range(n):
+        rail[i] = min([i, *(p[i] for p in perms or ())])
+    return rail
 
 
 def _orbit_representatives(n: int, compute: tuple[bool, ...],
