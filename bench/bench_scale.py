@@ -23,6 +23,8 @@ import subprocess
 import sys
 import time
 
+from colc.compiler.pipeline import scale_chunks
+
 
 def one(spec: dict) -> dict:
     """Run one case in this process and return its figures."""
@@ -117,7 +119,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--boxes", type=int, nargs="*", default=[2, 4, 8, 16])
     ap.add_argument("--algorithm", action="append", choices=["hier", "trees", "ring"])
     ap.add_argument("--collective", default="allgather")
-    ap.add_argument("--chunks", type=int, default=16)
+    ap.add_argument("--chunks", type=int, default=16,
+                    help="chunks per root at 32 ranks (scaled down above, as colc does)")
     ap.add_argument("--direct", action="store_true", help="BFB on the large direct fabrics")
     ap.add_argument("--timeout", type=float, default=1800.0, help="seconds per case")
     args = ap.parse_args(argv)
@@ -135,10 +138,11 @@ def main(argv: list[str] | None = None) -> int:
         analyze_times(args.timeout)
         return 0
     for alg in args.algorithm or ["hier", "trees"]:
-        specs = [{"name": f"dgx-a100 x{b} {alg}/c{args.chunks} {args.collective}",
+        specs = [{"name": f"dgx-a100 x{b} {alg} {args.collective}",
                   "family": {"family": "dgx-a100", "boxes": b}, "algorithm": alg,
                   "collective": args.collective,
-                  "chunks": None if alg == "ring" else args.chunks} for b in args.boxes]
+                  "chunks": None if alg == "ring" else scale_chunks((args.chunks,), 8 * b)[0]}
+                 for b in args.boxes]
         table(f"{alg}: the whole job by box count", specs, args.timeout)
     return 0
 

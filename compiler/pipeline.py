@@ -68,6 +68,32 @@ ALGORITHMS: dict[str, Generator] = {"ring": lambda t, c, _chunks=None: ring_sche
 CHUNKINGS: dict[str, tuple[int | None, ...]] = {
     "ring": (None,), "bfb": (None, 16, 4, 1), "trees": (16, 32, 64), "hier": (16, 32, 64)}
 
+#: Ranks up to which tree chunkings are used as listed; above, they shrink in
+#: proportion (``scale_chunks``) so a chunk keeps its size and the steps per
+#: connection stay within the runtime's limits as trees pass more peers.
+CHUNK_SCALE_RANKS = 32
+
+
+def scale_chunks(chunks: tuple[int | None, ...], ngpus: int) -> tuple[int | None, ...]:
+    """Tree chunkings for ``ngpus`` ranks: ``c * 32 // ngpus`` above 32 ranks.
+
+    Examples
+    --------
+    >>> scale_chunks((16, 32, 64), 16), scale_chunks((16, 32, 64), 256)
+    ((16, 32, 64), (2, 4, 8))
+    >>> scale_chunks((1, 4, 16), 1024)
+    (1,)
+    """
+    if ngpus <= CHUNK_SCALE_RANKS:
+        return chunks
+    out: list[int | None] = []
+    for c in chunks:
+        scaled = None if c is None else max(1, c * CHUNK_SCALE_RANKS // ngpus)
+        if scaled not in out:
+            out.append(scaled)
+    return tuple(out)
+
+
 #: Message sizes a single file is ranked at (bytes) when no window is given.
 LARGE_SIZES = (128 << 20, 1 << 30)
 
@@ -431,7 +457,9 @@ def variants(compiler: Compiler, protocols: tuple[Protocol, ...] | None = None,
         if opts.chunks is not None:
             chunks: tuple[int | None, ...] = (opts.chunks,)
         elif chunkings is not None and name in ("trees", "hier"):
-            chunks = chunkings
+            chunks = scale_chunks(chunkings, compiler.topo.num_ranks)
+        elif name in ("trees", "hier"):
+            chunks = scale_chunks(CHUNKINGS[name], compiler.topo.num_ranks)
         else:
             chunks = CHUNKINGS.get(name, (None,))
         out += [Variant(name, c, p) for c in chunks for p in protocols]
@@ -564,7 +592,7 @@ def _verify_text(text: str, backend: str):
     return verify_text(text, f"<generated {backend} file>", backend=backend)
 
 
-__all__ = ["ALGORITHMS", "CHUNKINGS", "CompileOptions", "CompileResult", "Compiler", "Variant",
-           "available_algorithms", "compile_topology", "register_algorithm",
-           "selectable_sizes", "variants"]
+__all__ = ["ALGORITHMS", "CHUNKINGS", "CHUNK_SCALE_RANKS", "CompileOptions", "CompileResult",
+           "Compiler", "Variant", "available_algorithms", "compile_topology", "register_algorithm",
+           "scale_chunks", "selectable_sizes", "variants"]
 _ = math

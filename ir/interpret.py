@@ -129,7 +129,7 @@ class _TB:
         self.inkey: tuple[int, int, int] | None = None
         self.outkey: tuple[int, int, int] | None = None
         self.flags: list[int] = []
-        self.snaps: list[tuple[np.ndarray, int]] = []
+        self.snaps: list[tuple[np.ndarray, int] | None] = []
         self.queued = False
         self.wait: tuple = ()
         self.mem: _Mem | None = None
@@ -179,6 +179,30 @@ class _Interpreter:
         self.layouts: list[dict[Buffer, tuple[int, int]]] = []
         self._build(loaded)
         self.receivers = {tb.inkey: tb for tb in self.tbs if tb.inkey is not None}
+        self.snap_users = self._snap_users()
+
+    def _snap_users(self) -> list[list[int]]:
+        """Per tb, how many dependencies each of its flag publications satisfies.
+
+        A dependency on ``(b, s)`` is met by the first publication of ``b``
+        with a flag ``>= s``; the flags a tb publishes are fixed by its
+        program, so this is known before running.  Publications nobody waits
+        for keep no clock snapshot, and a snapshot is dropped once its last
+        waiter has joined it (memory O(outstanding waits * T), not
+        O(publications * T)).
+        """
+        flags = [[tx.t.flag for tx in tb.txs if tx.t.has_dep] for tb in self.tbs]
+        users = [[0] * len(f) for f in flags]
+        for tb in self.tbs:
+            tbs = self.by_rank[tb.rank]
+            for tx in tb.txs:
+                for b, s, _pos in tx.t.deps:
+                    target = tbs.get(b)
+                    if target is not None:
+                        i = bisect_left(flags[target.tid], s)
+                        if i < len(users[target.tid]):
+                            users[target.tid][i] += 1
+        return users
 
     # ----------------------------------------------------------------- setup
     def report(self, category: str, d: Diagnostic) -> None:
@@ -191,7 +215,10 @@ class _Interpreter:
         p = self.p
         ext = buffer_extents(p.collective, p.nchunks, p.ngpus)
         total = sum(len(row) for row in loaded.tbs)
-        zero = np.zeros(total, dtype=np.int32)
+        calls = max((sum(t.count for t in ftb.transmissions) for row in loaded.tbs
+                     for ftb in row), default=0)
+        # a clock counts its tb's calls: int16 halves the O(T) arrays when it fits
+        zero = np.zeros(total, dtype=np.int16 if calls < np.iinfo(np.int16).max else np.int32)
         zero.flags.writeable = False
         for rp, row in zip(p.ranks, loaded.tbs):
             layout, mem = self._layout(rp.rank, ext, rp.scratch_chunks)
@@ -308,7 +335,8 @@ class _Interpreter:
                 tb.call += 1
             if tx.t.has_dep:
                 tb.flags.append(tx.t.flag)
-                tb.snaps.append((tb.base, tb.clock))
+                wanted = self.snap_users[tb.tid][len(tb.snaps)]
+                tb.snaps.append((tb.base, tb.clock) if wanted else None)
                 waiters = self.flag_waiters.pop(tb.tid, None)
                 if waiters:
                     woken.extend(waiters)
@@ -334,9 +362,16 @@ class _Interpreter:
                 return False
             found.append((target, i))
         for target, i in found:
-            snap, clock = target.snaps[i]
+            entry = target.snaps[i]
+            if entry is None:
+                raise InternalError("interpreter: a satisfied wait has no clock snapshot")
+            snap, clock = entry
             if target is not tb:
                 self._join(tb, snap, target.tid, clock)
+            users = self.snap_users[target.tid]
+            users[i] -= 1
+            if users[i] == 0:
+                target.snaps[i] = None
         return True
 
     @staticmethod

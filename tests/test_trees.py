@@ -365,3 +365,66 @@ def test_symmetric_splitting_keeps_the_optimum_and_the_symmetry(family, boxes) -
         logical = {(rank_of[u], rank_of[v]): c for (u, v), c in free.capacity.items()}
         batches = pack_spanning_trees(topo.num_ranks, logical, opt.k)
         verify_packing(topo.num_ranks, logical, opt.k, batches)
+
+
+def test_spread_splitting_pairs_rail_peers_first() -> None:
+    """Behind the IB switches every GPU's network arcs go to its rail peers
+    (same place in the other boxes) only: boxes - 1 network peers, shallow trees."""
+    topo = dgx_a100(4)
+    packing = pack_trees(topo, spread=True)
+    assert packing.inv_rate == 1 / (packing.k * packing.tree_bandwidth)
+    assert tree_algbw(packing) == find_optimal_throughput(topo).allgather_algbw
+    peers: dict[int, set[int]] = {}
+    for t in packing.trees:
+        for a, b in t.edges:
+            if a // 8 != b // 8:
+                peers.setdefault(a, set()).add(b)
+    assert set(peers) == set(range(32))
+    for a, out in peers.items():
+        assert out == {b * 8 + a % 8 for b in range(4) if b != a // 8}
+    assert max(t.depth() for t in packing.trees) <= 3
+
+
+def _rotate(tree, perm):
+    return perm[tree.root], tuple((perm[a], perm[b]) for a, b in tree.edges)
+
+
+@pytest.mark.parametrize("boxes,applied", [(8, True), (4, False)])
+def test_symmetric_packing_applies_the_rotation_and_stays_valid(boxes, applied) -> None:
+    """Packing with the box rotation grows one root per orbit; the trees of
+    the other boxes are its images (on 4 boxes the second orbit's images do
+    not fit the capacities, and packing goes on plainly), and the packing
+    passes verify_packing either way."""
+    from colc.compiler.trees.fixed_k_trees import floor_capacities
+    from colc.compiler.trees.find_optimal_throughput import optimum_of
+    from colc.compiler.trees.split_switches import box_rotation, split_switches
+
+    topo = dgx_a100(boxes)
+    g = integer_graph(topo)
+    opt = optimum_of(g, topo.num_ranks)
+    caps = floor_capacities(g, opt.scale)
+    free = split_switches(g.nodes, g.compute, caps, opt.k, spread=True)
+    rank_of = {node: r for r, node in enumerate(g.ranks)}
+    logical = {(rank_of[u], rank_of[v]): c for (u, v), c in free.capacity.items()}
+    perms = [[rank_of[p[node]] for node in g.ranks]
+             for p in box_rotation(g.nodes, g.compute, caps)]
+    sym = pack_spanning_trees(topo.num_ranks, logical, opt.k, symmetry=perms)
+    verify_packing(topo.num_ranks, logical, opt.k, sym)
+    by_root = {b.root: b for b in sym}
+    images = [(perm[r], by_root[perm[r]].edges) == _rotate(by_root[r], perm)
+              for perm in perms for r in range(8)]
+    assert all(images) is applied
+    assert all(images[r] for r in range(0, len(images), 8))  # the first orbit always
+    plain = pack_spanning_trees(topo.num_ranks, logical, opt.k)
+    verify_packing(topo.num_ranks, logical, opt.k, plain)
+
+
+def test_symmetric_packing_refuses_a_non_invariant_graph() -> None:
+    """A rotation the capacities do not respect is ignored (plain packing)."""
+    caps = {(0, 1): 2, (1, 0): 2, (1, 2): 1, (2, 1): 1, (2, 3): 2, (3, 2): 2,
+            (3, 0): 1, (0, 3): 1}
+    rot = [[2, 3, 0, 1]]  # maps (1, 2) to (3, 0): equal; (0, 1) -> (2, 3): equal
+    shifted = [[1, 2, 3, 0]]  # maps (0, 1) (cap 2) to (1, 2) (cap 1): not invariant
+    for perms in (rot, shifted):
+        batches = pack_spanning_trees(4, caps, 1, symmetry=perms)
+        verify_packing(4, caps, 1, batches)
