@@ -8,7 +8,7 @@ help:  ## list targets
 
 install:  ## install colc and its dependencies (colc lands on PATH)
 	$(PYTHON) -m pip install --upgrade pip
-	$(PYTHON) -m pip install -e ".[test]"
+	$(PYTHON) -m pip install -e ".[test,dask]"
 
 test:  ## run the whole test suite (doctests included)
 	$(PYTHON) -m pytest tests --doctest-modules ir compiler frontends backends colc --doctest-glob='api.md' docs -p no:cacheprovider

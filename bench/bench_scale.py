@@ -3,6 +3,7 @@
     python bench/bench_scale.py                       # DGX A100 2..16 boxes, hier + trees
     python bench/bench_scale.py --boxes 2 4 8 16 32 --algorithm trees
     python bench/bench_scale.py --direct              # torus 50x50, hypercube 10: BFB + analyze
+    python bench/bench_scale.py --cores               # the whole job by --jobs / --executor dask
 
 Each case runs in its own process (so its peak memory is its own) and times
 the stages of ``colc TOPO --algorithm A --collective C -o x.xml`` one by one:
@@ -113,6 +114,27 @@ def analyze_times(timeout: float) -> None:
         print(f"  {name:<20}{proc.stdout.strip() or proc.stderr.strip()[-200:]}", flush=True)
 
 
+def cores_curve(timeout: float) -> None:
+    """Time the whole job (``--algorithm auto``) by job count and executor."""
+    import os
+
+    print("\nthe whole job by cores: dgx-a100 x2 allgather, --algorithm auto")
+    counts = sorted({1, 2, len(os.sched_getaffinity(0))})
+    cases = [(f"--jobs {n}", {"jobs": n}) for n in counts] + [("--executor dask", {"jobs": 0,
+                                                               "executor": "dask"})]
+    for label, extra in cases:
+        code = ("import time;from colc.frontends.families import build_family;"
+                "from colc.compiler.pipeline import CompileOptions, compile_topology;"
+                "from colc.ir.core import Collective;"
+                "t=build_family({'family':'dgx-a100','boxes':2},'<b>');s=time.perf_counter();"
+                f"r=compile_topology(t,CompileOptions(collective=Collective.ALLGATHER,**{extra!r}));"
+                "print(f'{time.perf_counter()-s:.1f} s, {r.variant.label}')")
+        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                              timeout=timeout, check=False)
+        out = proc.stdout.strip() or proc.stderr.strip()[-200:]
+        print(f"  {label:<20}{out}", flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--one", help=argparse.SUPPRESS)
@@ -123,9 +145,14 @@ def main(argv: list[str] | None = None) -> int:
                     help="chunks per root at 32 ranks (scaled down above, as colc does)")
     ap.add_argument("--direct", action="store_true", help="BFB on the large direct fabrics")
     ap.add_argument("--timeout", type=float, default=1800.0, help="seconds per case")
+    ap.add_argument("--cores", action="store_true",
+                    help="time of the whole job by --jobs and --executor dask")
     args = ap.parse_args(argv)
     if args.one:
         print(json.dumps(one(json.loads(args.one))))
+        return 0
+    if args.cores:
+        cores_curve(args.timeout)
         return 0
     if args.direct:
         specs = [{"name": f"{n} bfb {args.collective}", "family": f, "algorithm": "bfb",

@@ -155,6 +155,13 @@ def _compile_parser() -> argparse.ArgumentParser:
                    help="processes for lowering and simulating candidates (default 0: "
                         "every CPU available, or COLC_JOBS); the output does not depend "
                         "on it")
+    p.add_argument("--executor", choices=["local", "dask"], default="local",
+                   help="where candidates are lowered and simulated: local processes, or a "
+                        "dask.distributed cluster (pip install 'colc[dask]'); the output "
+                        "does not depend on it")
+    p.add_argument("--scheduler", default="",
+                   help="dask scheduler address for --executor dask (default: "
+                        "COLC_DASK_SCHEDULER, else a local cluster)")
     return p
 
 
@@ -177,6 +184,8 @@ def _options(args: argparse.Namespace):
         raise ColcError("--max-bytes is smaller than --min-bytes")
     if args.instances < 1:
         raise ColcError(f"--instances must be at least 1, got {args.instances}")
+    if args.scheduler and args.executor != "dask":
+        raise ColcError("--scheduler goes with --executor dask")
     if args.chunks is not None and not 1 <= args.chunks <= 4096:
         raise ColcError(f"--chunks must be in 1..4096, got {args.chunks}")
     return CompileOptions(
@@ -187,7 +196,7 @@ def _options(args: argparse.Namespace):
         instances=args.instances, min_bytes=lo, max_bytes=hi,
         backend=_backend_for(args), verify_each=args.verify_each, machine=args.machine,
         chunks=args.chunks, balance=not args.no_balance, dtype_bytes=dtype_bytes(args.dtype),
-        jobs=_jobs(args.jobs))
+        jobs=_jobs(args.jobs), executor=args.executor, scheduler=args.scheduler)
 
 
 def _jobs(n: int) -> int:

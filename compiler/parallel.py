@@ -16,17 +16,32 @@ ranking stays sequential and deterministic (byte-identical files).
 ``jobs`` defaults to the CPUs this process may use (``COLC_JOBS`` or
 ``--jobs`` override it; 1 runs everything in this process).
 
+Distributed (``--executor dask``, the optional ``dask`` extra): the same
+tasks go to the workers of a dask.distributed cluster (the scheduler at
+``--scheduler`` / ``COLC_DASK_SCHEDULER``, else a local cluster of one
+process per CPU).  Workers cannot share memory with this process, so each
+task carries the topology, the options and its (scattered) schedule and
+rebuilds a ``Compiler`` around them; the results come back into the same
+caches and the ranking stays sequential, so the bytes written are the same
+as with the local executor.  ``jobs`` is then the cluster's worker threads.
+
 Complexity: the tasks' work divided over ``jobs`` processes, plus pickling
 each program once.
 """
 
 from __future__ import annotations
 
+import atexit
+import dataclasses
+import logging
 import multiprocessing
 import os
 from collections.abc import Sequence
 
 from colc.errors import ColcError
+
+#: Executors of ``--executor``.
+EXECUTORS = ("local", "dask")
 
 #: The compiler the forked workers read (set just before the pool forks).
 _SHARED: list = []
@@ -41,6 +56,62 @@ def default_jobs() -> int:
         return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:  # not on Linux
         return max(1, os.cpu_count() or 1)
+
+
+def jobs_for(opts) -> int:
+    """Parallel tasks the executor of ``opts`` runs at once.
+
+    Local: ``opts.jobs`` or ``default_jobs()``; dask: the cluster's threads.
+    """
+    if getattr(opts, "executor", "local") == "dask":
+        client = dask_client(opts.scheduler)
+        return max(1, sum(client.nthreads().values()))
+    return opts.jobs or default_jobs()
+
+
+_CLIENTS: dict[str, object] = {}
+
+
+def dask_client(address: str = ""):
+    """A dask.distributed client of the scheduler at ``address`` (cached per process).
+
+    An empty address: ``COLC_DASK_SCHEDULER``, else a local cluster with one
+    single-threaded worker process per CPU.
+
+    Raises
+    ------
+    ColcError
+        dask is not installed, or the scheduler cannot be reached.
+    """
+    address = address or os.environ.get("COLC_DASK_SCHEDULER", "").strip()
+    if address in _CLIENTS:
+        return _CLIENTS[address]
+    try:
+        from dask.distributed import Client, LocalCluster
+    except ImportError:
+        raise ColcError("--executor dask needs dask.distributed: "
+                        "pip install 'colc[dask]'") from None
+    try:
+        if address:
+            client = Client(address, timeout=10)
+        else:
+            cluster = LocalCluster(n_workers=default_jobs(), threads_per_worker=1,
+                                   processes=True, dashboard_address=None,
+                                   silence_logs=logging.ERROR)
+            client = Client(cluster)
+    except (OSError, TimeoutError) as err:
+        raise ColcError(f"cannot reach the dask scheduler at {address or 'a local cluster'}: "
+                        f"{err}") from None
+    _CLIENTS[address] = client
+    atexit.register(_close, client)
+    return client
+
+
+def _close(client) -> None:
+    cluster = getattr(client, "cluster", None)
+    client.close()
+    if cluster is not None:
+        cluster.close()
 
 
 def prefetch(compiler, tasks: Sequence[tuple[object, tuple[int, ...]]], jobs: int) -> int:
@@ -61,6 +132,8 @@ def prefetch(compiler, tasks: Sequence[tuple[object, tuple[int, ...]]], jobs: in
     """
     todo = [(v, tuple(s for s in sizes if (v, s) not in compiler._sims))
             for v, sizes in tasks if v not in compiler._programs]
+    if getattr(compiler.opts, "executor", "local") == "dask":
+        return _store(compiler, todo, _run_dask(compiler, todo)) if todo else 0
     if jobs <= 1 or len(todo) <= 1 or "fork" not in multiprocessing.get_all_start_methods():
         return 0
     from colc.progress import report
@@ -74,6 +147,11 @@ def prefetch(compiler, tasks: Sequence[tuple[object, tuple[int, ...]]], jobs: in
             results = pool.map(_work, todo, chunksize=1)
     finally:
         _SHARED.clear()
+    return _store(compiler, todo, results)
+
+
+def _store(compiler, todo: list, results: list) -> int:
+    """Put the workers' programs and simulations into the compiler's caches."""
     done = 0
     for (variant, sizes), result in zip(todo, results, strict=True):
         if result is None:
@@ -87,13 +165,45 @@ def prefetch(compiler, tasks: Sequence[tuple[object, tuple[int, ...]]], jobs: in
     return done
 
 
+def _run_dask(compiler, todo: list) -> list:
+    """Run ``todo`` on the dask cluster; one result (or None) per task."""
+    from colc.progress import report
+
+    client = dask_client(compiler.opts.scheduler)
+    report(f"lowering and simulating {len(todo)} variants on dask", compiler._work, 0)
+    opts = dataclasses.replace(compiler.opts, executor="local", jobs=1)
+    topo = client.scatter(compiler.topo, broadcast=True, hash=False)
+    shared: dict = {}
+    futures = []
+    for variant, sizes in todo:
+        key = (variant.algorithm, variant.chunks)
+        if key not in shared:
+            shared[key] = client.scatter(compiler.schedule(*key), hash=False)
+        futures.append(client.submit(_remote, topo, opts, key, shared[key], variant, sizes,
+                                     pure=False))
+    return client.gather(futures)
+
+
+def _remote(topo, opts, key, sched, variant, sizes):
+    """On a dask worker: lower one variant of a rebuilt compiler and simulate it."""
+    from colc.compiler.pipeline import Compiler
+
+    compiler = Compiler(topo, opts)
+    compiler._schedules[key] = sched
+    return _lower_and_simulate(compiler, variant, sizes)
+
+
 def _work(task):
-    """In a worker: lower one variant and simulate it (None when it fails)."""
+    """In a forked worker: lower one variant of the shared compiler and simulate it."""
+    variant, sizes = task
+    return _lower_and_simulate(_SHARED[0], variant, sizes)
+
+
+def _lower_and_simulate(compiler, variant, sizes):
+    """``(program, strategy, simulations)``, or None when the variant fails."""
     from colc import progress
 
     progress._ACTIVE.clear()  # only the parent draws the progress line
-    variant, sizes = task
-    compiler = _SHARED[0]
     try:
         program = compiler.program(variant)
         sims = [compiler.simulate(variant, s) for s in sizes]
@@ -102,4 +212,4 @@ def _work(task):
     return program, compiler._strategy.get(variant, 0), sims
 
 
-__all__ = ["default_jobs", "prefetch"]
+__all__ = ["EXECUTORS", "dask_client", "default_jobs", "jobs_for", "prefetch"]

@@ -36,7 +36,7 @@ from fractions import Fraction
 
 from colc.compiler.lowering.balance_lanes import balance_lanes, plan_lanes
 from colc.compiler.estimate_bandwidth import schedule_algbw
-from colc.compiler.parallel import default_jobs, prefetch
+from colc.compiler.parallel import jobs_for, prefetch
 from colc.compiler.lowering.lower_to_program import LoweringOptions, LoweringStalled, lower_to_program
 from colc.compiler.lowering.replicate_instances import replicate_instances
 from colc.compiler.ring import ring_schedule
@@ -198,6 +198,8 @@ class CompileOptions:
     rank_sizes: tuple[int, ...] = ()  # sizes to rank files at; () = from the window
     comment: str = ""
     jobs: int = 0  # processes for lowering and simulation; 0: every available CPU
+    executor: str = "local"  # "local" (forked processes) or "dask" (a dask.distributed cluster)
+    scheduler: str = ""  # dask scheduler address; "": COLC_DASK_SCHEDULER or a local cluster
 
 
 @dataclass(frozen=True, slots=True)
@@ -497,7 +499,7 @@ def compile_topology(topo: Topology, opts: CompileOptions) -> CompileResult:
     ranked.sort(key=lambda r: (r[0], r[1]))
     scored = []
     best = 0.0
-    jobs = opts.jobs or default_jobs()
+    jobs = jobs_for(opts)
     pending = list(ranked)
     while pending:
         # A batch of up to ``jobs`` variants that can still win, lowered and

@@ -34,7 +34,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from colc.compiler.parallel import default_jobs, prefetch
+from colc.compiler.parallel import jobs_for, prefetch
 from colc.compiler.pipeline import (
     CompileOptions,
     Compiler,
@@ -142,7 +142,7 @@ def build_portfolio(topo: Topology, opts: CompileOptions,
 def _prefetch(compiler: Compiler, cands: list[Variant], sizes: tuple[int, ...]) -> None:
     """Lower and simulate in parallel what ``_rank`` will surely simulate: every
     candidate at the selectable sizes of its protocol below the pruned range."""
-    jobs = compiler.opts.jobs or default_jobs()
+    jobs = jobs_for(compiler.opts)
     if jobs <= 1:
         return
     tasks = []

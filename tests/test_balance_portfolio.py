@@ -8,6 +8,7 @@ program stays within the runtime's limits.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import random
 from fractions import Fraction
@@ -226,3 +227,49 @@ def test_parallel_and_serial_runs_give_identical_bytes():
         c.estimate(v)
     assert prefetch(c, [(v, (1 << 20,)) for v in vs], 2) == 2
     assert all((v, 1 << 20) in c._sims for v in vs)
+
+
+def test_dask_executor_gives_identical_bytes():
+    """Issue 11: with --executor dask the candidates are lowered and simulated on
+    a dask.distributed cluster (here a local one); files are byte-identical."""
+    pytest.importorskip("dask.distributed")
+    import dataclasses
+
+    from colc.compiler.parallel import dask_client, jobs_for, prefetch
+    from colc.compiler.pipeline import CompileOptions, Compiler, Variant, compile_topology
+    from colc.compiler.portfolio import build_portfolio
+    from colc.frontends.families import torus
+    from colc.ir.core import Collective, Protocol
+
+    topo = torus([3, 3], 10)
+    opts = CompileOptions(collective=Collective.ALLGATHER, protocol=Protocol.LL, jobs=1)
+    dask = dataclasses.replace(opts, executor="dask")
+    assert jobs_for(dask) == sum(dask_client().nthreads().values()) >= 1
+    assert compile_topology(topo, opts).text == compile_topology(topo, dask).text
+    sizes = (1 << 12, 1 << 20)
+    one = build_portfolio(topo, opts, sizes=sizes)
+    two = build_portfolio(topo, dask, sizes=sizes)
+    assert [(w.variant, w.text) for w in one.windows] == [(w.variant, w.text) for w in two.windows]
+    c = Compiler(topo, dask)
+    vs = [Variant("trees", 16, Protocol.LL), Variant("ring", None, Protocol.LL)]
+    for v in vs:
+        c.estimate(v)
+    assert prefetch(c, [(v, (1 << 20,)) for v in vs], 1) == 2  # the cluster ran both
+    assert all((v, 1 << 20) in c._sims for v in vs)
+
+
+def test_dask_executor_errors_are_clean(tmp_path, capsys):
+    from colc.cli import main
+
+    topo = os.path.join(EXAMPLES, "ring-4.yaml")
+    out = tmp_path / "x.xml"
+    assert main([topo, "-o", str(out), "--scheduler", "tcp://127.0.0.1:1"]) == 1
+    assert "--scheduler goes with --executor dask" in capsys.readouterr().err
+    if importlib.util.find_spec("distributed") is None:
+        assert main([topo, "-o", str(out), "--executor", "dask"]) == 1
+        assert "pip install 'colc[dask]'" in capsys.readouterr().err
+        return
+    assert main([topo, "-o", str(out), "--executor", "dask",
+                 "--scheduler", "tcp://127.0.0.1:1"]) == 1
+    assert "cannot reach the dask scheduler at tcp://127.0.0.1:1" in capsys.readouterr().err
+    assert not out.exists()
