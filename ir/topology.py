@@ -212,6 +212,20 @@ def rank_reach(topo: Topology) -> frozenset[tuple[int, int]]:
     return frozenset(pairs)
 
 
+def box_topology(topo: Topology, members: list[int]) -> Topology:
+    """One box as a topology: its ranks ``members``, the non-network switches
+    they link to, and the links among those nodes."""
+    ids = {topo.ranks[r] for r in members}
+    inside = set(ids)
+    for link in topo.links:
+        for a, b in ((link.src, link.dst), (link.dst, link.src)):
+            if a in ids and not topo.node[b].is_compute and not topo.node[b].is_network:
+                inside.add(b)
+    return Topology(f"{topo.name}-box", tuple(nd for nd in topo.nodes if nd.id in inside),
+                    tuple(lk for lk in topo.links if lk.src in inside and lk.dst in inside),
+                    topo.source)
+
+
 def boxes(topo: Topology) -> list[list[int]]:
     """Ranks grouped into boxes: joined by links or switches that are not network nodes.
 

@@ -39,7 +39,7 @@ from fractions import Fraction
 
 from colc.errors import UnsupportedError
 from colc.ir.routing import Router
-from colc.ir.topology import Topology, boxes
+from colc.ir.topology import Topology, box_topology, boxes
 from colc.ir.trees import Tree, TreePacking
 
 NAME = "shallow-trees"
@@ -115,15 +115,7 @@ def _box_packing(topo: Topology, members: list[int]) -> dict[int, list[list[tupl
     """ForestColl trees of one box (its ranks, internal switches and links)."""
     from colc.compiler.trees.generate_trees import pack_trees
 
-    ids = {topo.ranks[r] for r in members}
-    inside = set(ids)
-    for link in topo.links:  # add the box's non-network switches
-        for a, b in ((link.src, link.dst), (link.dst, link.src)):
-            if a in ids and not topo.node[b].is_compute and not topo.node[b].is_network:
-                inside.add(b)
-    sub = Topology(f"{topo.name}-box", tuple(nd for nd in topo.nodes if nd.id in inside),
-                   tuple(lk for lk in topo.links if lk.src in inside and lk.dst in inside),
-                   topo.source)
+    sub = box_topology(topo, members)
     local = [topo.rank_of[i] for i in sub.ranks]
     packing = pack_trees(sub)
     out: dict[int, list[list[tuple[int, int]]]] = {}
