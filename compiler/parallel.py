@@ -63,7 +63,7 @@ def jobs_for(opts) -> int:
 
     Local: ``opts.jobs`` or ``default_jobs()``; dask: the cluster's threads.
     """
-    if getattr(opts, "executor", "local") == "dask":
+    if opts.executor == "dask":
         client = dask_client(opts.scheduler)
         return max(1, sum(client.nthreads().values()))
     return opts.jobs or default_jobs()
@@ -132,7 +132,7 @@ def prefetch(compiler, tasks: Sequence[tuple[object, tuple[int, ...]]], jobs: in
     """
     todo = [(v, tuple(s for s in sizes if (v, s) not in compiler._sims))
             for v, sizes in tasks if v not in compiler._programs]
-    if getattr(compiler.opts, "executor", "local") == "dask":
+    if compiler.opts.executor == "dask":
         return _store(compiler, todo, _run_dask(compiler, todo)) if todo else 0
     if jobs <= 1 or len(todo) <= 1 or "fork" not in multiprocessing.get_all_start_methods():
         return 0

@@ -301,18 +301,16 @@ class _Symmetry:
         for c in packer.batches:
             key = frozenset(c.vset)
             groups[key] = groups.get(key, 0) + c.m
+        need = sum(groups.values())
         src = n + len(groups)
         net = FlowNetwork(src + 1)
-        total = 0
         for (u, v), c in packer.g.items():
             net.add_arc(u, v, c)
-            total += c
-        inf = total + sum(groups.values()) + 1
+        inf = sum(packer.g.values()) + need + 1
         for j, (members, m) in enumerate(sorted((sorted(key), m) for key, m in groups.items())):
             net.add_arc(src, n + j, m)
             for v in members:
                 net.add_arc(n + j, v, inf)
-        need = sum(groups.values())
         flows = solve_batch([net.problem(src, v) for v in sorted(self.reps)],
                             want_cut=False)
         return all(value >= need for value, _ in flows)
