@@ -72,14 +72,14 @@ def main(argv: list[str] | None = None) -> int:
             ours = colc_row(topo, model, portfolio)
             print(f"\n{machine} {coll}: portfolio of {len(portfolio.windows)} files in "
                   f"{took:.0f} s")
-            print(f"{'system':<22}" + "".join(f"{s >> 20:>10}M" for s in SIZES))
-            print(f"{'colc (simulated)':<22}" + "".join(f"{bw:>11.1f}" for bw, _ in ours))
-            print(f"{'  file used':<22}" + "".join(f"{tag:>11}" for _, tag in ours))
+            print(f"{'system':<22}" + "".join(f"{s >> 20:>15}M" for s in SIZES))
+            print(f"{'colc (simulated)':<22}" + "".join(f"{bw:>16.1f}" for bw, _ in ours))
+            print(f"{'  file used':<22}" + "".join(f"{tag:>16}" for _, tag in ours))
             for (m, c, system), figs in sorted(MEASURED.items()):
                 if m == machine and c == coll:
-                    print(f"{system + ' (measured)':<22}" + "".join(f"{x:>11.2f}" for x in figs))
+                    print(f"{system + ' (measured)':<22}" + "".join(f"{x:>16.2f}" for x in figs))
             print(f"{'vendor ring (sim.)':<22}"
-                  + "".join(f"{x:>11.1f}" for x in ring_row(topo, model, machine, coll)))
+                  + "".join(f"{x:>16.1f}" for x in ring_row(topo, model, machine, coll)))
             best = [max(v[i] for (m, c, _), v in MEASURED.items() if m == machine and c == coll)
                     for i in range(len(SIZES))]
             ok = all(bw >= b for (bw, _), b in zip(ours, best, strict=True))

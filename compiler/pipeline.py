@@ -284,6 +284,7 @@ class Compiler:
         self._sims: dict[tuple[Variant, int], SimResult] = {}
         self._loaded: dict[Variant, object] = {}
         self._strategy: dict[Variant, int] = {}  # index of the lowering strategy in use
+        self._refused: dict[Variant, InfeasibleError] = {}  # variants no lowering fits
         self._work = 0  # stages done, for the progress line
 
     def _progress(self, stage: str) -> None:
@@ -317,9 +318,15 @@ class Compiler:
     # -- programs --------------------------------------------------------------
     def program(self, variant: Variant) -> Program:
         """The lowered program of ``variant`` (balanced unless disabled)."""
+        if variant in self._refused:
+            raise self._refused[variant]
         if variant not in self._programs:
             self._progress(f"lowering {variant.label}")
-            self._programs[variant] = self._lower(variant, self._strategy.get(variant, 0))
+            try:
+                self._programs[variant] = self._lower(variant, self._strategy.get(variant, 0))
+            except InfeasibleError as err:  # asked again at every size of a portfolio
+                self._refused[variant] = err
+                raise
         return self._programs[variant]
 
     def _next_strategy(self, variant: Variant) -> bool:

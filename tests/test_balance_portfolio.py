@@ -8,6 +8,7 @@ program stays within the runtime's limits.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import os
 import random
@@ -273,3 +274,73 @@ def test_dask_executor_errors_are_clean(tmp_path, capsys):
                  "--scheduler", "tcp://127.0.0.1:1"]) == 1
     assert "cannot reach the dask scheduler at tcp://127.0.0.1:1" in capsys.readouterr().err
     assert not out.exists()
+
+
+def test_lowering_gives_up_at_once_on_a_threadblock_limit(monkeypatch) -> None:
+    """More phases only add threadblocks: a threadblock count over the limit ends the
+    search after the first phase count (spread, packed and merged channels at most)."""
+    from colc.compiler.bfb.algorithm import bfb_schedule_for
+    from colc.compiler.lowering import lower_to_program as ltp
+    from colc.errors import InfeasibleError
+
+    sched = bfb_schedule_for(torus([4, 4], 10), Collective.ALLGATHER, None)
+    calls = []
+    real = ltp._lower_once
+    monkeypatch.setattr(ltp, "_lower_once", lambda *a, **k: calls.append(1) or real(*a, **k))
+    with pytest.raises(InfeasibleError, match="threadblocks > 2"):
+        lower_to_program(sched, LoweringOptions(max_threadblocks=2))
+    assert 1 <= len(calls) <= 3
+    calls.clear()
+    lower_to_program(sched, LoweringOptions())  # within the limits: one attempt
+    assert len(calls) == 1
+
+
+def test_lowering_refuses_a_crowded_connection_before_lowering(monkeypatch) -> None:
+    """65 independent transfers of one pair on one channel hint need a threadblock of
+    65 steps under every phase split: refused without a lowering attempt."""
+    from colc.compiler.lowering import lower_to_program as ltp
+    from colc.compiler.lowering.infer_dependencies import infer_dependencies
+    from colc.errors import InfeasibleError
+    from colc.ir.chunks import Op, OpKind, Schedule, Slot
+    from colc.ir.core import Buffer
+
+    def sched_of(n: int) -> Schedule:
+        ops = []
+        for src in (0, 1):
+            for k in range(n):
+                idx = src * n + k
+                ops.append(Op(len(ops), OpKind.COPY, Slot(src, Buffer.INPUT, k),
+                              Slot(1 - src, Buffer.OUTPUT, idx), 1, None, (), 0))
+        for src in (0, 1):
+            ops.append(Op(len(ops), OpKind.COPY, Slot(src, Buffer.INPUT, 0),
+                          Slot(src, Buffer.OUTPUT, src * n), n, None, (), 0))
+        return infer_dependencies(Schedule(Collective.ALLGATHER, 2, 2 * n, 0, tuple(ops),
+                                           "test", False, True))
+
+    calls = []
+    real = ltp._lower_once
+    monkeypatch.setattr(ltp, "_lower_once", lambda *a, **k: calls.append(1) or real(*a, **k))
+    assert check_schedule(sched_of(65)) == []
+    with pytest.raises(InfeasibleError, match="65 transfers to rank 1"):
+        lower_to_program(sched_of(65), LoweringOptions())
+    assert calls == []
+    program = lower_to_program(sched_of(64), LoweringOptions(pair_connections=False))
+    assert max(len(tb.steps) for rp in program.ranks for tb in rp.threadblocks) <= 64
+
+
+def test_a_refused_variant_is_lowered_once(monkeypatch) -> None:
+    """A portfolio asks for a variant at every size; one that no lowering fits is
+    tried once and its refusal repeated."""
+    from colc.compiler.pipeline import Compiler, Variant
+    from colc.errors import InfeasibleError
+
+    compiler = Compiler(torus([4, 4], 10), CompileOptions(collective=Collective.ALLGATHER))
+    compiler.model = dataclasses.replace(compiler.model, max_threadblocks=1)
+    calls = []
+    real = compiler._lower
+    monkeypatch.setattr(compiler, "_lower", lambda *a: calls.append(1) or real(*a))
+    variant = Variant("bfb")
+    for size in (1 << 20, 1 << 30):
+        with pytest.raises(InfeasibleError, match="threadblocks"):
+            compiler.simulate(variant, size)
+    assert calls == [1]

@@ -36,7 +36,12 @@ Each group of ops (channel hint x phase) gets its own channel while they fit
 in 32; beyond that channels are packed (``pack_channels``): each group takes
 the lowest channel not used by a group sharing a rank pair with it, so
 channels grow with the groups per pair, not with the groups; when that
-still exceeds the budget, the hints are dropped.
+still exceeds the budget, the hints are dropped.  Phases only shorten
+threadblocks, so the search stops at once when the limit broken is
+another one, and before any attempt when one connection has more than 64
+transfers at one dependency depth (they share a threadblock in every
+split); an attempt already over the channel, threadblock or step limits
+after step 4 skips steps 5-6.
 
 Complexity: O(P log P) for P parts, plus O(P) per phase attempt.
 """
@@ -44,7 +49,7 @@ Complexity: O(P log P) for P parts, plus O(P) per phase attempt.
 from __future__ import annotations
 
 import heapq
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
 from colc.errors import InfeasibleError, InternalError
@@ -139,27 +144,49 @@ def lower_to_program(sched: Schedule, opts: LoweringOptions) -> Program:
     """
     depth = _transfer_depth(sched)
     max_depth = max(depth, default=0)
+    crowded = _crowded_connection(sched, depth)
+    if crowded is not None:
+        raise InfeasibleError(f"cannot fit the schedule in the runtime's limits: {crowded}")
     parts, readers = _analysis(sched)
     phases = 1
     max_channels = min(opts.max_channels, MAX_CHANNELS)
     while True:
         phase_len = (max_depth // phases) + 1
-        program, worst = _lower_once(sched, opts, depth, phase_len, parts, readers)
+        nchannels, program, worst = _lower_once(sched, opts, depth, phase_len, parts, readers)
         if worst is None:
             return program
+        too_long = _STEPS_PROBLEM in worst
         for packing in ("packed", "merged"):
-            if program.nchannels <= max_channels:
+            if nchannels <= max_channels:
                 break
             # Too many channels: groups that share no rank pair share a channel;
             # failing that, drop the hints (each pair's ops of a phase on one
             # connection).
-            program, worst = _lower_once(sched, opts, depth, phase_len, parts, readers,
-                                         packing)
+            nchannels, program, worst = _lower_once(sched, opts, depth, phase_len, parts,
+                                                    readers, packing)
             if worst is None:
                 return program
-        if phases >= max_depth + 1:
+            too_long = too_long or _STEPS_PROBLEM in worst
+        # More phases only shorten threadblocks (they add channels and
+        # threadblocks), so any other limit is final.
+        if phases >= max_depth + 1 or not too_long:
             raise InfeasibleError(f"cannot fit the schedule in the runtime's limits: {worst}")
         phases = min(max_depth + 1, phases * 2)
+
+
+def _crowded_connection(sched: Schedule, depth: list[int]) -> str | None:
+    """Transfers that share one threadblock under every phase split: those of one
+    (sender, receiver, channel hint) at one dependency depth.  More than
+    ``MAX_STEPS`` of them cannot be lowered (each send is its own step)."""
+    count = Counter((op.src.rank, op.dst.rank, op.channel, depth[op.op_id])
+                    for op in sched.ops if op.is_transfer)
+    if not count:
+        return None
+    (src, dst, _, _), n = max(sorted(count.items()), key=lambda e: e[1])
+    if n <= MAX_STEPS:
+        return None
+    return (f"rank {src} sends {n} transfers to rank {dst} at one dependency depth on one "
+            f"channel hint, a threadblock of at least {n} {_STEPS_PROBLEM} {MAX_STEPS}")
 
 
 def _transfer_depth(sched: Schedule) -> list[int]:
@@ -187,7 +214,7 @@ def _analysis(sched: Schedule) -> tuple[list[_Part], dict[int, set[int]]]:
 
 def _lower_once(sched: Schedule, opts: LoweringOptions, depth: list[int], phase_len: int,
                 parts: list[_Part], readers: dict[int, set[int]],
-                packing: str = "spread") -> tuple[Program, str | None]:
+                packing: str = "spread") -> tuple[int, Program | None, str | None]:
     use_hints = packing != "merged"
     hints = sorted({op.channel for op in sched.ops}) if use_hints else [None]
     hint_index = {h: i for i, h in enumerate(hints)} if use_hints else defaultdict(int)
@@ -208,9 +235,34 @@ def _lower_once(sched: Schedule, opts: LoweringOptions, depth: list[int], phase_
     by_rank = _group_by_rank(sched.ngpus, instrs)
     for rank_instrs in by_rank:
         _assign_threadblocks(rank_instrs, opts.pair_connections)
+    nchannels = max((_instr_channel(i) for i in instrs), default=0) + 1
+    early = _early_problem(by_rank, nchannels, opts)
+    if early is not None:  # ordering and printing would be wasted
+        return nchannels, None, early
     _order(sched, parts, instrs)
     program = _build_program(sched, opts, by_rank)
-    return program, _limit_problem(program, opts)
+    return program.nchannels, program, _limit_problem(program, opts)
+
+
+def _instr_channel(ins: _Instr) -> int:
+    conn = ins.send_conn or ins.recv_conn
+    return conn[0] if conn else ins.local_ch
+
+
+def _early_problem(by_rank: list[list[_Instr]], nchannels: int,
+                   opts: LoweringOptions) -> str | None:
+    """A limit broken before steps are ordered: channels, threadblocks per rank, or
+    steps per threadblock (nops only add steps).  Worded as ``_limit_problem``."""
+    if nchannels > min(opts.max_channels, MAX_CHANNELS):
+        return f"{nchannels} channels > {min(opts.max_channels, MAX_CHANNELS)}"
+    for rank, instrs in enumerate(by_rank):
+        steps = Counter(i.tb for i in instrs)
+        if len(steps) > opts.max_threadblocks:
+            return f"rank {rank} needs {len(steps)} threadblocks > {opts.max_threadblocks}"
+        if steps and max(steps.values()) > MAX_STEPS:
+            return (f"rank {rank} has a threadblock of at least {max(steps.values())} "
+                    f"{_STEPS_PROBLEM} {MAX_STEPS}")
+    return None
 
 
 def _peer_slots(sched: Schedule) -> tuple[dict[tuple[int, int], int], int]:
@@ -669,6 +721,10 @@ def _rank_threadblocks(instrs: list[_Instr]) -> list[Threadblock]:
     return tbs
 
 
+#: How ``_limit_problem`` words a threadblock with too many steps.
+_STEPS_PROBLEM = "steps >"
+
+
 def _limit_problem(program: Program, opts: LoweringOptions) -> str | None:
     """The first runtime limit the program breaks, if any."""
     if program.nchannels > min(opts.max_channels, MAX_CHANNELS):
@@ -689,7 +745,8 @@ def _limit_problem(program: Program, opts: LoweringOptions) -> str | None:
             if any(st.count > MAX_COUNT for st in tb.steps):
                 return f"rank {rp.rank} threadblock {tb.id} moves more than {MAX_COUNT} chunks in a step"
             if len(tb.steps) > MAX_STEPS:
-                return f"rank {rp.rank} threadblock {tb.id} has {len(tb.steps)} steps > {MAX_STEPS}"
+                return (f"rank {rp.rank} threadblock {tb.id} has {len(tb.steps)} "
+                        f"{_STEPS_PROBLEM} {MAX_STEPS}")
         nodes = 1 + program.ngpus + len(rp.threadblocks) + sum(len(t.steps) for t in rp.threadblocks)
         if nodes >= 4096:
             return f"rank {rp.rank} needs {nodes} XML nodes >= 4096"
