@@ -36,7 +36,7 @@ from __future__ import annotations
 from fractions import Fraction
 
 from colc.compiler.estimate_bandwidth import schedule_algbw, schedule_steps
-from colc.compiler.pipeline import ALGORITHMS, _load_optional_algorithms
+from colc.compiler.pipeline import ALGORITHMS, _load_optional_algorithms, shard_steps_problem
 from colc.errors import ColcError
 from colc.ir.core import Collective
 from colc.ir.runtime_model import model_for, model_named
@@ -216,8 +216,12 @@ def analyze_topology(topo: Topology, *, algorithms: tuple[str, ...] = (),
     estimator = _Estimator(topo, bounds)
     for name in names:
         for coll in colls:
-            if estimate:
-                schedules.append(estimator.row(name, coll))
+            problem = shard_steps_problem(name, coll, topo.num_ranks)
+            if estimate or problem is not None:  # not built: an estimate, or no file anyway
+                row = estimator.row(name, coll)
+                if problem is not None and "error" not in row:
+                    row.update(emittable=False, why=problem)
+                schedules.append(row)
                 continue
             try:
                 sched = ALGORITHMS[name](topo, coll, None)

@@ -37,7 +37,12 @@ from fractions import Fraction
 from colc.compiler.lowering.balance_lanes import balance_lanes, plan_lanes
 from colc.compiler.estimate_bandwidth import schedule_algbw
 from colc.compiler.parallel import jobs_for, prefetch
-from colc.compiler.lowering.lower_to_program import LoweringOptions, LoweringStalled, lower_to_program
+from colc.compiler.lowering.lower_to_program import (
+    MAX_NODES,
+    LoweringOptions,
+    LoweringStalled,
+    lower_to_program,
+)
 from colc.compiler.lowering.replicate_instances import replicate_instances
 from colc.compiler.ring import ring_schedule
 from colc.errors import (
@@ -124,6 +129,40 @@ def register_algorithm(name: str, generator: Generator) -> None:
 #: longer pipeline (MI250 x2 reduce-scatter, 1 GiB: 139 GB/s balanced,
 #: 190 GB/s plain).
 UNBALANCED = frozenset({"rings2d"})
+
+
+#: Generators each of whose transfers carries (part of) one rank's shard and
+#: which complete every shard's reduction at its owner: on every rank they
+#: need a step per foreign shard (allgather: its receive; reduce-scatter: the
+#: send of the rank's partial) and two in allreduce.
+PER_SHARD_STEPS = frozenset({"ring", "bfb", "trees", "hier", "rings2d"})
+
+
+def shard_steps_problem(algorithm: str, collective: Collective, ngpus: int) -> str | None:
+    """Why ``algorithm`` cannot be written for ``ngpus`` ranks at all, or None.
+
+    A rank's XML holds fewer than ``MAX_NODES`` nodes: the ``algo`` element,
+    every rank's ``gpu`` element, its own threadblocks and steps (runtime notes
+    5).  Generators in ``PER_SHARD_STEPS`` need ``ngpus - 1`` steps per rank
+    (twice that in allreduce), so above about 2047 ranks (1365 for allreduce)
+    no lowering fits; this is known before the schedule is built.
+
+    Examples
+    --------
+    >>> shard_steps_problem("bfb", Collective.ALLGATHER, 2047) is None
+    True
+    >>> shard_steps_problem("bfb", Collective.ALLGATHER, 2500)[:40]
+    'every rank needs at least 2499 steps (bf'
+    """
+    if algorithm not in PER_SHARD_STEPS:
+        return None
+    steps = (ngpus - 1) * (2 if collective is Collective.ALLREDUCE else 1)
+    nodes = 1 + ngpus + 1 + steps  # at least one threadblock
+    if nodes < MAX_NODES:
+        return None
+    return (f"every rank needs at least {steps} steps ({algorithm} moves one rank's shard "
+            f"per step), and with {ngpus} <gpu> elements a rank's XML would have {nodes} "
+            f"nodes, the runtime's parser holds fewer than {MAX_NODES}")
 
 
 def available_algorithms() -> list[str]:
@@ -300,6 +339,9 @@ class Compiler:
             if algorithm not in ALGORITHMS:
                 raise UnsupportedError(f"unknown algorithm '{algorithm}'; choose from "
                                        f"{', '.join(available_algorithms())}")
+            problem = shard_steps_problem(algorithm, self.opts.collective, self.topo.num_ranks)
+            if problem is not None:
+                raise InfeasibleError(f"cannot fit the runtime's limits: {problem}")
             sched = ALGORITHMS[algorithm](self.topo, self.opts.collective, chunks)
             sched = _modes(sched, self.topo, self.opts)
             if self.opts.instances != 1:
@@ -384,7 +426,7 @@ class Compiler:
                 last = err
                 continue
             try:
-                self.simulate(variant, min(self.sizes()), program)
+                self.simulate(variant, self._hang_size(variant, program), program)
             except SimulationError as err:  # hangs at the protocol's FIFO depth
                 last = err
                 continue
@@ -392,6 +434,12 @@ class Compiler:
         if isinstance(last, InfeasibleError):
             raise last
         raise InfeasibleError(f"{variant.label}: no lowering runs ({last})")
+
+    def _hang_size(self, variant: Variant, program: Program) -> int:
+        """Bytes at which a lowering is tried for hangs: the smallest size at which
+        every chunk takes a primitive call of its own (``maxAllowedCount`` 1), so
+        a step puts the most calls in a FIFO, as ``colc verify`` assumes."""
+        return program.nchunks * self.model.geometry[variant.protocol].call_bytes
 
     def _balanced(self, sched: Schedule, variant: Variant,
                   paired: bool) -> Schedule | InfeasibleError:
@@ -517,7 +565,7 @@ def compile_topology(topo: Topology, opts: CompileOptions) -> CompileResult:
         except ColcError as err:
             refusals.append(f"{variant.algorithm}: {err}")
     if not ranked:
-        raise UnsupportedError("no algorithm applies: " + "; ".join(refusals))
+        raise UnsupportedError("no algorithm applies: " + "; ".join(dict.fromkeys(refusals)))
     ranked.sort(key=lambda r: (r[0], r[1]))
     scored = []
     best = 0.0
@@ -619,5 +667,5 @@ def _verify_text(text: str, backend: str):
 __all__ = ["ALGORITHMS", "CHUNKINGS", "CHUNK_SCALE_RANKS", "UNBALANCED", "CompileOptions",
            "CompileResult", "Compiler", "Variant", "available_algorithms",
            "compile_topology", "register_algorithm", "scale_chunks", "selectable_sizes",
-           "variants"]
+           "shard_steps_problem", "PER_SHARD_STEPS", "variants"]
 _ = math

@@ -193,3 +193,31 @@ def test_progress_line_on_request_and_erased(monkeypatch, capsys, tmp_path):
     assert main(["examples/torus-3x5.yaml", "--algorithm", "bfb", "-o",
                  str(tmp_path / "o.xml")]) == 0
     assert "\r" not in capsys.readouterr().err
+
+
+def test_too_many_ranks_for_the_xml_node_limit(tmp_path, capsys, monkeypatch) -> None:
+    """Issue 11: above 2047 ranks no per-shard generator fits the parser's 4096 nodes
+    per rank (every gpu element counts): refused before building, one line, no file;
+    analyze marks the rows, and at 2047 ranks allgather is still allowed."""
+    from colc.compiler import pipeline
+    from colc.compiler.pipeline import shard_steps_problem
+    from colc.ir.core import Collective
+
+    topo = tmp_path / "t.yaml"
+    topo.write_text("family: torus\ndims: [46, 46]\nbandwidth: 25\n")  # 2116 ranks
+    built = []
+    monkeypatch.setitem(pipeline.ALGORITHMS, "bfb", lambda *a: built.append(a))
+    out = tmp_path / "x.xml"
+    assert main([str(topo), "--algorithm", "bfb", "--collective", "allgather",
+                 "-o", str(out)]) == 1
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "4096" in err and "2115 steps" in err
+    assert not out.exists() and built == []
+    assert shard_steps_problem("ring", Collective.ALLGATHER, 2047) is None
+    assert shard_steps_problem("ring", Collective.ALLGATHER, 2048) is not None
+    assert shard_steps_problem("ring", Collective.ALLREDUCE, 1365) is None
+    assert shard_steps_problem("ring", Collective.ALLREDUCE, 1366) is not None
+    assert main(["analyze", str(topo), "--algorithm", "ring", "--collective", "allgather",
+                 "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)["schedules"]
+    assert rows and all(r["emittable"] is False and "4096" in r["why"] for r in rows)

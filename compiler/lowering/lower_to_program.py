@@ -65,6 +65,7 @@ MAX_THREADBLOCKS = 108
 MAX_COUNT = 71
 MAX_DEPID = 127
 MAX_OFFSET = 32767  # chunk offsets are stored as int16
+MAX_NODES = 4096  # XML nodes the parser stores per rank: algo + every gpu + own tbs + own steps
 
 
 class LoweringStalled(InternalError):
@@ -748,8 +749,8 @@ def _limit_problem(program: Program, opts: LoweringOptions) -> str | None:
                 return (f"rank {rp.rank} threadblock {tb.id} has {len(tb.steps)} "
                         f"{_STEPS_PROBLEM} {MAX_STEPS}")
         nodes = 1 + program.ngpus + len(rp.threadblocks) + sum(len(t.steps) for t in rp.threadblocks)
-        if nodes >= 4096:
-            return f"rank {rp.rank} needs {nodes} XML nodes >= 4096"
+        if nodes >= MAX_NODES:
+            return f"rank {rp.rank} needs {nodes} XML nodes >= {MAX_NODES}"
     return None
 
 
