@@ -7,9 +7,11 @@ tasks in its caches, so the sequential ranking that follows only reads them.
 
 Workers are forked from the compiling process, so they share its schedules
 without copying or rebuilding them; each lowers its variant and simulates it
-at the task's sizes and sends back the program and the results.  A task that
-fails (a limit, a stall) brings nothing back: the sequential code meets the
-same error again and reports it as before.  The result does not depend on the
+at the task's sizes and sends back the program and the results.  A variant no
+lowering fits brings back its refusal, which the compiler keeps (it is the
+same in every process); a task that fails otherwise (a stall) brings
+nothing back: the sequential code meets the same error again and reports
+it as before.  The result does not depend on the
 number of jobs: the caches hold what the sequential code would compute, and
 ranking stays sequential and deterministic (byte-identical files).
 
@@ -38,7 +40,7 @@ import multiprocessing
 import os
 from collections.abc import Sequence
 
-from colc.errors import ColcError
+from colc.errors import ColcError, InfeasibleError
 
 #: Executors of ``--executor``.
 EXECUTORS = ("local", "dask")
@@ -131,7 +133,7 @@ def prefetch(compiler, tasks: Sequence[tuple[object, tuple[int, ...]]], jobs: in
         Tasks whose results were brought back.
     """
     todo = [(v, tuple(s for s in sizes if (v, s) not in compiler._sims))
-            for v, sizes in tasks if v not in compiler._programs]
+            for v, sizes in tasks if v not in compiler._programs and v not in compiler._refused]
     if compiler.opts.executor == "dask":
         return _store(compiler, todo, _run_dask(compiler, todo)) if todo else 0
     if jobs <= 1 or len(todo) <= 1 or "fork" not in multiprocessing.get_all_start_methods():
@@ -155,6 +157,9 @@ def _store(compiler, todo: list, results: list) -> int:
     done = 0
     for (variant, sizes), result in zip(todo, results, strict=True):
         if result is None:
+            continue
+        if isinstance(result, InfeasibleError):  # refused once, as in one process
+            compiler._refused[variant] = result
             continue
         program, strategy, sims = result
         compiler._programs[variant] = program
@@ -200,12 +205,18 @@ def _work(task):
 
 
 def _lower_and_simulate(compiler, variant, sizes):
-    """``(program, strategy, simulations)``, or None when the variant fails."""
+    """``(program, strategy, simulations)``; the ``InfeasibleError`` of a variant no
+    lowering fits (the same in every process); None when it fails otherwise."""
     from colc import progress
 
     progress._ACTIVE.clear()  # only the parent draws the progress line
     try:
         program = compiler.program(variant)
+    except InfeasibleError as err:
+        return InfeasibleError(str(err))
+    except ColcError:
+        return None
+    try:
         sims = [compiler.simulate(variant, s) for s in sizes]
     except ColcError:
         return None

@@ -438,8 +438,10 @@ class Compiler:
     def _hang_size(self, variant: Variant, program: Program) -> int:
         """Bytes at which a lowering is tried for hangs: the smallest size at which
         every chunk takes a primitive call of its own (``maxAllowedCount`` 1), so
-        a step puts the most calls in a FIFO, as ``colc verify`` assumes."""
-        return program.nchunks * self.model.geometry[variant.protocol].call_bytes
+        a step puts the most calls in a FIFO, as ``colc verify`` assumes; a ranked
+        size at least as large when there is one (its simulation is needed anyway)."""
+        least = program.nchunks * self.model.geometry[variant.protocol].call_bytes
+        return min((s for s in self.sizes() if s >= least), default=least)
 
     def _balanced(self, sched: Schedule, variant: Variant,
                   paired: bool) -> Schedule | InfeasibleError:

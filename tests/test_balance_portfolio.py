@@ -344,3 +344,22 @@ def test_a_refused_variant_is_lowered_once(monkeypatch) -> None:
         with pytest.raises(InfeasibleError, match="threadblocks"):
             compiler.simulate(variant, size)
     assert calls == [1]
+
+
+def test_workers_bring_back_refusals(monkeypatch) -> None:
+    """A variant no lowering fits is refused in the worker that tried it; the
+    parent keeps the refusal instead of lowering the variant again."""
+    from colc.compiler.parallel import prefetch
+    from colc.compiler.pipeline import Compiler, Variant
+    from colc.errors import InfeasibleError
+
+    compiler = Compiler(torus([4, 4], 10), CompileOptions(collective=Collective.ALLGATHER))
+    compiler.model = dataclasses.replace(compiler.model, max_threadblocks=1)
+    variants = [Variant("bfb"), Variant("bfb", 4)]
+    for v in variants:
+        compiler.estimate(v)
+    prefetch(compiler, [(v, (1 << 20,)) for v in variants], 2)
+    assert set(compiler._refused) == set(variants)
+    monkeypatch.setattr(compiler, "_lower", lambda *a: pytest.fail("lowered again"))
+    with pytest.raises(InfeasibleError, match="threadblocks"):
+        compiler.program(variants[0])
