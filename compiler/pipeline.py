@@ -152,7 +152,7 @@ def shard_steps_problem(algorithm: str, collective: Collective, ngpus: int) -> s
     >>> shard_steps_problem("bfb", Collective.ALLGATHER, 2047) is None
     True
     >>> shard_steps_problem("bfb", Collective.ALLGATHER, 2500)[:40]
-    'every rank needs at least 2499 steps (bf'
+    'every rank needs at least 2499 steps (on'
     """
     if algorithm not in PER_SHARD_STEPS:
         return None
@@ -160,9 +160,9 @@ def shard_steps_problem(algorithm: str, collective: Collective, ngpus: int) -> s
     nodes = 1 + ngpus + 1 + steps  # at least one threadblock
     if nodes < MAX_NODES:
         return None
-    return (f"every rank needs at least {steps} steps ({algorithm} moves one rank's shard "
-            f"per step), and with {ngpus} <gpu> elements a rank's XML would have {nodes} "
-            f"nodes, the runtime's parser holds fewer than {MAX_NODES}")
+    return (f"every rank needs at least {steps} steps (one rank's shard per step), and with "
+            f"{ngpus} <gpu> elements a rank's XML would have {nodes} nodes, the runtime's "
+            f"parser holds fewer than {MAX_NODES}")
 
 
 def available_algorithms() -> list[str]:
@@ -341,7 +341,7 @@ class Compiler:
                                        f"{', '.join(available_algorithms())}")
             problem = shard_steps_problem(algorithm, self.opts.collective, self.topo.num_ranks)
             if problem is not None:
-                raise InfeasibleError(f"cannot fit the runtime's limits: {problem}")
+                raise InfeasibleError(problem)
             sched = ALGORITHMS[algorithm](self.topo, self.opts.collective, chunks)
             sched = _modes(sched, self.topo, self.opts)
             if self.opts.instances != 1:
@@ -561,13 +561,22 @@ def compile_topology(topo: Topology, opts: CompileOptions) -> CompileResult:
     sizes = compiler.sizes()
     refusals: list[str] = []
     ranked = []
+    limits = False  # some algorithm applies but cannot fit the runtime's limits
+    why: dict[str, list[str]] = {}  # reason -> algorithms
     for variant in variants(compiler):
         try:
             ranked.append((-compiler.estimate(variant), variant.label, variant))
         except ColcError as err:
             refusals.append(f"{variant.algorithm}: {err}")
+            limits = limits or isinstance(err, InfeasibleError)
+            names = why.setdefault(str(err), [])
+            if variant.algorithm not in names:
+                names.append(variant.algorithm)
     if not ranked:
-        raise UnsupportedError("no algorithm applies: " + "; ".join(dict.fromkeys(refusals)))
+        reasons = "; ".join(f"{', '.join(names)}: {err}" for err, names in why.items())
+        if limits:
+            raise InfeasibleError("no schedule fits the runtime's limits: " + reasons)
+        raise UnsupportedError("no algorithm applies: " + reasons)
     ranked.sort(key=lambda r: (r[0], r[1]))
     scored = []
     best = 0.0

@@ -212,6 +212,7 @@ def test_too_many_ranks_for_the_xml_node_limit(tmp_path, capsys, monkeypatch) ->
                  "-o", str(out)]) == 1
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "4096" in err and "2115 steps" in err
+    assert "no schedule fits the runtime's limits" in err
     assert not out.exists() and built == []
     assert shard_steps_problem("ring", Collective.ALLGATHER, 2047) is None
     assert shard_steps_problem("ring", Collective.ALLGATHER, 2048) is not None
