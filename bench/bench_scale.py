@@ -2,7 +2,7 @@
 
     python bench/bench_scale.py                       # DGX A100 2..16 boxes, hier + trees
     python bench/bench_scale.py --boxes 2 4 8 16 32 --algorithm trees
-    python bench/bench_scale.py --direct              # torus 50x50, hypercube 10: BFB + analyze
+    python bench/bench_scale.py --direct              # hypercube 6..10, torus 8..50: BFB + analyze
     python bench/bench_scale.py --cores               # the whole job by --jobs / --executor dask
 
 Each case runs in its own process (so its peak memory is its own) and times
@@ -155,12 +155,12 @@ def main(argv: list[str] | None = None) -> int:
         cores_curve(args.timeout)
         return 0
     if args.direct:
+        fabrics = [(f"hypercube dim {d}", {"family": "hypercube", "dim": d, "bandwidth": 25})
+                   for d in (6, 7, 8, 9, 10)]
+        fabrics += [(f"torus {k}x{k}", {"family": "torus", "dims": [k, k], "bandwidth": 25})
+                    for k in (8, 16, 50)]
         specs = [{"name": f"{n} bfb {args.collective}", "family": f, "algorithm": "bfb",
-                  "collective": args.collective, "chunks": None}
-                 for n, f in (("torus 50x50", {"family": "torus", "dims": [50, 50],
-                                               "bandwidth": 25}),
-                              ("hypercube dim 10", {"family": "hypercube", "dim": 10,
-                                                    "bandwidth": 25}))]
+                  "collective": args.collective, "chunks": None} for n, f in fabrics]
         table("large direct-connect fabrics", specs, args.timeout)
         analyze_times(args.timeout)
         return 0
