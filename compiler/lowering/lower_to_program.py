@@ -181,11 +181,9 @@ def _crowded_connection(sched: Schedule, depth: list[int]) -> str | None:
     ``MAX_STEPS`` of them cannot be lowered (each send is its own step)."""
     count = Counter((op.src.rank, op.dst.rank, op.channel, depth[op.op_id])
                     for op in sched.ops if op.is_transfer)
-    if not count:
+    if max(count.values(), default=0) <= MAX_STEPS:
         return None
     (src, dst, _, _), n = max(sorted(count.items()), key=lambda e: e[1])
-    if n <= MAX_STEPS:
-        return None
     return (f"rank {src} sends {n} transfers to rank {dst} at one dependency depth on one "
             f"channel hint, a threadblock of at least {n} {_STEPS_PROBLEM} {MAX_STEPS}")
 
@@ -254,15 +252,29 @@ def _early_problem(by_rank: list[list[_Instr]], nchannels: int,
                    opts: LoweringOptions) -> str | None:
     """A limit broken before steps are ordered: channels, threadblocks per rank, or
     steps per threadblock (nops only add steps).  Worded as ``_limit_problem``."""
-    if nchannels > min(opts.max_channels, MAX_CHANNELS):
-        return f"{nchannels} channels > {min(opts.max_channels, MAX_CHANNELS)}"
+    problem = _channels_problem(nchannels, opts)
+    if problem is not None:
+        return problem
     for rank, instrs in enumerate(by_rank):
         steps = Counter(i.tb for i in instrs)
-        if len(steps) > opts.max_threadblocks:
-            return f"rank {rank} needs {len(steps)} threadblocks > {opts.max_threadblocks}"
-        if steps and max(steps.values()) > MAX_STEPS:
-            return (f"rank {rank} has a threadblock of at least {max(steps.values())} "
+        problem = _threadblocks_problem(rank, len(steps), opts)
+        if problem is not None:
+            return problem
+        longest = max(steps.values(), default=0)
+        if longest > MAX_STEPS:
+            return (f"rank {rank} has a threadblock of at least {longest} "
                     f"{_STEPS_PROBLEM} {MAX_STEPS}")
+    return None
+
+
+def _channels_problem(nchannels: int, opts: LoweringOptions) -> str | None:
+    budget = min(opts.max_channels, MAX_CHANNELS)
+    return f"{nchannels} channels > {budget}" if nchannels > budget else None
+
+
+def _threadblocks_problem(rank: int, ntbs: int, opts: LoweringOptions) -> str | None:
+    if ntbs > opts.max_threadblocks:
+        return f"rank {rank} needs {ntbs} threadblocks > {opts.max_threadblocks}"
     return None
 
 
@@ -728,16 +740,17 @@ _STEPS_PROBLEM = "steps >"
 
 def _limit_problem(program: Program, opts: LoweringOptions) -> str | None:
     """The first runtime limit the program breaks, if any."""
-    if program.nchannels > min(opts.max_channels, MAX_CHANNELS):
-        return f"{program.nchannels} channels > {min(opts.max_channels, MAX_CHANNELS)}"
+    problem = _channels_problem(program.nchannels, opts)
+    if problem is not None:
+        return problem
     for rp in program.ranks:
         size = max(rp.input_chunks, rp.output_chunks, rp.scratch_chunks)
         if size > MAX_OFFSET + 1:
             return f"rank {rp.rank} has a buffer of {size} chunks > {MAX_OFFSET + 1} (int16 offsets)"
     for rp in program.ranks:
-        if len(rp.threadblocks) > opts.max_threadblocks:
-            return (f"rank {rp.rank} needs {len(rp.threadblocks)} threadblocks "
-                    f"> {opts.max_threadblocks}")
+        problem = _threadblocks_problem(rp.rank, len(rp.threadblocks), opts)
+        if problem is not None:
+            return problem
         if len(rp.threadblocks) > MAX_DEPID + 1 and any(
                 st.dep is not None and st.dep[0] > MAX_DEPID
                 for tb in rp.threadblocks for st in tb.steps):
