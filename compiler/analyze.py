@@ -119,7 +119,8 @@ class _Estimator:
     (N-1) times the longest relay per ring step (twice for allreduce);
     bfb: ``bfb_report`` (the linear programs only); trees: the exact cut
     bound, which an optimal packing reaches (seed 001 ch. 4), hops not
-    known without packing; hier: not estimated.
+    known without packing; dimrings: ``dimrings_estimate`` (its plan's link
+    loads, exact); hier: not estimated.
     """
 
     def __init__(self, topo: Topology, bounds: dict) -> None:
@@ -164,6 +165,13 @@ class _Estimator:
             raise ColcError(f"not estimated above {EXACT_BOUND_UP_TO} ranks (no exact cut "
                             f"bound); use --algorithm trees")
         return None, Fraction(b.get("trees", b["algbw"]))
+
+    def _dimrings(self, coll: Collective) -> tuple[int, Fraction]:
+        from colc.compiler.dimrings import dimrings_estimate
+
+        if coll is not Collective.ALLGATHER:
+            raise ColcError(f"dimrings builds allgather only, not {coll.value}")
+        return dimrings_estimate(self.topo)
 
     def _hier(self, coll: Collective) -> tuple[int, Fraction]:
         from colc.ir.topology import boxes

@@ -55,6 +55,7 @@ from colc.errors import (
 from colc.ir.check_chunks import check_schedule
 from colc.ir.chunks import Schedule
 from colc.ir.core import Collective, Protocol
+from colc.ir.interpret import deadlocks
 from colc.ir.load_checks import load_program
 from colc.ir.program import Program
 from colc.ir.runtime_model import RuntimeModel, model_for, model_named
@@ -72,7 +73,12 @@ ALGORITHMS: dict[str, Generator] = {"ring": lambda t, c, _chunks=None: ring_sche
 #: shard; None: the generator's own).  Powers of two keep files selectable.
 CHUNKINGS: dict[str, tuple[int | None, ...]] = {
     "ring": (None,), "bfb": (None, 16, 4, 1), "trees": (16, 32, 64), "hier": (16, 32, 64),
-    "rings2d": (8, 16, 32)}
+    "rings2d": (8, 16, 32), "dimrings": (None, 2)}
+
+#: Ranks above which dimrings tries only its own chunking (one chunk per
+#: shard): a second chunking doubles the whole job and on large tori the
+#: blocks are long enough to split evenly anyway.
+DIMRINGS_ONE_CHUNKING = 256
 
 #: Ranks up to which tree chunkings are used as listed; above, they shrink in
 #: proportion (``scale_chunks``) so a chunk keeps its size and the steps per
@@ -116,6 +122,11 @@ DECOUPLED = ({"fuse": False, "pair_connections": False},
              {"fuse": True, "pair_connections": True})
 #: Strategies without the balance pass (the pre-cost-model lowering).
 STRATEGIES = FUSED
+#: Algorithms lowered decoupled first, balanced or not, above
+#: ``DIMRINGS_ONE_CHUNKING`` ranks: dimrings' fused lowerings often hang at
+#: one call per chunk (torus 8x8, 16x16; not 4x4x4, where they are faster),
+#: and finding out costs a simulation of every call each.
+DECOUPLED_FIRST = frozenset({"dimrings"})
 
 
 def register_algorithm(name: str, generator: Generator) -> None:
@@ -177,12 +188,14 @@ def _load_optional_algorithms() -> None:
         return
     from colc.compiler.bfb.algorithm import bfb_schedule_for
 
+    from colc.compiler.dimrings import dimrings_schedule
     from colc.compiler.rings2d import rings2d_schedule
 
     ALGORITHMS["trees"] = _trees
     ALGORITHMS["hier"] = _hier
     ALGORITHMS["bfb"] = bfb_schedule_for
     ALGORITHMS["rings2d"] = rings2d_schedule
+    ALGORITHMS["dimrings"] = dimrings_schedule
 
 
 def _box_switches(topo: Topology) -> bool:
@@ -384,6 +397,8 @@ class Compiler:
         return True
 
     def _strategies(self, variant: Variant) -> tuple[dict, ...]:
+        if variant.algorithm in DECOUPLED_FIRST and self.topo.num_ranks > DIMRINGS_ONE_CHUNKING:
+            return DECOUPLED
         return (DECOUPLED if variant.algorithm in ("trees", "hier") and self._balances(variant)
                 else FUSED)
 
@@ -425,23 +440,37 @@ class Compiler:
                     raise
                 last = err
                 continue
-            try:
-                self.simulate(variant, self._hang_size(variant, program), program)
-            except SimulationError as err:  # hangs at the protocol's FIFO depth
-                last = err
+            hang = self._hangs(variant, program)
+            if hang is not None:  # hangs at the protocol's FIFO depth
+                last = hang
                 continue
             return program
         if isinstance(last, InfeasibleError):
             raise last
         raise InfeasibleError(f"{variant.label}: no lowering runs ({last})")
 
-    def _hang_size(self, variant: Variant, program: Program) -> int:
-        """Bytes at which a lowering is tried for hangs: the smallest size at which
-        every chunk takes a primitive call of its own (``maxAllowedCount`` 1), so
-        a step puts the most calls in a FIFO, as ``colc verify`` assumes; a ranked
-        size at least as large when there is one (its simulation is needed anyway)."""
+    def _hangs(self, variant: Variant, program: Program) -> Exception | None:
+        """Why ``program`` hangs at the protocol's FIFO depth with one primitive
+        call per chunk (``maxAllowedCount`` 1: a step puts the most calls in a
+        FIFO, as ``colc verify`` assumes), or None.
+
+        First the interpreter's token game (``deadlocks``: messages and flags
+        only, a fraction of a simulation); then, when a ranked size has one
+        call per chunk, its simulation (needed anyway for the ranking).
+        """
+        loaded = self._loaded[variant] = load_program(program)
+        found = deadlocks(program, program.protocol.fifo_depth, loaded=loaded)
+        if found:
+            return SimulationError(f"{variant.label} hangs with one call per chunk: "
+                                   f"{found[0]}")
         least = program.nchunks * self.model.geometry[variant.protocol].call_bytes
-        return min((s for s in self.sizes() if s >= least), default=least)
+        size = min((s for s in self.sizes() if s >= least), default=None)
+        if size is not None:
+            try:
+                self.simulate(variant, size, program)
+            except SimulationError as err:
+                return err
+        return None
 
     def _balanced(self, sched: Schedule, variant: Variant,
                   paired: bool) -> Schedule | InfeasibleError:
@@ -534,6 +563,8 @@ def variants(compiler: Compiler, protocols: tuple[Protocol, ...] | None = None,
             chunks = scale_chunks(chunkings, compiler.topo.num_ranks)
         elif name in ("trees", "hier"):
             chunks = scale_chunks(CHUNKINGS[name], compiler.topo.num_ranks)
+        elif name == "dimrings" and compiler.topo.num_ranks > DIMRINGS_ONE_CHUNKING:
+            chunks = (None,)
         else:
             chunks = CHUNKINGS.get(name, (None,))
         out += [Variant(name, c, p) for c in chunks for p in protocols]

@@ -27,8 +27,6 @@ direct dependency, a backward search bounded to the ops between the two.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 from colc.ir.chunks import Op, OpKind, Schedule, Slot
 from colc.ir.core import Buffer, Collective, buffer_extents, inplace_alias
 from colc.ir.topology import Topology, rank_reach
@@ -148,13 +146,31 @@ def _phys(sched: Schedule, slot: Slot, delta: int, inplace: bool) -> Phys:
     return (slot.rank, buf, idx)
 
 
-def _accesses(sched: Schedule, op: Op, inplace: bool) -> Iterator[tuple[Phys, bool]]:
-    """Physical chunks an op touches, with ``True`` for writes."""
-    for d in range(op.count):
-        yield _phys(sched, op.src, d, inplace), False
-        if op.operand is not None:
-            yield _phys(sched, op.operand, d, inplace), False
-        yield _phys(sched, op.dst, d, inplace), True
+_BUFFERS = tuple(Buffer)
+_CODE = {b: i for i, b in enumerate(_BUFFERS)}
+
+
+class _Keys:
+    """Physical chunks as integers: ``((rank * 3 + buffer) << 32) + index``.
+
+    The in-place aliasing maps a slot range to a contiguous physical range
+    (``inplace_alias`` is an offset per buffer), so an op's chunks are its
+    first chunk's key plus 0..count-1: one alias lookup per op, not per chunk.
+    """
+
+    def __init__(self, sched: Schedule, inplace: bool) -> None:
+        self.sched = sched
+        self.inplace = inplace
+
+    def base(self, slot: Slot) -> int:
+        rank, buf, idx = _phys(self.sched, slot, 0, self.inplace)
+        return ((rank * 3 + _CODE[buf]) << 32) + idx
+
+    @staticmethod
+    def chunk(key: int) -> Phys:
+        """The (rank, buffer, index) of ``key``."""
+        high = key >> 32
+        return (high // 3, _BUFFERS[high % 3], key & 0xFFFFFFFF)
 
 
 class _Order:
@@ -182,21 +198,35 @@ class _Order:
 
 def _check_races(sched: Schedule, inplace: bool) -> list[str]:
     order = _Order(sched.ops)
-    last_write: dict[Phys, int] = {}
-    readers: dict[Phys, list[int]] = {}
+    keys = _Keys(sched, inplace)
+    last_write: dict[int, int] = {}
+    readers: dict[int, list[int]] = {}
     out: list[str] = []
     for op in sched.ops:
-        for chunk, is_write in _accesses(sched, op, inplace):
+        me = op.op_id
+        mine = order.deps[me]
+        read_bases = [keys.base(op.src)]
+        if op.operand is not None:
+            read_bases.append(keys.base(op.operand))
+        dst = keys.base(op.dst)
+        for d in range(op.count):
+            for chunk in [b + d for b in read_bases]:
+                prior = last_write.get(chunk)
+                if prior is not None and prior not in mine and not order.before(prior, me):
+                    out.append(_race(me, prior, keys.chunk(chunk)))
+                got = readers.get(chunk)
+                if got is None:
+                    readers[chunk] = [me]
+                else:
+                    got.append(me)
+            chunk = dst + d
             prior = last_write.get(chunk)
-            if prior is not None and not order.before(prior, op.op_id):
-                out.append(_race(op.op_id, prior, chunk))
-            if is_write:
-                out += [_race(op.op_id, r, chunk) for r in readers.get(chunk, ())
-                        if not order.before(r, op.op_id)]
-                last_write[chunk] = op.op_id
-                readers[chunk] = []
-            else:
-                readers.setdefault(chunk, []).append(op.op_id)
+            if prior is not None and prior not in mine and not order.before(prior, me):
+                out.append(_race(me, prior, keys.chunk(chunk)))
+            out += [_race(me, r, keys.chunk(chunk)) for r in readers.get(chunk, ())
+                    if r != me and r not in mine and not order.before(r, me)]
+            last_write[chunk] = me
+            readers[chunk] = []
             if len(out) >= MAX_REPORTS:
                 return out
     return out
@@ -207,12 +237,14 @@ def _race(a: int, b: int, chunk: Phys) -> str:
     return f"data race between ops {b} and {a} on rank {rank} {buf.value}[{idx}]"
 
 
-def _initial(sched: Schedule, inplace: bool) -> dict[Phys, Value]:
-    state: dict[Phys, Value] = {}
+def _initial(sched: Schedule, inplace: bool) -> dict[int, Value]:
+    state: dict[int, Value] = {}
+    keys = _Keys(sched, inplace)
     ext = buffer_extents(sched.collective, sched.nchunks, sched.ngpus)
     for r in range(sched.ngpus):
+        base = keys.base(Slot(r, Buffer.INPUT, 0))
         for k in range(ext[Buffer.INPUT]):
-            state[_phys(sched, Slot(r, Buffer.INPUT, k), 0, inplace)] = frozenset({(r, k)})
+            state[base + k] = frozenset({(r, k)})
     return state
 
 
@@ -232,41 +264,43 @@ def expected_output(coll: Collective, rank: int, k: int, nchunks: int, ngpus: in
 
 def _check_postcondition(sched: Schedule, inplace: bool) -> list[str]:
     state = _initial(sched, inplace)
+    keys = _Keys(sched, inplace)
     out: list[str] = []
     for op in sched.ops:
+        src, dst = keys.base(op.src), keys.base(op.dst)
+        operand = keys.base(op.operand) if op.operand is not None else None
         for d in range(op.count):
-            src = _phys(sched, op.src, d, inplace)
-            dst = _phys(sched, op.dst, d, inplace)
-            value = state.get(src)
+            value = state.get(src + d)
             if value is None:
-                out.append(f"op {op.op_id} reads uninitialised rank {src[0]} "
-                           f"{src[1].value}[{src[2]}]")
+                rank, buf, idx = keys.chunk(src + d)
+                out.append(f"op {op.op_id} reads uninitialised rank {rank} {buf.value}[{idx}]")
                 continue
-            if op.kind is OpKind.REDUCE:
-                assert op.operand is not None  # checked by _check_structure
-                other = state.get(_phys(sched, op.operand, d, inplace))
+            if operand is not None:
+                other = state.get(operand + d)
                 if other is None:
                     out.append(f"op {op.op_id} reduces into uninitialised operand")
                     continue
                 if value & other:
                     out.append(f"op {op.op_id} adds contributions {sorted(value & other)[:3]} twice"
-                               f" on rank {dst[0]}")
+                               f" on rank {op.dst.rank}")
                 value = value | other
-            state[dst] = value
+            state[dst + d] = value
         if len(out) >= MAX_REPORTS:
             return out
     return out + _compare_outputs(sched, state, inplace)
 
 
-def _compare_outputs(sched: Schedule, state: dict[Phys, Value], inplace: bool) -> list[str]:
+def _compare_outputs(sched: Schedule, state: dict[int, Value], inplace: bool) -> list[str]:
     out: list[str] = []
+    keys = _Keys(sched, inplace)
     ext = buffer_extents(sched.collective, sched.nchunks, sched.ngpus)
     for r in range(sched.ngpus):
         if sched.collective is Collective.REDUCE and r != 0:
             continue
+        base = keys.base(Slot(r, Buffer.OUTPUT, 0))
         for k in range(ext[Buffer.OUTPUT]):
             want = expected_output(sched.collective, r, k, sched.nchunks, sched.ngpus)
-            got = state.get(_phys(sched, Slot(r, Buffer.OUTPUT, k), 0, inplace))
+            got = state.get(base + k)
             if got != want:
                 out.append(f"rank {r} output[{k}] ends with {_show(got)}, expected {_show(want)}")
                 if len(out) >= MAX_REPORTS:

@@ -17,6 +17,11 @@ for what each step does): the program is folded into kernel transmissions
 * race detection with vector clocks over happens-before = program order +
   send -> matching receive + flag write -> satisfied wait (the first
   publication that satisfies the wait, so the result holds for every timing).
+  Memory is per rank and only the rank's own threadblocks touch it, so the
+  first run keeps clocks over the rank's threadblocks only and leaves the
+  send -> receive edges out (a subset of happens-before: what it orders is
+  ordered); only when it finds a race is the run repeated with clocks over
+  every threadblock and every edge, whose findings are the answer.
 
 Scheduling is deterministic (a ready queue seeded in rank/tb order, each tb
 runs until it blocks).  Every enabled action stays enabled until taken
@@ -25,8 +30,9 @@ runs until it blocks).  Every enabled action stays enabled until taken
 Input: a ``Program``.  Output: a list of ``Diagnostic`` (deadlock,
 unconsumed messages, cnt mismatches, races, uninitialised reads, double
 reductions, bounds, postcondition failures).  Complexity: O(C * (1 + T))
-for C calls (chunks moved) and T threadblocks in total (vector-clock joins are
-numpy operations of length T, one per receive or satisfied dependency).
+for C calls (chunks moved) and T threadblocks per rank (vector-clock joins are
+numpy operations of length T, one per satisfied dependency); a program with a
+race reported costs a second run with T the threadblocks of every rank.
 """
 
 from __future__ import annotations
@@ -111,12 +117,14 @@ class _Tx:
 class _TB:
     """Mutable execution state of one threadblock."""
 
-    __slots__ = ("rank", "tid", "id", "txs", "pc", "call", "deps_done", "clock", "base",
+    __slots__ = ("rank", "tid", "cid", "id", "txs", "pc", "call", "deps_done", "clock", "base",
                  "inq", "outq", "inkey", "outkey", "flags", "snaps", "queued", "wait", "mem")
 
-    def __init__(self, rank: int, tid: int, tbid: int, txs: list[_Tx], base: np.ndarray):
+    def __init__(self, rank: int, tid: int, cid: int, tbid: int, txs: list[_Tx],
+                 base: np.ndarray):
         self.rank = rank
         self.tid = tid
+        self.cid = cid  # index in the clocks: tid, or the place in its rank (local clocks)
         self.id = tbid
         self.txs = txs
         self.pc = 0
@@ -162,10 +170,13 @@ class _Mem:
 class _Interpreter:
     """One run of a loaded program in one mode."""
 
-    def __init__(self, loaded: LoadedProgram, fifo_depth: int | None, inplace: bool) -> None:
+    def __init__(self, loaded: LoadedProgram, fifo_depth: int | None, inplace: bool,
+                 local: bool = False, data: bool = True) -> None:
         self.p = loaded.program
         self.cap = fifo_depth
         self.inplace = inplace
+        self.local = local  # clocks over a rank's threadblocks, no send -> receive edges
+        self.data = data  # False: messages and flags only (deadlock), no values or races
         self.diags: list[Diagnostic] = []
         self.counts: dict[str, int] = {}
         self.seen: set = set()
@@ -173,6 +184,7 @@ class _Interpreter:
                     f"{'unbounded' if fifo_depth is None else fifo_depth}"
         self.tbs: list[_TB] = []
         self.by_rank: list[dict[int, _TB]] = []
+        self.clock_owner: list[list[_TB]] = []  # per rank: the tb of each clock index
         self.fifos: dict[tuple[int, int, int], deque] = {}
         self.flag_waiters: dict[int, list[_TB]] = {}
         self.mems: list[_Mem] = []
@@ -218,16 +230,23 @@ class _Interpreter:
         calls = max((sum(t.count for t in ftb.transmissions) for row in loaded.tbs
                      for ftb in row), default=0)
         # a clock counts its tb's calls: int16 halves the O(T) arrays when it fits
-        zero = np.zeros(total, dtype=np.int16 if calls < np.iinfo(np.int16).max else np.int32)
+        dtype = np.int16 if calls < np.iinfo(np.int16).max else np.int32
+        zero = np.zeros(total, dtype=dtype)
         zero.flags.writeable = False
+        owners: list[_TB] = []
         for rp, row in zip(p.ranks, loaded.tbs):
             layout, mem = self._layout(rp.rank, ext, rp.scratch_chunks)
             self.layouts.append(layout)
             self.mems.append(mem)
+            if self.local:
+                zero = np.zeros(len(row), dtype=dtype)
+                zero.flags.writeable = False
+                owners = []
             tbs = {}
             for ftb in row:
                 txs = [self._compile(rp.rank, ftb.id, t, layout) for t in ftb.transmissions]
-                tb = _TB(rp.rank, len(self.tbs), ftb.id, txs, zero)
+                tb = _TB(rp.rank, len(self.tbs), len(owners), ftb.id, txs, zero)
+                owners.append(tb)
                 tb.mem = mem
                 if ftb.send is not None:
                     tb.outkey = (ftb.channel, rp.rank, ftb.send)
@@ -238,6 +257,7 @@ class _Interpreter:
                 self.tbs.append(tb)
                 tbs[ftb.id] = tb
             self.by_rank.append(tbs)
+            self.clock_owner.append(owners)
 
     def _layout(self, rank: int, ext: dict[Buffer, int], scratch: int
                 ) -> tuple[dict[Buffer, tuple[int, int]], _Mem]:
@@ -305,7 +325,7 @@ class _Interpreter:
         if stuck:
             self._report_deadlock(stuck)
         self._report_unconsumed()
-        if not stuck:
+        if not stuck and self.data:
             self._check_postcondition()
         self.diags = sort_diagnostics(self.diags)
         for cat, n in sorted(self.counts.items()):
@@ -366,8 +386,8 @@ class _Interpreter:
             if entry is None:
                 raise InternalError("interpreter: a satisfied wait has no clock snapshot")
             snap, clock = entry
-            if target is not tb:
-                self._join(tb, snap, target.tid, clock)
+            if target is not tb and self.data:
+                self._join(tb, snap, target.cid, clock)
             users = self.snap_users[target.tid]
             users[i] -= 1
             if users[i] == 0:
@@ -375,16 +395,16 @@ class _Interpreter:
         return True
 
     @staticmethod
-    def _join(tb: _TB, base: np.ndarray, tid: int, clock: int) -> None:
+    def _join(tb: _TB, base: np.ndarray, cid: int, clock: int) -> None:
         mine = tb.base
         if base is not mine:
             new = np.maximum(mine, base)
-        elif mine[tid] >= clock:
+        elif mine[cid] >= clock:
             return
         else:
             new = mine.copy()
-        if new[tid] < clock:
-            new[tid] = clock
+        if new[cid] < clock:
+            new[cid] = clock
         tb.base = new
 
     def _call(self, tb: _TB, tx: _Tx, j: int, woken: list[_TB]) -> None:
@@ -397,7 +417,8 @@ class _Interpreter:
             msg = tb.inq.popleft()
             sender = self.tbs[msg[2]]
             woken.append(sender)
-            self._join(tb, msg[1], msg[2], msg[3])
+            if not self.local and self.data:
+                self._join(tb, msg[1], sender.cid, msg[3])
             if msg[5] != tx.count and (tb.tid, tx.t.position) not in self.seen:
                 self.seen.add((tb.tid, tx.t.position))
                 self.report("cnt-mismatch", error(
@@ -405,6 +426,8 @@ class _Interpreter:
                     f"{sender.id} step {msg[4]}) has cnt={msg[5]} ({self.mode})",
                     tb.rank, tb.id, tx.t.position))
             incoming = msg[0]
+        if not self.data:
+            bad = True  # no values: every memory access is skipped below
         if kind is StepKind.SEND:
             out = _POISON if bad else self._read(tb, tx, tx.src + j)
         elif kind is StepKind.RECV:
@@ -458,13 +481,13 @@ class _Interpreter:
             v = ((p - mem.init_lo, 1 << mem.rank),)
             mem.vals[p] = v
         w = mem.writes[p]
-        if w is not None and w[0] != tb.tid and tb.base[w[0]] < w[1]:
+        if w is not None and w[0] != tb.cid and tb.base[w[0]] < w[1]:
             self._race(tb, tx, p, "read", w, "write")
         rd = mem.reads[p]
         if rd is None:
-            mem.reads[p] = {tb.tid: (tb.clock, tx.t.position)}
+            mem.reads[p] = {tb.cid: (tb.clock, tx.t.position)}
         else:
-            rd[tb.tid] = (tb.clock, tx.t.position)
+            rd[tb.cid] = (tb.clock, tx.t.position)
         if v == _UNINIT:
             self.report("uninitialised-read", error(
                 f"reads uninitialised {mem.name(p)} ({self.mode})", tb.rank, tb.id,
@@ -476,19 +499,19 @@ class _Interpreter:
         mem = tb.mem
         w = mem.writes[p]
         base = tb.base
-        if w is not None and w[0] != tb.tid and base[w[0]] < w[1]:
+        if w is not None and w[0] != tb.cid and base[w[0]] < w[1]:
             self._race(tb, tx, p, "write", w, "write")
         rd = mem.reads[p]
         if rd is not None:
-            for tid, (clock, pos) in rd.items():
-                if tid != tb.tid and base[tid] < clock:
-                    self._race(tb, tx, p, "write", (tid, clock, pos), "read")
+            for cid, (clock, pos) in rd.items():
+                if cid != tb.cid and base[cid] < clock:
+                    self._race(tb, tx, p, "write", (cid, clock, pos), "read")
             mem.reads[p] = None
-        mem.writes[p] = (tb.tid, tb.clock, tx.t.position)
+        mem.writes[p] = (tb.cid, tb.clock, tx.t.position)
         mem.vals[p] = v
 
     def _race(self, tb: _TB, tx: _Tx, p: int, mine: str, other: tuple, theirs: str) -> None:
-        o = self.tbs[other[0]]
+        o = self.owner(tb.rank, other[0])
         key = ("race", tb.tid, tx.t.position, o.tid, other[2])
         if key in self.seen:
             return
@@ -497,6 +520,10 @@ class _Interpreter:
             f"data race on {tb.mem.name(p)}: {mine} here and {theirs} by tb {o.id} step "
             f"{other[2]} are not ordered by happens-before ({self.mode})",
             tb.rank, tb.id, tx.t.position))
+
+    def owner(self, rank: int, cid: int) -> _TB:
+        """The threadblock whose clock index on ``rank`` is ``cid``."""
+        return self.clock_owner[rank][cid] if self.local else self.tbs[cid]
 
     # ------------------------------------------------------------- reporting
     def _report_deadlock(self, stuck: list[_TB]) -> None:
@@ -562,7 +589,7 @@ class _Interpreter:
                     got = ((p - mem.init_lo, 1 << rank),)
                 if got != want:
                     w = mem.writes[p]
-                    tb = self.tbs[w[0]] if w is not None else None
+                    tb = self.owner(rank, w[0]) if w is not None else None
                     self.report("postcondition", error(
                         f"postcondition of {self.p.collective.value} fails ({self.mode}): o[{k}] "
                         f"holds {describe(got)}, expected {describe(want)}",
@@ -606,6 +633,28 @@ def interpret(program: Program, *, fifo_depth: int | None, inplace: bool,
     out = list(loaded.diagnostics)
     if not loaded.runnable:
         return out
-    out.extend(_Interpreter(loaded, fifo_depth, inplace).run())
+    first = _Interpreter(loaded, fifo_depth, inplace, local=True)
+    found = first.run()
+    if first.counts.get("race"):  # rank-local clocks may miss an order through other ranks
+        found = _Interpreter(loaded, fifo_depth, inplace).run()
+    out.extend(found)
     return out
 
+
+
+def deadlocks(program: Program, fifo_depth: int,
+              loaded: LoadedProgram | None = None) -> list[Diagnostic]:
+    """Deadlocks and unconsumed messages of ``program`` at ``fifo_depth``, one call per chunk.
+
+    The token game of ``interpret`` without values, clocks or the
+    postcondition: what a lowering is checked for before it is kept, when no
+    simulated size has one call per chunk (several times cheaper than a
+    simulation or a full interpretation).  Load-time findings come first; a
+    program the runtime would reject is not run.
+    """
+    if loaded is None:
+        loaded = load_program(program)
+    out = list(loaded.diagnostics)
+    if loaded.runnable:
+        out.extend(_Interpreter(loaded, fifo_depth, True, local=True, data=False).run())
+    return out

@@ -324,3 +324,35 @@ def test_segmented_ring_allgather() -> None:
     assert verify_msccl_text(segmented_ring_allgather(9, 3), "ag").ok
     broken = segmented_ring_allgather(9, 3).replace('depid="1" deps="3"', 'depid="1" deps="4"')
     assert has(errors_of(broken), "deadlock", "publish step >= 4")
+
+
+def _remote_order_program(reply_first: bool):
+    """Allgather on 2 ranks where rank 0's two threadblocks touch o[0] and are
+    ordered only through rank 1 (its reply is sent after it received), or,
+    with ``reply_first``, not ordered at all."""
+    from colc.ir.core import Buffer, Collective, Protocol
+    from colc.ir.program import Loc, Program, RankProgram, Step, StepKind, Threadblock
+
+    i, o = Buffer.INPUT, Buffer.OUTPUT
+    rank0 = (Threadblock(0, 1, None, 0, (Step(StepKind.COPY, Loc(i, 0), Loc(o, 0), 1),
+                                         Step(StepKind.SEND, Loc(o, 0), Loc(o, 0), 1))),
+             Threadblock(1, None, 1, 0, (Step(StepKind.RECV, Loc(o, 1), Loc(o, 1), 1),
+                                         Step(StepKind.COPY, Loc(o, 0), Loc(o, 0), 1))))
+    recv = Step(StepKind.RECV, Loc(o, 0), Loc(o, 0), 1)
+    reply = (Step(StepKind.COPY, Loc(i, 0), Loc(o, 1), 1),
+             Step(StepKind.SEND, Loc(o, 1), Loc(o, 1), 1))
+    steps = (*reply, recv) if reply_first else (recv, *reply)
+    rank1 = (Threadblock(0, 0, 0, 0, steps),)
+    return Program("remote-order", Collective.ALLGATHER, Protocol.SIMPLE, 1, 2, 2, False, True,
+                   0, 0, (RankProgram(0, 1, 2, 0, rank0), RankProgram(1, 1, 2, 0, rank1)))
+
+
+def test_order_through_another_rank_is_not_a_race() -> None:
+    # the rank-local clocks see a race; the full clocks, which follow the
+    # messages through rank 1, prove the accesses ordered
+    assert interpret(_remote_order_program(False), fifo_depth=2, inplace=False) == []
+
+
+def test_race_confirmed_by_the_full_clocks() -> None:
+    diags = interpret(_remote_order_program(True), fifo_depth=2, inplace=False)
+    assert any("data race on o[0]" in d.message and d.rank == 0 for d in diags), diags

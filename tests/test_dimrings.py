@@ -1,0 +1,112 @@
+"""``dimrings``: torus detection, the schedule's proof and runtime file, its figures."""
+
+from __future__ import annotations
+
+import sys
+from fractions import Fraction
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from colc.backends.verify import verify_text  # noqa: E402
+from colc.compiler.analyze import analyze_topology  # noqa: E402
+from colc.compiler.dimrings import (  # noqa: E402
+    MAX_COUNT,
+    dimrings_estimate,
+    dimrings_schedule,
+    torus_dims,
+)
+from colc.compiler.estimate_bandwidth import schedule_algbw, schedule_steps  # noqa: E402
+from colc.compiler.lowering.infer_dependencies import infer_dependencies  # noqa: E402
+from colc.compiler.pipeline import CompileOptions, compile_topology  # noqa: E402
+from colc.errors import UnsupportedError  # noqa: E402
+from colc.frontends.families import complete, hypercube, ring, torus  # noqa: E402
+from colc.ir.check_chunks import check_schedule  # noqa: E402
+from colc.ir.core import Collective  # noqa: E402
+from colc.ir.topology import Topology  # noqa: E402
+
+TORI = [([4, 4], 1), ([3, 5], 1), ([4, 6], 2), ([2, 3, 4], 1), ([6, 4], 3), ([4, 4, 4], 1),
+        ([5, 8], 2), ([2, 8], 1)]
+
+
+@pytest.mark.parametrize(("topo", "dims"), [
+    (torus([3, 4], 10), (3, 4)), (torus([5, 2, 4], 10), (5, 2, 4)), (ring(7, 10), (7,)),
+    (hypercube(3, 10), (2, 2, 2)), (complete(5, 10), None), (complete(4, 10), None)])
+def test_torus_dims(topo: Topology, dims: tuple[int, ...] | None) -> None:
+    assert torus_dims(topo) == dims
+
+
+def test_a_torus_with_a_link_missing_is_not_one() -> None:
+    t = torus([4, 4], 10)
+    cut = Topology(t.name, t.nodes, tuple(link for link in t.links
+                                          if {link.src, link.dst} != {"r0", "r1"}))
+    assert torus_dims(cut) is None
+    with pytest.raises(UnsupportedError, match="needs a torus"):
+        dimrings_schedule(cut, Collective.ALLGATHER)
+
+
+def test_allgather_only() -> None:
+    with pytest.raises(UnsupportedError, match="allgather only"):
+        dimrings_schedule(torus([4, 4], 10), Collective.ALLREDUCE)
+
+
+@pytest.mark.parametrize(("dims", "cf"), TORI, ids=str)
+def test_schedule_is_proved_and_its_deps_are_the_hazards(dims: list[int], cf: int) -> None:
+    topo = torus(dims, 10)
+    sched = dimrings_schedule(topo, Collective.ALLGATHER, cf)
+    assert check_schedule(sched, topo) == []
+    assert all(op.count <= MAX_COUNT for op in sched.ops)
+    bare = tuple(op.__class__(op.op_id, op.kind, op.src, op.dst, op.count, op.operand, (),
+                              op.channel) for op in sched.ops)
+    inferred = infer_dependencies(sched.__class__(sched.collective, sched.ngpus, sched.nchunks,
+                                                  0, bare))
+    assert [op.deps for op in inferred.ops] == [op.deps for op in sched.ops]
+
+
+@pytest.mark.parametrize(("dims", "cf"), TORI, ids=str)
+def test_estimate_is_the_schedules_figure(dims: list[int], cf: int) -> None:
+    topo = torus(dims, 10)
+    sched = dimrings_schedule(topo, Collective.ALLGATHER)
+    assert dimrings_estimate(topo) == (schedule_steps(sched), schedule_algbw(sched, topo))
+
+
+def test_parity_split_nears_the_bound() -> None:
+    # every rank receives N-1 shards over 4 links: the BFB (cut) bound
+    for k, share in ((16, Fraction(93, 100)), (50, Fraction(97, 100))):
+        n = k * k
+        bound = Fraction(4 * 25 * n, n - 1)
+        _, algbw = dimrings_estimate(torus([k, k], 25))
+        assert algbw / bound > share
+    # rows first alone: about half of it (the columns' links carry every row)
+    _, odd = dimrings_estimate(torus([51, 51], 25))
+    assert odd / Fraction(4 * 25 * 2601, 2600) < Fraction(55, 100)
+
+
+def test_steps_grow_with_the_sides_not_the_ranks() -> None:
+    sched = dimrings_schedule(torus([12, 12], 10), Collective.ALLGATHER)
+    sends = [0] * sched.ngpus
+    for op in sched.ops:
+        if op.is_transfer:
+            sends[op.src.rank] += 1
+    # rows: 11 single shards; columns: 11 half rows, the opposite one cut in
+    # two (one piece each way round), each also passed beside
+    assert max(sends) == 11 + 12 + 12 < sched.ngpus - 1
+
+
+def test_compiled_and_verified_file() -> None:
+    result = compile_topology(torus([4, 6], 25), CompileOptions(
+        algorithm="dimrings", collective=Collective.ALLGATHER, rank_sizes=(1 << 20,), jobs=1))
+    assert result.algorithm.startswith("dimrings")
+    assert verify_text(result.text, "<test>", backend="msccl").ok
+    # two chunks a shard (ranked first) halve the opposite shard of each row too
+    assert result.algbw >= dimrings_estimate(torus([4, 6], 25))[1]
+
+
+def test_analyze_estimates_it_on_a_large_torus() -> None:
+    report = analyze_topology(torus([50, 50], 25), algorithms=(),
+                              collectives=(Collective.ALLGATHER,))
+    rows = [r for r in report["schedules"] if r["algorithm"] == "dimrings"]
+    assert rows and rows[0]["estimated"] and rows[0]["algbw"] > 0.97 * 4 * 25 * 2500 / 2499
+    assert rows[0].get("emittable", True)
