@@ -2,7 +2,8 @@
 
     python bench/bench_scale.py                       # DGX A100 2..16 boxes, hier + trees
     python bench/bench_scale.py --boxes 2 4 8 16 32 --algorithm trees
-    python bench/bench_scale.py --direct              # hypercube 6..10, torus 8..50: BFB + analyze
+    python bench/bench_scale.py --direct              # hypercube 6..10, torus 8..50: BFB,
+                                                      # dimrings on tori 16..50, analyze
     python bench/bench_scale.py --cores               # the whole job by --jobs / --executor dask
 
 Each case runs in its own process (so its peak memory is its own) and times
@@ -139,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--one", help=argparse.SUPPRESS)
     ap.add_argument("--boxes", type=int, nargs="*", default=[2, 4, 8, 16])
-    ap.add_argument("--algorithm", action="append", choices=["hier", "trees", "ring"])
+    ap.add_argument("--algorithm", action="append", choices=["hier", "trees", "ring", "rings2d"])
     ap.add_argument("--collective", default="allgather")
     ap.add_argument("--chunks", type=int, default=16,
                     help="chunks per root at 32 ranks (scaled down above, as colc does)")
@@ -161,6 +162,11 @@ def main(argv: list[str] | None = None) -> int:
                     for k in (8, 16, 50)]
         specs = [{"name": f"{n} bfb {args.collective}", "family": f, "algorithm": "bfb",
                   "collective": args.collective, "chunks": None} for n, f in fabrics]
+        if args.collective == "allgather":  # dimrings: tori, allgather only
+            specs += [{"name": f"torus {k}x{k} dimrings allgather",
+                       "family": {"family": "torus", "dims": [k, k], "bandwidth": 25},
+                       "algorithm": "dimrings", "collective": "allgather", "chunks": None}
+                      for k in (16, 32, 50)]
         table("large direct-connect fabrics", specs, args.timeout)
         analyze_times(args.timeout)
         return 0

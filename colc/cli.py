@@ -130,7 +130,9 @@ def _compile_parser() -> argparse.ArgumentParser:
     p.add_argument("--algorithm", default="auto", choices=available_algorithms(),
                    help="schedule generator: ring, bfb (direct-connect linear programs), "
                         "trees (spanning-tree packing), hier (box trees and one network "
-                        "hop); auto simulates every applicable one and keeps the fastest")
+                        "hop), rings2d (rings in boxes, then along rails), dimrings (tori: "
+                        "rings along each dimension, rows as one step; allgather); auto "
+                        "simulates every applicable one and keeps the fastest")
     p.add_argument("--protocol", default="Simple", choices=["Simple", "LL", "LL128"],
                    help="protocol of a single file (a directory gets every protocol)")
     mode = p.add_mutually_exclusive_group()
