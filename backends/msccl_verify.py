@@ -13,7 +13,8 @@ is no error.  Steps (``shared/reference/msccl-xml-runtime.md``):
    with monotone flags and FIFOs, deadlock freedom at depth k implies it at
    any larger depth, and data results and races do not depend on the depth.
 
-Complexity: that of the reader plus at most four interpreter runs.
+Complexity: that of the reader plus at most four interpreter runs; the
+modes run on forked processes at once for large programs (``PARALLEL_STEPS``).
 """
 
 from __future__ import annotations
@@ -22,10 +23,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from colc.backends.msccl_reader import read_msccl
+from colc.forked import default_jobs, fork_map
 from colc.ir.diagnostics import Diagnostic, error
 from colc.ir.interpret import interpret
 from colc.ir.load_checks import LoadedProgram, load_program
 from colc.ir.program import Program
+
+#: Steps from which the aliasing modes are interpreted on separate processes
+#: (below, forking costs more than it saves).
+PARALLEL_STEPS = 20000
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,7 +52,8 @@ class VerifyReport:
 
 def verify_program(program: Program,
                    locate: Callable[[Diagnostic], Diagnostic] | None = None,
-                   loaded: LoadedProgram | None = None) -> list[Diagnostic]:
+                   loaded: LoadedProgram | None = None,
+                   jobs: int | None = None) -> list[Diagnostic]:
     """Load-check and interpret ``program`` in every mode it declares.
 
     Parameters
@@ -56,6 +63,10 @@ def verify_program(program: Program,
         Adds file lines to diagnostics (``ReadResult.locate``).
     loaded : LoadedProgram, optional
         ``load_program(program)`` when already computed.
+    jobs : int, optional
+        Processes for the modes (in-place, out-of-place run at once); default:
+        ``default_jobs()`` for programs of ``PARALLEL_STEPS`` steps or more,
+        else 1.  The findings are the same in the same order.
 
     Returns
     -------
@@ -71,11 +82,18 @@ def verify_program(program: Program,
             found.append(error("inplace=0 and outofplace=0: the runtime never selects this "
                                "algorithm"))
         depth = program.protocol.fifo_depth
-        for inplace in modes:
+
+        def run(inplace: bool) -> list[Diagnostic]:
             diags = interpret(program, fifo_depth=depth, inplace=inplace, loaded=loaded)
-            found.extend(diags)
             if any(d.message.startswith("deadlock") for d in diags):
-                found.extend(_unbounded_rerun(program, loaded, inplace, depth, diags))
+                diags += _unbounded_rerun(program, loaded, inplace, depth, diags)
+            return diags
+
+        steps = sum(len(tb.steps) for rp in program.ranks for tb in rp.threadblocks)
+        if jobs is None:
+            jobs = default_jobs() if steps >= PARALLEL_STEPS else 1
+        for diags in fork_map(run, modes, jobs):
+            found.extend(diags)
     seen: set[str] = set()
     unique = []
     for d in found:

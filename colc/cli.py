@@ -379,8 +379,8 @@ def _selection_warnings(program) -> list[str]:
 
     if selectable_sizes(program, 4) or selectable_sizes(program, 2):
         return []
-    return [f"nchunksperloop {program.nchunks} divides no power-of-two element count in the "
-            f"file's window: the runtime never selects it for nccl-tests-style sizes (use "
+    return [f"nchunksperloop {program.nchunks} divides no element count of an nccl-tests "
+            f"power-of-two size in the file's window: the runtime never selects it there (use "
             f"colc's power-of-two chunkings, e.g. --chunks 16)"]
 
 

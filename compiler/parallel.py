@@ -41,23 +41,13 @@ import os
 from collections.abc import Sequence
 
 from colc.errors import ColcError, InfeasibleError
+from colc.forked import default_jobs, fork_map
 
 #: Executors of ``--executor``.
 EXECUTORS = ("local", "dask")
 
 #: The compiler the forked workers read (set just before the pool forks).
 _SHARED: list = []
-
-
-def default_jobs() -> int:
-    """Worker processes to use: ``COLC_JOBS``, else the CPUs available to this process."""
-    env = os.environ.get("COLC_JOBS", "").strip()
-    if env.isdigit() and int(env) >= 1:
-        return int(env)
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # not on Linux
-        return max(1, os.cpu_count() or 1)
 
 
 def jobs_for(opts) -> int:
@@ -136,7 +126,11 @@ def prefetch(compiler, tasks: Sequence[tuple[object, tuple[int, ...]]], jobs: in
             for v, sizes in tasks if v not in compiler._programs and v not in compiler._refused]
     if compiler.opts.executor == "dask":
         return _store(compiler, todo, _run_dask(compiler, todo)) if todo else 0
-    if jobs <= 1 or len(todo) <= 1 or "fork" not in multiprocessing.get_all_start_methods():
+    if jobs <= 1 or "fork" not in multiprocessing.get_all_start_methods():
+        return 0
+    if len(todo) == 1:  # one variant: lower it here, simulate its sizes at once
+        return _sizes_at_once(compiler, *todo[0], jobs)
+    if not todo:
         return 0
     from colc.progress import report
 
@@ -150,6 +144,32 @@ def prefetch(compiler, tasks: Sequence[tuple[object, tuple[int, ...]]], jobs: in
     finally:
         _SHARED.clear()
     return _store(compiler, todo, results)
+
+
+def _sizes_at_once(compiler, variant, sizes: tuple[int, ...], jobs: int) -> int:
+    """Lower ``variant`` in this process, then simulate it at ``sizes`` on forked processes."""
+    try:
+        compiler.program(variant)
+    except ColcError:  # the sequential code meets it again and reports it
+        return 0
+    sizes = tuple(s for s in sizes if (variant, s) not in compiler._sims)
+    if len(sizes) <= 1:
+        return 1
+    from colc.progress import report
+
+    report(f"simulating {variant.label} at {len(sizes)} sizes on {min(jobs, len(sizes))} "
+           f"processes", compiler._work, 0)
+
+    def one(size: int):
+        try:
+            return compiler.simulate(variant, size)
+        except ColcError:
+            return None
+
+    for size, sim in zip(sizes, fork_map(one, sizes, jobs), strict=True):
+        if sim is not None:
+            compiler._sims[(variant, size)] = sim
+    return 1
 
 
 def _store(compiler, todo: list, results: list) -> int:

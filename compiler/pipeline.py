@@ -674,11 +674,28 @@ def _comment(variant: Variant, algbw: float) -> str:
 
 def selectable_sizes(program: Program, dtype_bytes: int = 4,
                      lo: int = 1024, hi: int = 1 << 34) -> list[int]:
-    """Power-of-two message sizes in ``[lo, hi]`` at which the runtime selects ``program``."""
+    """Power-of-two message sizes in ``[lo, hi]`` at which the runtime selects ``program``.
+
+    A size is what nccl-tests is asked for (``-b``/``-e``); for allgather and
+    reduce-scatter it moves whole per-rank counts, ``size // (dtype * ngpus)``
+    elements per rank, so on a rank count that is not a power of two the
+    collective is a little below the power of two (and a multiple of the ranks).
+
+    Examples
+    --------
+    >>> from colc.ir.program import Program
+    >>> from colc.ir.core import Collective, Protocol
+    >>> p = Program("x", Collective.ALLGATHER, Protocol.SIMPLE, 1, 3, 3, True, True, 0, 0, ())
+    >>> selectable_sizes(p, 4, lo=1024, hi=4096)
+    [1024, 2048, 4096]
+    """
     out = []
     size = lo
+    per_rank = program.collective in (Collective.ALLGATHER, Collective.REDUCESCATTER)
     while size <= hi:
-        if not selection(program, size, dtype_bytes):
+        nbytes = size // (dtype_bytes * program.ngpus) * dtype_bytes * program.ngpus \
+            if per_rank else size
+        if nbytes and not selection(program, nbytes, dtype_bytes):
             out.append(size)
         size *= 2
     return out

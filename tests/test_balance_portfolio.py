@@ -230,6 +230,39 @@ def test_parallel_and_serial_runs_give_identical_bytes():
     assert all((v, 1 << 20) in c._sims for v in vs)
 
 
+def test_one_variant_simulates_its_sizes_at_once_and_verifies_modes_at_once():
+    """Issue 11: one variant (a forced algorithm) is lowered here and simulated
+    at its sizes on forked processes; a large file's aliasing modes are
+    interpreted at once.  Same figures, bytes and findings as one process."""
+    import dataclasses
+
+    from colc.backends.msccl_verify import verify_program
+    from colc.compiler.parallel import prefetch
+    from colc.compiler.pipeline import CompileOptions, Compiler, Variant, compile_topology
+    from colc.frontends.families import torus
+    from colc.ir.core import Collective, Protocol
+
+    topo = torus([4, 4], 10)
+    opts = CompileOptions(algorithm="dimrings", chunks=2, collective=Collective.ALLGATHER,
+                          jobs=1)
+    serial = compile_topology(topo, opts)
+    parallel = compile_topology(topo, dataclasses.replace(opts, jobs=2))
+    assert serial.text == parallel.text and serial.predicted == parallel.predicted
+    c = Compiler(topo, dataclasses.replace(opts, jobs=2))
+    v = Variant("dimrings", 2, Protocol.SIMPLE)
+    c.estimate(v)
+    assert prefetch(c, [(v, (1 << 20, 1 << 24, 1 << 28))], 2) == 1
+    assert all((v, s) in c._sims for s in (1 << 20, 1 << 24, 1 << 28))
+    # a file wrong in both modes: the same findings, in the same order
+    ranks = list(serial.program.ranks)
+    tb0 = ranks[0].threadblocks[0]
+    ranks[0] = dataclasses.replace(ranks[0], threadblocks=(
+        dataclasses.replace(tb0, steps=tb0.steps[1:]), *ranks[0].threadblocks[1:]))
+    broken = dataclasses.replace(serial.program, ranks=tuple(ranks))
+    one, two = verify_program(broken, jobs=1), verify_program(broken, jobs=2)
+    assert one and one == two
+
+
 def test_dask_executor_gives_identical_bytes():
     """Issue 11: with --executor dask the candidates are lowered and simulated on
     a dask.distributed cluster (here a local one); files are byte-identical."""
