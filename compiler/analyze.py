@@ -169,9 +169,7 @@ class _Estimator:
     def _dimrings(self, coll: Collective) -> tuple[int, Fraction]:
         from colc.compiler.dimrings import dimrings_estimate
 
-        if coll is not Collective.ALLGATHER:
-            raise ColcError(f"dimrings builds allgather only, not {coll.value}")
-        return dimrings_estimate(self.topo)
+        return dimrings_estimate(self.topo, coll)
 
     def _hier(self, coll: Collective) -> tuple[int, Fraction]:
         from colc.ir.topology import boxes

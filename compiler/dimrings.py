@@ -1,11 +1,11 @@
-"""Pass ``dimrings``: dimension-ordered ring allgather on tori, several shards per step.
+"""Pass ``dimrings``: dimension-ordered rings on tori, several shards per step.
 
 Input invariant: a direct-connect ``Topology`` that is a torus in the
 ``torus`` family's rank order (``torus_dims`` finds the dimensions from the
 links: a Cartesian product of cycles, row-major, last dimension fastest; a
 ring is a 1-D torus, a hypercube a torus of 2s).
-Output invariant: an allgather ``Schedule`` that
-``check_schedule`` proves for in-place and out-of-place, every transfer
+Output invariant: an allgather, reduce-scatter or allreduce ``Schedule``
+that ``check_schedule`` proves for in-place and out-of-place, every transfer
 between torus neighbours, every op moving a contiguous range of at most
 ``MAX_COUNT`` chunks.
 
@@ -31,7 +31,20 @@ from the left neighbour, the rest from the right), which overlaps with the
 ring.  2-D RxC, C even, link bandwidth b, shard s: about
 (C-1)s/2b + (R-1)Cs/4b against the BFB bound (RC-1)s/4b (50x50: 98%).
 
-Complexity: O(N * sum(n_k) * pieces) ops for N ranks; detection
+Reduce-scatter is the allgather reversed (seed 001 A.2's reversal): every
+transfer u -> v of a range becomes v -> u in reverse program order, where u
+adds v's partial into its accumulator (scratch, one chunk per chunk of the
+input), so each chunk's broadcast tree becomes its reduction tree and every
+contribution is added once.  An accumulator starts as the first reduction
+of the rank's input with a child's partial; a rank with no child sends its
+input; ranges are cut where that differs.  The owner copies its total to the
+output.  Allreduce is that reduce-scatter (totals into the output) followed
+by the allgather on the output: twice the steps and half the algbw.
+Dependencies of reduce-scatter and allreduce come from
+``infer_dependencies`` (their accumulators are read and written again).
+
+Complexity: O(N * sum(n_k) * pieces) ops for N ranks (plus O(chunk accesses)
+for the inferred dependencies of reduce-scatter and allreduce); detection
 O(factorizations * degree + N * degree).  Seeds: 002 (rings), the
 dimension-ordered bucket algorithm on tori; BFB's bound (001 3.6) is the
 comparison.
@@ -44,6 +57,7 @@ from fractions import Fraction
 
 import numpy as np
 
+from colc.compiler.lowering.infer_dependencies import infer_dependencies
 from colc.errors import UnsupportedError
 from colc.ir.chunks import Op, OpKind, Schedule, Slot
 from colc.ir.core import Buffer, Collective
@@ -57,7 +71,7 @@ MAX_COUNT = 71
 #: Ordered factorizations tried when looking for a torus (prunes at rank 0).
 _SEARCH_LIMIT = 100000
 
-IN, OUT = Buffer.INPUT, Buffer.OUTPUT
+IN, OUT, SCR = Buffer.INPUT, Buffer.OUTPUT, Buffer.SCRATCH
 
 
 def torus_dims(topo: Topology) -> tuple[int, ...] | None:
@@ -144,67 +158,129 @@ def _strides(dims: tuple[int, ...]) -> list[int]:
 
 def dimrings_schedule(topo: Topology, collective: Collective,
                       chunks: int | None = None) -> Schedule:
-    """Dimension-ordered ring allgather of ``topo`` (see the module docstring).
+    """Dimension-ordered rings of ``collective`` on ``topo`` (see the module docstring).
 
     Parameters
     ----------
     topo : Topology
         A torus (``torus_dims`` finds it).
     collective : Collective
-        Allgather only.
+        Allgather, reduce-scatter or allreduce.
     chunks : int or None
         Chunks per shard (default 1).
 
     Raises
     ------
     UnsupportedError
-        When ``topo`` is not a torus or the collective is not allgather.
+        When ``topo`` is not a torus or the collective is another one.
     """
-    if collective is not Collective.ALLGATHER:
-        raise UnsupportedError(f"dimrings builds allgather only, not {collective.value}; "
-                               f"use --algorithm bfb or ring")
+    if collective not in (Collective.ALLGATHER, Collective.REDUCESCATTER,
+                          Collective.ALLREDUCE):
+        raise UnsupportedError(f"dimrings builds allgather, reducescatter and allreduce, not "
+                               f"{collective.value}")
     dims = torus_dims(topo)
     if dims is None:
         raise UnsupportedError(f"dimrings needs a torus (a Cartesian product of rings in "
                                f"row-major rank order); {topo.name!r} is not one")
     cf = chunks or 1
-    builder = _Builder(math.prod(dims), cf)
-    for r in range(builder.n):
-        builder.writer[r][r * cf:(r + 1) * cf] = len(builder.ops)
-        builder.ops.append(Op(len(builder.ops), OpKind.COPY, Slot(r, IN, 0),
-                              Slot(r, OUT, r * cf), cf))
+    n = math.prod(dims)
+    builder = _Builder(n, cf)
     for k in reversed(range(len(dims))):
         _phase(builder, dims, k)
-    return Schedule(collective, builder.n, builder.n * cf, 0, tuple(builder.ops),
-                    algorithm=NAME)
+    if collective is Collective.ALLGATHER:
+        ops = _allgather_ops(builder.moves, n, cf)
+        return Schedule(collective, n, n * cf, 0, tuple(ops), algorithm=NAME)
+    ops = _reduce_scatter_ops(builder.moves, n, cf, collective)
+    if collective is Collective.ALLREDUCE:
+        ops += _allgather_ops(builder.moves, n, cf, first=len(ops), own=False)
+    sched = Schedule(collective, n, n * cf, n * cf, tuple(ops), algorithm=NAME)
+    return infer_dependencies(sched)
 
 
-class _Builder:
-    """Ops in program order with their dependencies.
+def _allgather_ops(moves: list[tuple[int, int, int, int, int]], n: int, cf: int,
+                   first: int = 0, own: bool = True) -> list[Op]:
+    """The allgather: (with ``own``) each rank's input to its output, then ``moves``.
 
     Every output chunk of every rank is written once (the own shard by the
     local copy, which in-place is the chunk itself), so an op's only hazards
     are its reads: it depends on the ops that wrote its source range
     (``writer``, per rank, the op id of each chunk's writer); the same
     dependencies ``infer_dependencies`` would find, in O(chunks) numpy work.
+    Op ids start at ``first``; without ``own`` the shards are already in place
+    and the moves have no dependencies yet.
     """
+    ops: list[Op] = []
+    writer = [np.full(n * cf, -1, dtype=np.int64) for _ in range(n)] if own else None
+    if own:
+        for r in range(n):
+            writer[r][r * cf:(r + 1) * cf] = first + len(ops)
+            ops.append(Op(first + len(ops), OpKind.COPY, Slot(r, IN, 0), Slot(r, OUT, r * cf),
+                          cf))
+    for src, dst, start, size, hint in moves:
+        op_id = first + len(ops)
+        deps: tuple[int, ...] = ()
+        if writer is not None:
+            deps = tuple(np.unique(writer[src][start:start + size]).tolist())
+            writer[dst][start:start + size] = op_id
+        ops.append(Op(op_id, OpKind.COPY, Slot(src, OUT, start), Slot(dst, OUT, start), size,
+                      None, deps, hint))
+    return ops
+
+
+def _reduce_scatter_ops(moves: list[tuple[int, int, int, int, int]], n: int, cf: int,
+                        collective: Collective) -> list[Op]:
+    """The allgather's moves reversed into reductions, then each total to its owner's output.
+
+    ``acc[r][c]``: whether rank r's accumulator (scratch chunk c) holds a value;
+    where it does not, the rank's input stands for it.
+    """
+    ops: list[Op] = []
+    acc = [np.zeros(n * cf, dtype=bool) for _ in range(n)]
+
+    def where(rank: int, at: int, held: bool) -> Slot:
+        return Slot(rank, SCR if held else IN, at)
+
+    for parent, child, start, size, hint in reversed(moves):
+        end = start + size
+        # runs of chunks where both ends are in the same state
+        state = acc[child][start:end].astype(np.int8) * 2 + acc[parent][start:end]
+        cuts = [0, *(np.flatnonzero(np.diff(state)) + 1).tolist(), size]
+        for a, b in zip(cuts, cuts[1:]):
+            lo = start + a
+            held_child, held_parent = bool(state[a] >= 2), bool(state[a] % 2)
+            ops.append(Op(len(ops), OpKind.REDUCE, where(child, lo, held_child),
+                          Slot(parent, SCR, lo), b - a, where(parent, lo, held_parent), (),
+                          hint))
+        acc[parent][start:end] = True
+    for r in range(n):
+        dst = Slot(r, OUT, 0 if collective is Collective.REDUCESCATTER else r * cf)
+        for a, b in _runs(acc[r][r * cf:(r + 1) * cf]):
+            ops.append(Op(len(ops), OpKind.COPY, where(r, r * cf + a, bool(acc[r][r * cf + a])),
+                          dst.shifted(a), b - a))
+    return ops
+
+
+def _runs(flags: np.ndarray) -> list[tuple[int, int]]:
+    """Maximal ``[a, b)`` runs of equal values in ``flags``."""
+    cuts = [0, *(np.flatnonzero(np.diff(flags.astype(np.int8))) + 1).tolist(), len(flags)]
+    return list(zip(cuts, cuts[1:]))
+
+
+class _Builder:
+    """The allgather's transfers in program order: (src, dst, first chunk, chunks, hint)."""
 
     def __init__(self, n: int, cf: int) -> None:
         self.n = n
         self.cf = cf
-        self.ops: list[Op] = []
-        self.writer = [np.full(n * cf, -1, dtype=np.int64) for _ in range(n)]
+        self.moves: list[tuple[int, int, int, int, int]] = []
 
     def move(self, src: int, dst: int, start: int, length: int, hint: int) -> None:
-        """Copy chunks ``[start, start+length)`` of the output from ``src`` to ``dst``."""
+        """Copy chunks ``[start, start+length)`` of the output from ``src`` to ``dst``,
+        in pieces of at most ``MAX_COUNT``."""
         pieces = -(-length // MAX_COUNT)
         for i in range(pieces):
             size = length // pieces + (1 if i < length % pieces else 0)
-            deps = np.unique(self.writer[src][start:start + size])
-            op_id = len(self.ops)
-            self.writer[dst][start:start + size] = op_id
-            self.ops.append(Op(op_id, OpKind.COPY, Slot(src, OUT, start), Slot(dst, OUT, start),
-                               size, None, tuple(deps.tolist()), hint))
+            self.moves.append((src, dst, start, size, hint))
             start += size
 
 
@@ -277,10 +353,14 @@ def _phase(b: _Builder, dims: tuple[int, ...], k: int) -> None:
                 b.move(r, beside(r, -1), *block(r, t, -1, t), 3)
 
 
-def dimrings_estimate(topo: Topology) -> tuple[int, Fraction]:
-    """(hops, bandwidth-only algbw) of ``dimrings_schedule(topo, ALLGATHER)`` without
+def dimrings_estimate(topo: Topology,
+                      collective: Collective = Collective.ALLGATHER) -> tuple[int, Fraction]:
+    """(hops, bandwidth-only algbw) of ``dimrings_schedule(topo, collective)`` without
     building it: per dimension, the chunks one link direction carries in its ring
-    phase and, when the next dimension splits by parity, in that phase's exchange.
+    phase and, when the next dimension splits by parity, in that phase's exchange
+    (reduce-scatter: the same in the other direction; allreduce: both).  The
+    hops of reduce-scatter and allreduce are those of the allgather (once,
+    twice): a lower bound, as reductions into one accumulator follow each other.
 
     Raises
     ------
@@ -292,12 +372,15 @@ def dimrings_estimate(topo: Topology) -> tuple[int, Fraction]:
     >>> from colc.frontends.families import torus
     >>> dimrings_estimate(torus([4, 4], 10))
     (5, Fraction(32, 1))
+    >>> dimrings_estimate(torus([4, 4], 10), Collective.ALLREDUCE)
+    (10, Fraction(160, 9))
     """
     dims = torus_dims(topo)
     if dims is None:
         raise UnsupportedError(f"dimrings needs a torus; {topo.name!r} is not one")
     strides = _strides(dims)
     cap = topo.capacity()
+    both = collective is Collective.ALLREDUCE
     load = [0] * len(dims)  # chunks per link direction, per dimension
     hops = 0
     for k in reversed(range(len(dims))):
@@ -305,13 +388,14 @@ def dimrings_estimate(topo: Topology) -> tuple[int, Fraction]:
         plus = sum(plan.share(t, 1) for t in range(1, plan.down + 1))
         minus = sum(plan.share(t, -1) for t in range(1, plan.up + 1))
         # a length-2 dimension is one duplex link: both directions share it
-        load[k] += plus + minus if dims[k] == 2 else max(plus, minus)
+        one_way = plus + minus if dims[k] == 2 else max(plus, minus)
+        load[k] += (2 * one_way if dims[k] == 2 else plus + minus) if both else one_way
         hops += max(plan.down, plan.up)
         if plan.split:  # the exchange: the same shares, one hop along dimension k + 1
-            load[k + 1] += max(plus, minus)
+            load[k + 1] += plus + minus if both else max(plus, minus)
             hops += 1
     worst = Fraction(0)
     for k, d in enumerate(dims):
         bw = cap[(topo.ranks[0], topo.ranks[strides[k] % math.prod(dims)])]
         worst = max(worst, Fraction(load[k]) / bw)
-    return hops, Fraction(math.prod(dims)) / worst
+    return (2 * hops if both else hops), Fraction(math.prod(dims)) / worst

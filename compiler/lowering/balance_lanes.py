@@ -303,7 +303,8 @@ def _split(sched: Schedule, lanes: dict[tuple[int, int], int]) -> list[Op]:
     for op in sched.ops:
         pair = (op.src.rank, op.dst.rank)
         if not op.is_transfer or op.count == 1 or count[pair] >= lanes[pair]:
-            out.append(op)
+            # ids are positions: once an op is cut, the ones after it move
+            out.append(op if op.op_id == len(out) else dataclasses.replace(op, op_id=len(out)))
             continue
         for d in range(op.count):
             out.append(Op(len(out), op.kind, op.src.shifted(d), op.dst.shifted(d), 1,
