@@ -25,7 +25,7 @@ import subprocess
 import sys
 import time
 
-from colc.compiler.pipeline import scale_chunks
+from colc.compiler.pipeline import ONE_CHUNKING_RANKS, scale_chunks
 
 
 def one(spec: dict) -> dict:
@@ -79,6 +79,16 @@ def run(spec: dict, timeout: float) -> dict:
         return {"error": proc.stderr.strip().splitlines()[-1][:120] if proc.stderr else "failed",
                 "total_s": time.perf_counter() - t0}
     return json.loads(proc.stdout)
+
+
+def _ranks(family: dict) -> int:
+    """Ranks of a direct-connect family spec (hypercube or torus)."""
+    if family["family"] == "hypercube":
+        return 1 << family["dim"]
+    n = 1
+    for d in family["dims"]:
+        n *= d
+    return n
 
 
 def _fmt(row: dict, key: str, spec: str) -> str:
@@ -160,12 +170,16 @@ def main(argv: list[str] | None = None) -> int:
                    for d in (6, 7, 8, 9, 10)]
         fabrics += [(f"torus {k}x{k}", {"family": "torus", "dims": [k, k], "bandwidth": 25})
                     for k in (8, 16, 50)]
+        # above ONE_CHUNKING_RANKS colc tries one chunk per shard only
         specs = [{"name": f"{n} bfb {args.collective}", "family": f, "algorithm": "bfb",
-                  "collective": args.collective, "chunks": None} for n, f in fabrics]
+                  "collective": args.collective,
+                  "chunks": 1 if _ranks(f) > ONE_CHUNKING_RANKS else None}
+                 for n, f in fabrics]
         if args.collective == "allgather":  # dimrings: tori, allgather only
             specs += [{"name": f"torus {k}x{k} dimrings allgather",
                        "family": {"family": "torus", "dims": [k, k], "bandwidth": 25},
-                       "algorithm": "dimrings", "collective": "allgather", "chunks": None}
+                       "algorithm": "dimrings", "collective": "allgather",
+                       "chunks": 1 if k * k > ONE_CHUNKING_RANKS else None}
                       for k in (16, 32, 50)]
         table("large direct-connect fabrics", specs, args.timeout)
         analyze_times(args.timeout)

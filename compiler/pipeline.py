@@ -75,10 +75,13 @@ CHUNKINGS: dict[str, tuple[int | None, ...]] = {
     "ring": (None,), "bfb": (None, 16, 4, 1), "trees": (16, 32, 64), "hier": (16, 32, 64),
     "rings2d": (8, 16, 32), "dimrings": (None, 2)}
 
-#: Ranks above which dimrings tries only its own chunking (one chunk per
-#: shard): a second chunking doubles the whole job and on large tori the
-#: blocks are long enough to split evenly anyway.
-DIMRINGS_ONE_CHUNKING = 256
+#: Ranks above which bfb and dimrings try one chunking, one chunk per shard:
+#: each further chunking is a whole job more, and a chunk per shard costs
+#: little there (hypercube dim 9 bfb bandwidth-only: 220.7 GB/s at 1 chunk,
+#: 225.4 at the LP's own 9) while the simulation and the verifier run a call
+#: per chunk (9 times as many at 9 chunks).  dimrings' blocks on large tori
+#: are long enough to split evenly anyway.
+ONE_CHUNKING_RANKS = 256
 
 #: Ranks up to which tree chunkings are used as listed; above, they shrink in
 #: proportion (``scale_chunks``) so a chunk keeps its size and the steps per
@@ -123,10 +126,13 @@ DECOUPLED = ({"fuse": False, "pair_connections": False},
 #: Strategies without the balance pass (the pre-cost-model lowering).
 STRATEGIES = FUSED
 #: Algorithms lowered decoupled first, balanced or not, above
-#: ``DIMRINGS_ONE_CHUNKING`` ranks: dimrings' fused lowerings often hang at
-#: one call per chunk (torus 8x8, 16x16; not 4x4x4, where they are faster),
-#: and finding out costs a simulation of every call each.
-DECOUPLED_FIRST = frozenset({"dimrings"})
+#: ``DECOUPLED_FIRST_RANKS`` ranks: their fused lowerings hang at one call per
+#: chunk there (dimrings on 2-D tori from 8x8; BFB on hypercubes of dimension
+#: 8 and 9), and each one tried costs a lowering and a token game (most of
+#: the lowering time at 512 ranks).  Below, the fused ones are tried first
+#: (where they run, they pipeline relays: dimrings 4x4x4 36 against 25 GB/s).
+DECOUPLED_FIRST = frozenset({"dimrings", "bfb"})
+DECOUPLED_FIRST_RANKS = 256
 
 
 def register_algorithm(name: str, generator: Generator) -> None:
@@ -397,7 +403,7 @@ class Compiler:
         return True
 
     def _strategies(self, variant: Variant) -> tuple[dict, ...]:
-        if variant.algorithm in DECOUPLED_FIRST and self.topo.num_ranks > DIMRINGS_ONE_CHUNKING:
+        if variant.algorithm in DECOUPLED_FIRST and self.topo.num_ranks > DECOUPLED_FIRST_RANKS:
             return DECOUPLED
         return (DECOUPLED if variant.algorithm in ("trees", "hier") and self._balances(variant)
                 else FUSED)
@@ -563,8 +569,8 @@ def variants(compiler: Compiler, protocols: tuple[Protocol, ...] | None = None,
             chunks = scale_chunks(chunkings, compiler.topo.num_ranks)
         elif name in ("trees", "hier"):
             chunks = scale_chunks(CHUNKINGS[name], compiler.topo.num_ranks)
-        elif name == "dimrings" and compiler.topo.num_ranks > DIMRINGS_ONE_CHUNKING:
-            chunks = (None,)
+        elif name in ("bfb", "dimrings") and compiler.topo.num_ranks > ONE_CHUNKING_RANKS:
+            chunks = (1,)
         else:
             chunks = CHUNKINGS.get(name, (None,))
         out += [Variant(name, c, p) for c in chunks for p in protocols]

@@ -396,3 +396,31 @@ def test_workers_bring_back_refusals(monkeypatch) -> None:
     monkeypatch.setattr(compiler, "_lower", lambda *a: pytest.fail("lowered again"))
     with pytest.raises(InfeasibleError, match="threadblocks"):
         compiler.program(variants[0])
+
+
+def test_large_direct_fabrics_try_one_chunking_lowered_decoupled_first():
+    """Issue 11: above ONE_CHUNKING_RANKS bfb and dimrings try one chunk per
+    shard (each further chunking is a whole job more, and the simulator and the
+    verifier run a call per chunk); their fused lowerings, which hang there at
+    one call per chunk, are tried after the decoupled one."""
+    from colc.compiler.pipeline import (
+        DECOUPLED,
+        FUSED,
+        ONE_CHUNKING_RANKS,
+        CompileOptions,
+        Compiler,
+        Variant,
+        variants,
+    )
+    from colc.frontends.families import torus
+    from colc.ir.core import Collective, Protocol
+
+    small, large = torus([16, 16], 25), torus([17, 17], 25)
+    assert small.num_ranks <= ONE_CHUNKING_RANKS < large.num_ranks
+    for alg in ("bfb", "dimrings"):
+        opts = CompileOptions(algorithm=alg, collective=Collective.ALLGATHER)
+        assert len(variants(Compiler(small, opts))) > 1
+        assert [v.chunks for v in variants(Compiler(large, opts))] == [1]
+        v = Variant(alg, 1, Protocol.SIMPLE)
+        assert Compiler(small, opts)._strategies(v) == FUSED
+        assert Compiler(large, opts)._strategies(v) == DECOUPLED
