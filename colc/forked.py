@@ -4,7 +4,8 @@
 ``jobs`` processes forked from this one, so ``fn`` and its closure are shared
 without pickling (only the results travel back).  The results come back in
 the order of ``items``, so callers stay deterministic whatever the job count.
-With one job, one item, or no ``fork`` start method, everything runs here.
+With one job, one item, no ``fork`` start method, or inside a pool's worker
+(which may not start processes), everything runs here.
 
 ``default_jobs()`` is the process count colc uses unless told otherwise:
 ``COLC_JOBS``, else the CPUs this process may run on.
@@ -59,7 +60,8 @@ def fork_map(fn: Callable[[T], R], items: Sequence[T], jobs: int | None = None) 
         One result per item, in the order of ``items``.
     """
     jobs = default_jobs() if jobs is None else jobs
-    if jobs <= 1 or len(items) <= 1 or "fork" not in multiprocessing.get_all_start_methods():
+    if (jobs <= 1 or len(items) <= 1 or "fork" not in multiprocessing.get_all_start_methods()
+            or multiprocessing.current_process().daemon):  # a pool's worker cannot fork one
         return [fn(x) for x in items]
     _FN[:] = [fn]
     try:

@@ -356,3 +356,16 @@ def test_order_through_another_rank_is_not_a_race() -> None:
 def test_race_confirmed_by_the_full_clocks() -> None:
     diags = interpret(_remote_order_program(True), fifo_depth=2, inplace=False)
     assert any("data race on o[0]" in d.message and d.rank == 0 for d in diags), diags
+
+
+def test_token_game_finds_the_interpreters_deadlocks() -> None:
+    # the lowering's hang check: messages and flags only, same verdict
+    from colc.ir.interpret import deadlocks
+
+    program = read_msccl(example("03"), "03").program
+    for depth in (1, 2, 3, 8):
+        full = [d for d in interpret(program, fifo_depth=depth, inplace=True)
+                if "deadlock" in d.message]
+        game = [d for d in deadlocks(program, depth) if "deadlock" in d.message]
+        assert [str(d) for d in game] == [str(d) for d in full]
+    assert deadlocks(read_msccl(example("01"), "01").program, 2) == []
