@@ -70,12 +70,16 @@ def test_reductions_are_proved(dims: list[int], cf: int, coll: Collective) -> No
         assert algbw == schedule_algbw(sched, topo) and hops <= schedule_steps(sched)
 
 
-def test_lane_balancing_keeps_dependencies_when_it_cuts_some_ops() -> None:
-    # 3x5 reduce-scatter, 2 chunks a shard: balance-lanes cuts the multi-chunk
-    # transfers of pairs with fewer ops than lanes, and must renumber the ops
-    # it does not cut (it used to keep their old ids: dependencies on later ops)
+def test_lane_balancing_keeps_dependencies_when_it_cuts_some_ops(monkeypatch) -> None:
+    # 3x5 reduce-scatter, 2 chunks a shard, blocks moved whole: balance-lanes
+    # cuts the multi-chunk transfers of pairs with fewer ops than lanes, and
+    # must renumber the ops it does not cut (it used to keep their old ids:
+    # dependencies on later ops)
+    from colc.compiler import dimrings
     from colc.compiler.pipeline import CompileOptions, Compiler, Variant
     from colc.ir.core import Protocol
+
+    monkeypatch.setattr(dimrings, "PIECES", (1,))
 
     topo = torus([3, 5], 25)
     c = Compiler(topo, CompileOptions(algorithm="dimrings",
@@ -119,15 +123,36 @@ def test_parity_split_nears_the_bound() -> None:
     assert odd / Fraction(4 * 25 * 2601, 2600) < Fraction(55, 100)
 
 
-def test_steps_grow_with_the_sides_not_the_ranks() -> None:
-    sched = dimrings_schedule(torus([12, 12], 10), Collective.ALLGATHER)
+def _most_sends(sched) -> int:
     sends = [0] * sched.ngpus
     for op in sched.ops:
         if op.is_transfer:
             sends[op.src.rank] += 1
+    return max(sends)
+
+
+def test_steps_grow_with_the_sides_not_the_ranks(monkeypatch) -> None:
+    from colc.compiler import dimrings
+
+    topo = torus([12, 12], 10)
+    pieces = _most_sends(dimrings_schedule(topo, Collective.ALLGATHER))
+    monkeypatch.setattr(dimrings, "PIECES", (1,))
+    whole = _most_sends(dimrings_schedule(topo, Collective.ALLGATHER))
     # rows: 11 single shards; columns: 11 half rows, the opposite one cut in
     # two (one piece each way round), each also passed beside
-    assert max(sends) == 11 + 12 + 12 < sched.ngpus - 1
+    assert whole == 11 + 12 + 12 < topo.num_ranks - 1
+    # blocks in up to 4 pieces (each relays on its own threadblock)
+    assert whole < pieces <= 11 + 4 * (12 + 12) < topo.num_ranks - 1
+
+
+def test_pieces_fit_the_node_limit() -> None:
+    from colc.compiler.dimrings import _pieces
+
+    for coll in (Collective.ALLGATHER, Collective.ALLREDUCE):
+        assert _pieces((16, 16), 1, coll) == 4
+        assert _pieces((50, 50), 1, coll) == 2  # more ranks: fewer steps
+    # 60x60 allreduce: 2 pieces would pass 4096 XML nodes per rank
+    assert _pieces((60, 60), 1, Collective.ALLREDUCE) == 1
 
 
 @pytest.mark.parametrize("coll", [Collective.REDUCESCATTER, Collective.ALLREDUCE],
