@@ -130,7 +130,7 @@ STRATEGIES = FUSED
 #: chunk there (dimrings on 2-D tori from 8x8; BFB on hypercubes of dimension
 #: 8 and 9), and each one tried costs a lowering and a token game (most of
 #: the lowering time at 512 ranks).  Below, the fused ones are tried first
-#: (where they run, they pipeline relays: dimrings 4x4x4 36 against 25 GB/s).
+#: (where they run they pipeline relays, which pays on small fabrics).
 DECOUPLED_FIRST = frozenset({"dimrings", "bfb"})
 DECOUPLED_FIRST_RANKS = 256
 
