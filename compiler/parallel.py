@@ -46,10 +46,6 @@ from colc.forked import default_jobs, fork_map
 #: Executors of ``--executor``.
 EXECUTORS = ("local", "dask")
 
-#: The compiler the forked workers read (set just before the pool forks).
-_SHARED: list = []
-
-
 def jobs_for(opts) -> int:
     """Parallel tasks the executor of ``opts`` runs at once.
 
@@ -134,15 +130,9 @@ def prefetch(compiler, tasks: Sequence[tuple[object, tuple[int, ...]]], jobs: in
         return 0
     from colc.progress import report
 
-    ctx = multiprocessing.get_context("fork")
     report(f"lowering and simulating {len(todo)} variants on {min(jobs, len(todo))} "
            f"processes", compiler._work, 0)
-    _SHARED[:] = [compiler]
-    try:
-        with ctx.Pool(min(jobs, len(todo))) as pool:
-            results = pool.map(_work, todo, chunksize=1)
-    finally:
-        _SHARED.clear()
+    results = fork_map(lambda task: _lower_and_simulate(compiler, *task), todo, jobs)
     return _store(compiler, todo, results)
 
 
@@ -161,6 +151,7 @@ def _sizes_at_once(compiler, variant, sizes: tuple[int, ...], jobs: int) -> int:
            f"processes", compiler._work, 0)
 
     def one(size: int):
+        _quiet()
         try:
             return compiler.simulate(variant, size)
         except ColcError:
@@ -218,18 +209,17 @@ def _remote(topo, opts, key, sched, variant, sizes):
     return _lower_and_simulate(compiler, variant, sizes)
 
 
-def _work(task):
-    """In a forked worker: lower one variant of the shared compiler and simulate it."""
-    variant, sizes = task
-    return _lower_and_simulate(_SHARED[0], variant, sizes)
+def _quiet() -> None:
+    """In a worker: only the parent draws the progress line."""
+    from colc import progress
+
+    progress._ACTIVE.clear()
 
 
 def _lower_and_simulate(compiler, variant, sizes):
-    """``(program, strategy, simulations)``; the ``InfeasibleError`` of a variant no
-    lowering fits (the same in every process); None when it fails otherwise."""
-    from colc import progress
-
-    progress._ACTIVE.clear()  # only the parent draws the progress line
+    """In a worker: ``(program, strategy, simulations)``; the ``InfeasibleError`` of a
+    variant no lowering fits (the same in every process); None when it fails otherwise."""
+    _quiet()
     try:
         program = compiler.program(variant)
     except InfeasibleError as err:
