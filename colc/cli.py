@@ -109,6 +109,12 @@ def write_atomically(path: str, text: str, inputs: Sequence[str] = ()) -> None:
     write_output(path, text, inputs=inputs)
 
 
+def _version_text() -> str:
+    from colc.versions import describe
+
+    return f"colc {__version__} ({describe()})"
+
+
 def _compile_parser() -> argparse.ArgumentParser:
     from colc.compiler.pipeline import available_algorithms
     from colc.ir.runtime_model import PRESETS
@@ -123,7 +129,7 @@ def _compile_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output",
                    help="output file, or a directory (existing, or ending in /) for one file "
                         "per message-size window; default: standard output")
-    p.add_argument("--version", action="version", version=f"colc {__version__}")
+    p.add_argument("--version", action="version", version=_version_text())
     p.add_argument("--collective", default="allreduce",
                    choices=["allreduce", "allgather", "reducescatter"],
                    help="the collective to compile")

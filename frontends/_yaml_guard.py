@@ -11,12 +11,17 @@ stack) and stops at the first of:
 
 * more than ``MAX_YAML_VALUES`` values, counting every alias as the size of
   what it refers to (so expansion is bounded, whatever later walks it);
-* an alias to a collection that contains it (a recursive structure);
+* an alias to a collection that contains it (a recursive structure), or
+  to no anchor at all;
 * nesting deeper than ``MAX_YAML_DEPTH``;
 * a scalar longer than ``MAX_SCALAR_CHARS``.
 
 The message names the field (``links[3].src``) and its line.  LibYAML
 (``CSafeLoader``) is used when PyYAML has it, else the pure-Python loader.
+The limits are colc's own, whatever the library: a document LibYAML refuses
+(it has limits of its own, which change between PyYAML wheels) is walked
+again with the pure-Python parser, so every message, syntax errors
+included, has one wording whichever parser is installed.
 
 Example
 -------
@@ -115,7 +120,8 @@ class _Walk:
                              f"contains it (a recursive structure); colc cannot read it")
         size = self.sizes.get(name)
         if size is None:
-            return  # an undefined alias: the composer reports it with its line
+            raise self.error(event, field, f"alias *{name} has no anchor &{name} before it "
+                             f"in this document")
         self.count(event, field, size, (
             f"alias *{name} makes the document more than {self.max_values:,} YAML values "
             f"(aliases count as what they refer to, so nested aliases multiply: an alias "
@@ -144,7 +150,9 @@ class _Walk:
             self.sizes[done.anchor] = self.total - done.start
 
 
-def check_events(text: str, path: str, *, max_values: int = MAX_YAML_VALUES) -> None:
+def check_events(
+    text: str, path: str, *, max_values: int = MAX_YAML_VALUES, loader: type | None = None,
+) -> None:
     """Refuse YAML whose node tree would be too large, too deep or recursive.
 
     Parameters
@@ -155,6 +163,11 @@ def check_events(text: str, path: str, *, max_values: int = MAX_YAML_VALUES) -> 
         For messages.
     max_values : int
         Most values, aliases expanded (default ``MAX_YAML_VALUES``).
+    loader : type, optional
+        The parser to walk with (default ``Loader``).  Whatever it is, a
+        document it cannot parse is walked again with the pure-Python
+        parser, whose findings and messages are colc's: the limits above
+        are checked first, then the syntax is reported in one wording.
 
     Raises
     ------
@@ -162,16 +175,40 @@ def check_events(text: str, path: str, *, max_values: int = MAX_YAML_VALUES) -> 
         The first limit broken, naming the field and its line; or malformed
         YAML.
     """
+    try:
+        _walk_events(text, path, max_values, Loader if loader is None else loader)
+    except yaml.YAMLError:
+        # LibYAML stops on limits of its own (since PyYAML 6.0.4's wheel:
+        # flow nesting past 1000 levels, found while its scanner looks ahead
+        # for a simple key, before the first event reaches the walk).  The
+        # pure-Python parser has none of them and yields events as it goes,
+        # so the diagnosis, and its wording, is the same whatever LibYAML
+        # is underneath.
+        _walk_events(text, path, max_values, yaml.SafeLoader)
+
+
+def _walk_events(text: str, path: str, max_values: int, loader: type) -> None:
+    """One pass of ``_Walk`` over the events of ``loader``'s parser.
+
+    A parser error propagates as it is, except from the pure-Python parser,
+    whose errors become the one-line ``SpecError``.
+    """
     walk = _Walk(path, max_values)
     try:
-        for event in yaml.parse(text, Loader=Loader):
+        for event in yaml.parse(text, Loader=loader):
             if isinstance(event, _NODE_EVENTS):
                 walk.node(event)
             elif isinstance(event, yaml.CollectionEndEvent):
                 walk.close()
+            elif isinstance(event, yaml.DocumentStartEvent):
+                walk.sizes.clear()  # anchors do not carry over to the next document
     except yaml.MarkedYAMLError as err:
+        if loader is not yaml.SafeLoader:
+            raise
         raise yaml_error(path, err) from None
     except yaml.YAMLError as err:
+        if loader is not yaml.SafeLoader:
+            raise
         raise SpecError(path, f"malformed YAML: {one_line(str(err))}") from None
 
 

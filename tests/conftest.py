@@ -17,3 +17,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 @pytest.fixture
 def update_golden(request: pytest.FixtureRequest) -> bool:
     return bool(request.config.getoption("--update-golden"))
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    """Name the dependencies' versions on the last lines (issue 21: drift shows)."""
+    from colc.versions import describe
+
+    terminalreporter.write_line(f"colc tested with: {describe()}")
