@@ -404,6 +404,7 @@ def validate_oneccl_xml(text: str | bytes, path: str) -> etree._Element:
         err = schema.error_log[0] if len(schema.error_log) else None
         if err is None:
             raise SpecError(path, "does not match the oneCCL XML schema")
-        raise SpecError(path, f"does not match the oneCCL XML schema: {err.message}",
+        msg = " ".join(str(err.message).split())
+        raise SpecError(path, f"does not match the oneCCL XML schema: {msg}",
                         err.line or None)
     return tree.getroot()

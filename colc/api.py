@@ -53,14 +53,21 @@ def load_topology(source: str | os.PathLike, *, boxes: int | None = None):
     return dataclasses.replace(topo, source="<text>")
 
 
+#: Collectives ``compile`` and ``portfolio`` build (the CLI's ``--collective``).
+COLLECTIVES = ("allreduce", "allgather", "reducescatter")
+
+
 def _options(collective: str, algorithm: str, protocol: str, **kw):
     from colc.compiler.pipeline import CompileOptions
     from colc.ir.core import Collective, Protocol
 
-    try:
-        coll, proto = Collective(collective), Protocol(protocol)
-    except ValueError as err:
-        raise ColcError(f"colc.compile: {err}") from None
+    if collective not in COLLECTIVES:
+        raise ColcError(f"colc.compile: unknown collective {collective!r}; choose from "
+                        f"{', '.join(COLLECTIVES)}")
+    if protocol not in {p.value for p in Protocol}:
+        raise ColcError(f"colc.compile: unknown protocol {protocol!r}; choose from "
+                        f"{', '.join(p.value for p in Protocol)}")
+    coll, proto = Collective(collective), Protocol(protocol)
     return CompileOptions(algorithm=algorithm, collective=coll, protocol=proto, **kw)
 
 

@@ -152,7 +152,7 @@ class _Walk:
 
 def check_events(
     text: str, path: str, *, max_values: int = MAX_YAML_VALUES, loader: type | None = None,
-) -> None:
+) -> type:
     """Refuse YAML whose node tree would be too large, too deep or recursive.
 
     Parameters
@@ -169,14 +169,23 @@ def check_events(
         parser, whose findings and messages are colc's: the limits above
         are checked first, then the syntax is reported in one wording.
 
+    Returns
+    -------
+    type
+        The loader class that read the document: ``loader``, or the
+        pure-Python one when ``loader`` refused it (later stages compose
+        with the same parser, so it decides what is valid).
+
     Raises
     ------
     SpecError
         The first limit broken, naming the field and its line; or malformed
         YAML.
     """
+    first = Loader if loader is None else loader
     try:
-        _walk_events(text, path, max_values, Loader if loader is None else loader)
+        _walk_events(text, path, max_values, first)
+        return first
     except yaml.YAMLError:
         # LibYAML stops on limits of its own (since PyYAML 6.0.4's wheel:
         # flow nesting past 1000 levels, found while its scanner looks ahead
@@ -185,6 +194,7 @@ def check_events(
         # so the diagnosis, and its wording, is the same whatever LibYAML
         # is underneath.
         _walk_events(text, path, max_values, yaml.SafeLoader)
+        return yaml.SafeLoader
 
 
 def _walk_events(text: str, path: str, max_values: int, loader: type) -> None:
@@ -236,10 +246,52 @@ def checked_loader(text: str, path: str) -> yaml.SafeLoader:
         raise SpecError(path, f"the document has {len(text):,} characters; colc reads at most "
                         f"{MAX_FILE_BYTES:,}")
     check_text(text, path)
-    check_events(text, path)
+    loader = check_events(text, path)
     try:
-        return Loader(text)
+        return loader(text)
     except yaml.YAMLError as err:
+        raise SpecError(path, f"malformed YAML: {one_line(str(err))}") from None
+
+
+def compose_node(text: str, path: str) -> tuple[yaml.Node | None, yaml.SafeLoader]:
+    """The node tree of ``text`` after ``checked_loader``'s checks, and its loader.
+
+    A document LibYAML's composer refuses (a duplicate anchor, say) is
+    composed again by the pure-Python one, so the message is the same
+    whichever parser PyYAML has.
+
+    Parameters
+    ----------
+    text : str
+        The document (exactly one).
+    path : str
+        For messages.
+
+    Returns
+    -------
+    (yaml.Node or None, yaml.SafeLoader)
+        The root (None for an empty document) and the loader that built it,
+        to construct values from its nodes (dispose it when done).
+
+    Raises
+    ------
+    SpecError
+        A limit broken, or malformed YAML (with its line).
+    """
+    loader = checked_loader(text, path)
+    if type(loader) is not yaml.SafeLoader:
+        try:
+            return loader.get_single_node(), loader
+        except yaml.YAMLError:
+            loader.dispose()
+            loader = yaml.SafeLoader(text)
+    try:
+        return loader.get_single_node(), loader
+    except yaml.MarkedYAMLError as err:
+        loader.dispose()
+        raise yaml_error(path, err) from None
+    except yaml.YAMLError as err:
+        loader.dispose()
         raise SpecError(path, f"malformed YAML: {one_line(str(err))}") from None
 
 
@@ -263,9 +315,9 @@ def safe_load(text: str, path: str) -> object:
     SpecError
         A limit broken, or malformed YAML (with its line).
     """
-    loader = checked_loader(text, path)
+    node, loader = compose_node(text, path)
     try:
-        return loader.get_single_data()
+        return None if node is None else loader.construct_document(node)
     except yaml.MarkedYAMLError as err:
         raise yaml_error(path, err) from None
     except (yaml.YAMLError, ValueError) as err:
@@ -297,6 +349,11 @@ def yaml_error(path: str, err: yaml.MarkedYAMLError) -> SpecError:
     mark = err.problem_mark or err.context_mark
     line = mark.line + 1 if mark is not None else None
     msg = one_line(err.problem or "")
-    if err.context:
-        msg = f"{msg} ({one_line(err.context)})" if msg else one_line(err.context)
+    context = one_line(err.context or "")
+    if context and not context.startswith("while") and err.context_mark is not None:
+        # "found duplicate anchor 'a'; first occurrence" + "second occurrence"
+        where = f" at line {err.context_mark.line + 1}"
+        msg = f"{context}{where}, {msg}" if msg else context + where
+    elif context:
+        msg = f"{msg} ({context})" if msg else context
     return SpecError(path, f"malformed YAML: {msg or 'syntax error'}", line)

@@ -57,7 +57,7 @@ from colc.ir.topology import COMPUTE_KINDS, SWITCH_KINDS, Link, Node, Topology
 
 from ._input import decode_text, read_input
 from ._values import FieldError, bool_value, clip, show, str_value
-from ._yaml_guard import checked_loader, one_line, yaml_error
+from ._yaml_guard import compose_node, one_line, yaml_error
 from .families import build_family
 from .limits import bandwidth_value, check_links, check_nodes, check_ranks, latency_value
 from .validate import remember_node_lines, validate_topology
@@ -116,14 +116,8 @@ def parse_topology_text(text: str, path: str = "<string>") -> Topology:
     TopologyError
         Some rank cannot reach another rank.
     """
-    loader = checked_loader(text, path)
+    root, loader = compose_node(text, path)
     try:
-        try:
-            root = loader.get_single_node()
-        except yaml.MarkedYAMLError as err:
-            raise yaml_error(path, err) from None
-        except yaml.YAMLError as err:
-            raise SpecError(path, f"malformed YAML: {one_line(str(err))}") from None
         return _Parser(path, loader).topology(root)
     finally:
         loader.dispose()

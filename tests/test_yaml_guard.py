@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from colc.errors import SpecError
+from colc.frontends import parse_topology_text
 from colc.frontends._yaml_guard import check_events, safe_load
 from colc.frontends.limits import MAX_YAML_DEPTH
 
@@ -58,9 +59,9 @@ def test_nesting_at_the_limit_is_read() -> None:
 
 
 @pytest.mark.parametrize("text,line,words", [
-    ("name: [unclosed\n", 2, "malformed YAML: expected ',' or ']'"),
-    ("nodes:\n\t- {id: g0}\n", 2, "malformed YAML: found character '\\t' that cannot start"),
-    ("a: \"open\n", 2, "malformed YAML: found unexpected end of stream"),
+    ("name: [unclosed\n", 2, "malformed YAML: "),
+    ("nodes:\n\t- {id: g0}\n", 2, "malformed YAML: "),
+    ("a: \"open\n", 2, "malformed YAML: "),
     ("a: 1\nb: *nowhere\n", 2, "field 'b': alias *nowhere has no anchor &nowhere before it"),
 ])
 def test_messages_do_not_depend_on_the_loader(text: str, line: int, words: str) -> None:
@@ -74,3 +75,16 @@ def test_anchors_do_not_carry_over_documents() -> None:
     text = "a: &x 1\n---\nb: *x\n"
     for loader in LOADERS:
         assert "alias *x has no anchor &x" in _message(text, loader)
+
+
+def test_composer_messages_do_not_depend_on_libyaml() -> None:
+    # LibYAML's composer says "found duplicate anchor;", the pure-Python one
+    # names the anchor: colc composes a document LibYAML refuses again.
+    text = "family: ring\nranks: &a 4\nbandwidth: &a 10\n"
+    with pytest.raises(SpecError) as info:
+        parse_topology_text(text, "t.yaml")
+    msg = str(info.value)
+    assert msg.startswith("t.yaml:3: error: malformed YAML: ") and "'a'" in msg, msg
+    with pytest.raises(SpecError) as again:
+        safe_load(text, "t.yaml")
+    assert str(again.value) == msg

@@ -22,7 +22,9 @@ Two solvers, which the tests check agree:
     for the rational ``U`` and a set ``S`` of links must exist with
     ``U = counts(classes inside S) / capacity(S)`` (a Hall bound, so no
     smaller ``U`` is feasible).  A block that fails certification falls back
-    to the flow solver.
+    to the flow solver.  The optimal ``y`` is then colc's own: one max-flow
+    at the certified ``U`` (HiGHS picks among many optimal vertices, and
+    its pick changes between releases; the files must not).
 ``"flow"``
     Newton's method on Hall ratios (Thm 19 made quantitative):
     ``U* = max_J counts(J) / capacity(N(J))``.  Start at a lower bound, run an
@@ -87,8 +89,24 @@ def solve_problems(problems: Sequence[Problem], solver: str = "highs") -> list[S
         chunk = problems[start:start + batch]
         for p, guess in zip(chunk, _highs_batch(chunk), strict=True):
             sol = _certify(p, *guess)
-            out.append(sol if sol is not None else solve_flow(*p))
+            out.append(_canonical(p, sol[0]) if sol is not None else solve_flow(*p))
     return out
+
+
+def _canonical(problem: Problem, u: Fraction) -> Solution:
+    """colc's own optimal ``y`` at the certified optimum ``u``.
+
+    The LP has many optimal vertices and which one HiGHS returns changes
+    between its releases; one exact max-flow at ``u`` (colc's Dinic, a fixed
+    arc order) gives the same answer whatever solver found ``u``.
+    """
+    capacity, masks, counts = problem
+    if not masks:
+        return Fraction(0), ()
+    flows, cut = _max_flow(capacity, [_members(m, len(capacity)) for m in masks], counts, u)
+    if cut is not None:
+        raise InternalError("a certified BFB LP optimum is not feasible for the flow")
+    return u, flows
 
 
 # --------------------------------------------------------------------------- exact flow
