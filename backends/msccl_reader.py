@@ -37,6 +37,7 @@ from colc.ir.program import Loc, Program, RankProgram, Step, StepKind, Threadblo
 
 MAX_ATTRS = 16  # MAX_ATTR_COUNT
 MAX_NODES = 4096  # MAX_NODES (stored nodes per rank)
+MAX_SUBS = 1024  # MAX_SUBS: children the reader keeps per element, unchecked (runtime notes 1)
 MAX_NAME = 255  # MAX_STR_LEN
 INT16_MAX = 32767
 
@@ -403,6 +404,11 @@ class _Reader:
             self.diags.append(warning(f"maxBytes {hi} < minBytes {lo}: never selected",
                                       line=self.line(node.offset)))
         gpus = [c for c in node.children if c.name == "gpu"]
+        if len(gpus) > MAX_SUBS:
+            self.err(f"{len(gpus)} <gpu> elements; the runtime's XML reader keeps at most "
+                     f"{MAX_SUBS} children per element (MAX_SUBS) and writes past its array "
+                     f"beyond that: a file holds at most {MAX_SUBS} ranks", node, fatal=True)
+            return None
         for c in node.children:
             if c.name != "gpu":
                 self.warn_once(("algo", "<" + c.name), f"<{c.name}> inside <algo> is ignored", c)
@@ -437,6 +443,10 @@ class _Reader:
         chunks = [self.int_attr(node, k, loc) for k in GPU_ATTRS[1:]]
         tbs = []
         stored = 1 + n_gpus
+        ntbs = sum(1 for c in node.children if c.name == "tb")
+        if ntbs > MAX_SUBS:
+            self.err(f"{ntbs} <tb> elements for rank {rank}; the runtime's XML reader keeps at "
+                     f"most {MAX_SUBS} children per element (MAX_SUBS)", node, rank)
         for c in node.children:
             if c.name != "tb":
                 self.warn_once(("gpu", "<" + c.name), f"<{c.name}> inside <gpu> is ignored", c)

@@ -68,12 +68,11 @@ def _summary(program) -> str:
     modes = "+".join(m for m, on in (("in-place", program.inplace),
                                       ("out-of-place", program.outofplace)) if on) or "no mode"
     hi = "unlimited" if program.max_bytes == 0 else str(program.max_bytes)
-    tbs = max((len(r.threadblocks) for r in program.ranks), default=0)
     depth = program.protocol.fifo_depth
     return (f"{program.collective.value}, {program.ngpus} ranks, {program.protocol.value}, "
             f"{modes}, window {program.min_bytes}..{hi} bytes, {program.nchannels} channels, "
-            f"up to {tbs} threadblocks per rank, nchunksperloop {program.nchunks}; executed "
-            f"at FIFO depth {depth}")
+            f"{program.max_threadblocks} threadblocks per GPU (SMs held during a call), "
+            f"nchunksperloop {program.nchunks}; executed at FIFO depth {depth}")
 
 
 def verify_file(path: str, backend: str | None = None) -> VerifyReport:

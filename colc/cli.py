@@ -152,6 +152,7 @@ def _compile_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-bytes", default="0", help="largest message size (0 = no limit)")
     p.add_argument("--machine", choices=sorted(PRESETS), default=None,
                    help="cost model (default: from the topology name)")
+    _budget_option(p)
     p.add_argument("--dtype", default="fp32", help="element type for selection: fp32|fp16|bf16")
     p.add_argument("--backend", choices=["msccl", "oneccl"], default=None,
                    help="output format (default: from the extension, else msccl)")
@@ -172,6 +173,15 @@ def _compile_parser() -> argparse.ArgumentParser:
                    help="dask scheduler address for --executor dask (default: "
                         "COLC_DASK_SCHEDULER, else a local cluster)")
     return p
+
+
+def _budget_option(p: argparse.ArgumentParser) -> None:
+    from colc.compiler.pipeline import DEFAULT_THREADBLOCKS
+
+    p.add_argument("--max-threadblocks", type=int, default=DEFAULT_THREADBLOCKS, metavar="N",
+                   help="threadblocks (SMs) per GPU a file may take; each holds an SM for the "
+                        "whole call, which compute kernels overlapping the collective need. "
+                        "0 = the GPU's own limit (108 on A100, 104 per MI250 GCD, 132 on H100)")
 
 
 def _backend_for(args: argparse.Namespace) -> str:
@@ -205,7 +215,15 @@ def _options(args: argparse.Namespace):
         instances=args.instances, min_bytes=lo, max_bytes=hi,
         backend=_backend_for(args), verify_each=args.verify_each, machine=args.machine,
         chunks=args.chunks, balance=not args.no_balance, dtype_bytes=dtype_bytes(args.dtype),
-        jobs=_jobs(args.jobs), executor=args.executor, scheduler=args.scheduler)
+        jobs=_jobs(args.jobs), executor=args.executor, scheduler=args.scheduler,
+        max_threadblocks=_budget(args.max_threadblocks))
+
+
+def _budget(n: int) -> int:
+    if n < 0:
+        raise ColcError(f"colc: error: --max-threadblocks must be 0 (the GPU's limit) or a "
+                        f"positive number of threadblocks per GPU, got {n}")
+    return n
 
 
 def _jobs(n: int) -> int:
@@ -235,7 +253,8 @@ def _cmd_compile(argv: list[str]) -> int:
     if args.output:
         write_atomically(args.output, result.text, inputs=[args.topology])
         print(f"colc: wrote {args.output} ({result.algorithm}, {opts.collective.value}, "
-              f"{topo.num_ranks} ranks, nchunksperloop {result.program.nchunks}; predicted "
+              f"{topo.num_ranks} ranks, nchunksperloop {result.program.nchunks}, "
+              f"{result.program.max_threadblocks} threadblocks per GPU; predicted "
               f"{predicted}; bandwidth bound {float(result.algbw):.1f} GB/s; verified)",
               file=sys.stderr)
     else:
@@ -416,13 +435,15 @@ def _cmd_analyze(argv: list[str]) -> int:
     sim.add_argument("--no-simulate", dest="simulate", action="store_false",
                      help="bandwidth-only figures (fast)")
     p.add_argument("--machine", choices=sorted(PRESETS), default=None)
+    _budget_option(p)
     p.add_argument("--boxes", type=int, default=None)
     args = p.parse_args(argv)
     topo = load_any_topology(args.topology, boxes=args.boxes)
     report = analyze_topology(
         topo, algorithms=tuple(args.algorithm),
         collectives=tuple(Collective(c) for c in args.collective),
-        sizes=parse_sizes(args.sizes), simulate=args.simulate, machine=args.machine)
+        sizes=parse_sizes(args.sizes), simulate=args.simulate, machine=args.machine,
+        max_threadblocks=_budget(args.max_threadblocks))
     clear_progress()
     if args.json:
         print(json.dumps(report, indent=2, sort_keys=False))
@@ -501,6 +522,9 @@ def _cmd_simulate(argv: list[str]) -> int:
     p.add_argument("--machine", choices=sorted(PRESETS), default=None)
     p.add_argument("--boxes", type=int, default=None)
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--max-threadblocks", type=int, default=None, metavar="N",
+                   help="warn when the file takes more threadblocks per GPU than this "
+                        "budget (0 = the GPU's limit)")
     args = p.parse_args(argv)
     sizes = parse_sizes(args.sizes)
     dt = dtype_bytes(args.dtype)
@@ -516,11 +540,37 @@ def _cmd_simulate(argv: list[str]) -> int:
     topo = load_any_topology(args.topo, boxes=args.boxes)
     model = model_named(args.machine) if args.machine else model_for(topo)
     rows = [simulate(read.program, topo, model, s, dt, loaded=read.loaded) for s in sizes]
+    tbs = read.program.max_threadblocks
+    over = _over_budget(tbs, args.max_threadblocks, model)
     if args.json:
         print(json.dumps({"file": args.file, "topology": topo.name, "machine": model.name,
+                          "threadblocks_per_gpu": tbs,
                           "rows": [dataclass_dict(r) for r in rows]}, indent=2))
-        return 0
-    print(f"{args.file} on {topo.name} (machine {model.name}, {args.dtype})")
+    else:
+        _print_simulation(args, topo, model, tbs, rows)
+    if over:
+        print(f"colc: warning: {args.file}: {over}", file=sys.stderr)
+    return 0
+
+
+def _over_budget(tbs: int, budget: int | None, model) -> str:
+    """Why a file of ``tbs`` threadblocks per GPU breaks ``--max-threadblocks``, or ''."""
+    from colc.compiler.pipeline import threadblock_budget
+
+    if budget is None:
+        return ""
+    limit = threadblock_budget(_budget(budget), model)
+    if tbs <= limit:
+        return ""
+    return (f"takes {tbs} threadblocks per GPU, more than the budget of {limit} "
+            f"(--max-threadblocks)")
+
+
+def _print_simulation(args, topo, model, tbs: int, rows) -> None:
+    from colc.sizes import format_size
+
+    print(f"{args.file} on {topo.name} (machine {model.name}, {args.dtype}; {tbs} "
+          f"threadblocks per GPU)")
     print(f"{'size':>8}{'time us':>12}{'algbw':>9}{'busbw':>9}  {'selected':<9}"
           f"{'busiest threadblock':<22}busiest link")
     for r in rows:
@@ -532,7 +582,6 @@ def _cmd_simulate(argv: list[str]) -> int:
     unselected = [r for r in rows if not r.selected]
     if unselected:
         print(f"not selected at {len(unselected)} sizes: {unselected[0].why_not}")
-    return 0
 
 
 def _cmd_report(argv: list[str]) -> int:
@@ -557,6 +606,7 @@ def _cmd_report(argv: list[str]) -> int:
     p.add_argument("--machine", choices=sorted(PRESETS), default=None)
     p.add_argument("--no-portfolio", dest="portfolio", action="store_false",
                    help="skip the portfolio (it adds minutes on a 16-GPU box)")
+    _budget_option(p)
     p.add_argument("--boxes", type=int, default=None)
     args = p.parse_args(argv)
     sizes = parse_sizes(args.sizes)
@@ -565,7 +615,8 @@ def _cmd_report(argv: list[str]) -> int:
         raise ColcError(f"{args.output}: error: output folder {folder} does not exist")
     topo = load_any_topology(args.topology, boxes=args.boxes)
     data = gather_report(topo, collective=Collective(args.collective), sizes=sizes,
-                         machine=args.machine, portfolio=args.portfolio)
+                         machine=args.machine, portfolio=args.portfolio,
+                         max_threadblocks=_budget(args.max_threadblocks))
     clear_progress()
     port = data["portfolio"]
     if port is not None and port["error"]:

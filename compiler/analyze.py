@@ -36,7 +36,12 @@ from __future__ import annotations
 from fractions import Fraction
 
 from colc.compiler.estimate_bandwidth import schedule_algbw, schedule_steps
-from colc.compiler.pipeline import ALGORITHMS, _load_optional_algorithms, shard_steps_problem
+from colc.compiler.pipeline import (
+    ALGORITHMS,
+    DEFAULT_THREADBLOCKS,
+    _load_optional_algorithms,
+    rank_limit_problem,
+)
 from colc.errors import ColcError
 from colc.ir.core import Collective
 from colc.ir.runtime_model import model_for, model_named
@@ -189,7 +194,8 @@ def _symmetric(topo: Topology) -> bool:
 
 def analyze_topology(topo: Topology, *, algorithms: tuple[str, ...] = (),
                      collectives: tuple[Collective, ...] = (), sizes: tuple[int, ...] = SIZES,
-                     simulate: bool | None = None, machine: str | None = None) -> dict:
+                     simulate: bool | None = None, machine: str | None = None,
+                     max_threadblocks: int = DEFAULT_THREADBLOCKS) -> dict:
     """Build the analysis report (see module docstring).
 
     Parameters
@@ -203,6 +209,8 @@ def analyze_topology(topo: Topology, *, algorithms: tuple[str, ...] = (),
         None: simulate when the topology has at most ``SIMULATE_UP_TO`` ranks.
     machine : str or None
         Cost-model preset (None: from the topology).
+    max_threadblocks : int
+        Threadblocks per GPU the simulated files may take (0: the GPU's limit).
     """
     _load_optional_algorithms()
     for name in algorithms:
@@ -222,7 +230,7 @@ def analyze_topology(topo: Topology, *, algorithms: tuple[str, ...] = (),
     estimator = _Estimator(topo, bounds)
     for name in names:
         for coll in colls:
-            problem = shard_steps_problem(name, coll, topo.num_ranks)
+            problem = rank_limit_problem(topo.num_ranks)
             if estimate or problem is not None:  # not built: an estimate, or no file anyway
                 row = estimator.row(name, coll)
                 if problem is not None and "error" not in row:
@@ -244,7 +252,7 @@ def analyze_topology(topo: Topology, *, algorithms: tuple[str, ...] = (),
                 if multicast is not None:
                     entry["multicast"] = multicast
             if simulate:
-                entry.update(_simulated(topo, name, coll, sizes, machine))
+                entry.update(_simulated(topo, name, coll, sizes, machine, max_threadblocks))
             schedules.append(entry)
     for coll, b in bounds.items():
         if coll in {c.value for c in colls}:
@@ -256,12 +264,13 @@ def analyze_topology(topo: Topology, *, algorithms: tuple[str, ...] = (),
 
 
 def _simulated(topo: Topology, name: str, coll: Collective, sizes: tuple[int, ...],
-               machine: str | None) -> dict:
+               machine: str | None, max_threadblocks: int) -> dict:
     """The best file of one algorithm, simulated at ``sizes`` (or why there is none)."""
     from colc.compiler.pipeline import CompileOptions, Compiler, variants
 
     compiler = Compiler(topo, CompileOptions(algorithm=name, collective=coll,
-                                             rank_sizes=sizes, machine=machine))
+                                             rank_sizes=sizes, machine=machine,
+                                             max_threadblocks=max_threadblocks))
     best, why = None, ""
     ranking = _ranking_sizes(sizes)
     for v in variants(compiler):
@@ -280,8 +289,9 @@ def _simulated(topo: Topology, name: str, coll: Collective, sizes: tuple[int, ..
         r = compiler.simulate(v, size)
         rows.append({"size": size, "time_us": round(r.time_us, 2), "algbw": round(r.algbw, 3),
                      "busbw": round(r.busbw, 3), "selected": r.selected})
-    return {"emittable": True, "variant": v.label,
-            "nchunks": compiler.program(v).nchunks, "simulated": rows}
+    program = compiler.program(v)
+    return {"emittable": True, "variant": v.label, "nchunks": program.nchunks,
+            "threadblocks": program.max_threadblocks, "simulated": rows}
 
 
 def _ranking_sizes(sizes: tuple[int, ...], most: int = 4) -> tuple[int, ...]:
@@ -409,7 +419,8 @@ def format_table(report: dict) -> str:
             row += f"  not emittable within the runtime's limits: {s['why']}"
         elif "simulated" in s:
             row += "".join(f"{r['algbw']:>10.2f}" for r in s["simulated"])
-            row += f"  {s['variant']}, nchunksperloop {s['nchunks']}"
+            row += (f"  {s['variant']}, nchunksperloop {s['nchunks']}, "
+                    f"{s['threadblocks']} threadblocks per GPU")
         lines.append(row)
         if "multicast" in s:
             m = s["multicast"]

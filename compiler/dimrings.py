@@ -10,8 +10,8 @@ between torus neighbours, every op moving a contiguous range of at most
 ``MAX_COUNT`` chunks.
 
 Why: BFB and the other generators move one shard per step, so a rank needs
-a step per foreign shard, and past about 2047 ranks the runtime's parser
-cannot hold the file (``pipeline.shard_steps_problem``).  Gathering the
+a step per foreign shard: thousands of steps on large tori, and each step
+is a call of its own.  Gathering the
 fastest dimension first keeps what a rank holds contiguous in rank order
 (a row, then a plane, ...), so one step carries a whole row: on an RxC
 torus a rank has O(R + C) steps instead of R*C (50x50, blocks in 2

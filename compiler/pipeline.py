@@ -38,7 +38,6 @@ from colc.compiler.lowering.balance_lanes import balance_lanes, plan_lanes
 from colc.compiler.estimate_bandwidth import schedule_algbw
 from colc.compiler.parallel import jobs_for, prefetch
 from colc.compiler.lowering.lower_to_program import (
-    MAX_NODES,
     LoweringOptions,
     LoweringStalled,
     lower_to_program,
@@ -135,6 +134,49 @@ DECOUPLED_FIRST = frozenset({"dimrings", "bfb"})
 DECOUPLED_FIRST_RANKS = 256
 
 
+#: Threadblocks per GPU a file may take unless the user says otherwise:
+#: NCCL's channel ceiling (32; NCCL's ring takes 16 on a DGX A100).  Every
+#: threadblock holds an SM for the whole call, and training overlaps its
+#: collectives with compute kernels that need the SMs (FSDP, ZeRO).
+DEFAULT_THREADBLOCKS = 32
+
+
+def threadblock_budget(requested: int, model: RuntimeModel) -> int:
+    """Threadblocks per GPU a file may take: ``requested``, or the GPU's own
+    limit (``model.max_threadblocks``: SMs or CUs) for 0.
+
+    Parameters
+    ----------
+    requested : int
+        ``--max-threadblocks``: 0 for the GPU's limit, else 1..that limit.
+    model : RuntimeModel
+
+    Returns
+    -------
+    int
+
+    Raises
+    ------
+    ColcError
+        A negative budget, or one above what the GPU holds at once.
+
+    Examples
+    --------
+    >>> from colc.ir.runtime_model import A100
+    >>> threadblock_budget(0, A100), threadblock_budget(32, A100)
+    (108, 32)
+    """
+    if requested < 0:
+        raise ColcError(f"--max-threadblocks must be 0 (the GPU's limit) or a positive "
+                        f"number of threadblocks per GPU, got {requested}")
+    if requested > model.max_threadblocks:
+        raise ColcError(f"--max-threadblocks {requested} is more than the "
+                        f"{model.max_threadblocks} threadblocks a GPU of machine {model.name} "
+                        f"runs at once (the runtime needs all of a rank's threadblocks "
+                        f"resident); use at most {model.max_threadblocks}, or 0 for that limit")
+    return requested or model.max_threadblocks
+
+
 def register_algorithm(name: str, generator: Generator) -> None:
     """Make ``generator`` available as ``--algorithm name``."""
     ALGORITHMS[name] = generator
@@ -148,38 +190,32 @@ def register_algorithm(name: str, generator: Generator) -> None:
 UNBALANCED = frozenset({"rings2d"})
 
 
-#: Generators each of whose transfers carries (part of) one rank's shard and
-#: which complete every shard's reduction at its owner: on every rank they
-#: need a step per foreign shard (allgather: its receive; reduce-scatter: the
-#: send of the rank's partial) and two in allreduce.
-PER_SHARD_STEPS = frozenset({"ring", "bfb", "trees", "hier", "rings2d"})
+#: Most ranks an MSCCL file can hold: the executor's XML reader keeps at most
+#: 1024 children per element (``MAX_SUBS``, unchecked: it writes past its
+#: array beyond that), and every rank is a ``<gpu>`` child of ``<algo>``.
+#: Within it the node limit (4096 per rank: ``algo``, every ``gpu``, the
+#: rank's own threadblocks and steps) leaves 3071 for threadblocks and steps,
+#: more than a step per foreign shard needs even in allreduce (2046 at 1024
+#: ranks), so the per-shard generators are not refused by it.
+MSCCL_MAX_RANKS = 1024
 
 
-def shard_steps_problem(algorithm: str, collective: Collective, ngpus: int) -> str | None:
-    """Why ``algorithm`` cannot be written for ``ngpus`` ranks at all, or None.
-
-    A rank's XML holds fewer than ``MAX_NODES`` nodes: the ``algo`` element,
-    every rank's ``gpu`` element, its own threadblocks and steps (runtime notes
-    5).  Generators in ``PER_SHARD_STEPS`` need ``ngpus - 1`` steps per rank
-    (twice that in allreduce), so above about 2047 ranks (1365 for allreduce)
-    no lowering fits; this is known before the schedule is built.
+def rank_limit_problem(ngpus: int, backend: str = "msccl") -> str | None:
+    """Why no ``backend`` file can be written for ``ngpus`` ranks, or None.
 
     Examples
     --------
-    >>> shard_steps_problem("bfb", Collective.ALLGATHER, 2047) is None
-    True
-    >>> shard_steps_problem("bfb", Collective.ALLGATHER, 2500)[:40]
-    'every rank needs at least 2499 steps (on'
+    >>> rank_limit_problem(1024) is None, rank_limit_problem(2500, "oneccl") is None
+    (True, True)
+    >>> rank_limit_problem(1025)[:46]
+    '1025 ranks: an MSCCL file holds at most 1024 r'
     """
-    if algorithm not in PER_SHARD_STEPS:
+    if backend != "msccl" or ngpus <= MSCCL_MAX_RANKS:
         return None
-    steps = (ngpus - 1) * (2 if collective is Collective.ALLREDUCE else 1)
-    nodes = 1 + ngpus + 1 + steps  # at least one threadblock
-    if nodes < MAX_NODES:
-        return None
-    return (f"every rank needs at least {steps} steps (one rank's shard per step), and with "
-            f"{ngpus} <gpu> elements a rank's XML would have {nodes} nodes, the runtime's "
-            f"parser holds fewer than {MAX_NODES}")
+    return (f"{ngpus} ranks: an MSCCL file holds at most {MSCCL_MAX_RANKS} ranks (the "
+            f"executor's XML reader keeps at most {MSCCL_MAX_RANKS} children per element, "
+            f"MAX_SUBS, one <gpu> per rank); write the oneCCL format instead "
+            f"(-o FILE.oneccl.xml)")
 
 
 def available_algorithms() -> list[str]:
@@ -270,6 +306,7 @@ class CompileOptions:
     jobs: int = 0  # processes for lowering and simulation; 0: every available CPU
     executor: str = "local"  # "local" (forked processes) or "dask" (a dask.distributed cluster)
     scheduler: str = ""  # dask scheduler address; "": COLC_DASK_SCHEDULER or a local cluster
+    max_threadblocks: int = DEFAULT_THREADBLOCKS  # per GPU; 0: the GPU's own limit
 
 
 @dataclass(frozen=True, slots=True)
@@ -337,6 +374,8 @@ class Compiler:
         self.topo = topo
         self.opts = opts
         self.model: RuntimeModel = model_named(opts.machine) if opts.machine else model_for(topo)
+        #: Threadblocks per rank every file of this compiler may take.
+        self.budget = threadblock_budget(opts.max_threadblocks, self.model)
         self._schedules: dict[tuple[str, int | None], Schedule] = {}
         self._programs: dict[Variant, Program] = {}
         self._sims: dict[tuple[Variant, int], SimResult] = {}
@@ -358,7 +397,7 @@ class Compiler:
             if algorithm not in ALGORITHMS:
                 raise UnsupportedError(f"unknown algorithm '{algorithm}'; choose from "
                                        f"{', '.join(available_algorithms())}")
-            problem = shard_steps_problem(algorithm, self.opts.collective, self.topo.num_ranks)
+            problem = rank_limit_problem(self.topo.num_ranks, self.opts.backend)
             if problem is not None:
                 raise InfeasibleError(problem)
             sched = ALGORITHMS[algorithm](self.topo, self.opts.collective, chunks)
@@ -418,7 +457,7 @@ class Compiler:
         lowering = LoweringOptions(
             protocol=variant.protocol, inplace=sched.inplace, outofplace=sched.outofplace,
             min_bytes=opts.min_bytes, max_bytes=opts.max_bytes,
-            max_threadblocks=self.model.max_threadblocks,
+            max_threadblocks=self.budget,
             name=f"{self.topo.name}-{opts.collective.value}-{variant.algorithm}")
         balanced: dict[bool, Schedule | Exception] = {}
         last: Exception | None = None
@@ -483,7 +522,8 @@ class Compiler:
         """``sched`` after lane balancing for a lowering with or without paired
         connections (the threadblock budget differs), or why it does not fit."""
         try:
-            plan = plan_lanes(sched, self.topo, self.model, variant.protocol, paired=paired)
+            plan = plan_lanes(sched, self.topo, self.model, variant.protocol, paired=paired,
+                              max_threadblocks=self.budget)
         except InfeasibleError as err:
             return err
         # reductions: start the work that feeds the last (network) hop first
@@ -594,6 +634,9 @@ def compile_topology(topo: Topology, opts: CompileOptions) -> CompileResult:
     ColcError
         For requests that cannot be met; nothing has been written.
     """
+    problem = rank_limit_problem(topo.num_ranks, opts.backend)
+    if problem is not None:  # before anything is built
+        raise InfeasibleError(problem)
     compiler = Compiler(topo, opts)
     sizes = compiler.sizes()
     refusals: list[str] = []
@@ -729,8 +772,9 @@ def _verify_text(text: str, backend: str):
     return verify_text(text, f"<generated {backend} file>", backend=backend)
 
 
-__all__ = ["ALGORITHMS", "CHUNKINGS", "CHUNK_SCALE_RANKS", "UNBALANCED", "CompileOptions",
+__all__ = ["ALGORITHMS", "CHUNKINGS", "CHUNK_SCALE_RANKS", "DEFAULT_THREADBLOCKS", "UNBALANCED",
+           "CompileOptions",
            "CompileResult", "Compiler", "Variant", "available_algorithms",
            "compile_topology", "register_algorithm", "scale_chunks", "selectable_sizes",
-           "shard_steps_problem", "PER_SHARD_STEPS", "variants"]
+           "MSCCL_MAX_RANKS", "rank_limit_problem", "threadblock_budget", "variants"]
 _ = math

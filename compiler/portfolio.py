@@ -40,6 +40,7 @@ from colc.compiler.pipeline import (
     Compiler,
     Variant,
     VerificationFailed,
+    rank_limit_problem,
     variants,
 )
 from colc.errors import ColcError, InfeasibleError
@@ -93,6 +94,7 @@ class Portfolio:
     windows: tuple[Window, ...]
     table: tuple[tuple[str, int, SimResult], ...]
     notes: tuple[str, ...] = ()
+    budget: int = 0  # threadblocks per GPU every window respects
 
 
 def _human(n: int) -> str:
@@ -125,6 +127,9 @@ def build_portfolio(topo: Topology, opts: CompileOptions,
         No variant is selectable and correct at some evaluated size.
     """
     opts = dataclasses.replace(opts, min_bytes=0, max_bytes=0, rank_sizes=sizes)
+    problem = rank_limit_problem(topo.num_ranks)
+    if problem is not None:  # a portfolio is MSCCL files; refused before anything is built
+        raise InfeasibleError(problem)
     compiler = Compiler(topo, opts)
     protocols = tuple(p for p in (Protocol.LL, Protocol.LL128, Protocol.SIMPLE)
                       if p in compiler.model.protocols)
@@ -136,7 +141,7 @@ def build_portfolio(topo: Topology, opts: CompileOptions,
     _prefetch(compiler, cands, sizes)
     ranking = {s: _rank(compiler, cands, s, notes, table) for s in sizes}
     windows = _windows(compiler, sizes, ranking, notes)
-    return Portfolio(tuple(windows), tuple(table), tuple(dict.fromkeys(notes)))
+    return Portfolio(tuple(windows), tuple(table), tuple(dict.fromkeys(notes)), compiler.budget)
 
 
 def _prefetch(compiler: Compiler, cands: list[Variant], sizes: tuple[int, ...]) -> None:
@@ -257,14 +262,17 @@ def check_windows(windows: tuple[Window, ...] | list[Window]) -> list[str]:
 
 
 def format_portfolio(p: Portfolio) -> str:
-    """The summary table: window, algorithm, protocol, chunks, predicted algbw."""
+    """The summary table: window, algorithm, protocol, chunks, threadblocks per
+    GPU (the most of any rank), predicted algbw."""
     lines = [f"{'window (bytes)':<22}{'algorithm':<10}{'protocol':<9}{'nchunks':>8}"
-             f"{'predicted algbw GB/s':>24}"]
+             f"{'tbs/GPU':>8}  predicted algbw GB/s"]
     for w in p.windows:
         span = w.span()
         bws = ", ".join(f"{r.algbw:.1f}@{_human(r.nbytes)}" for r in w.results)
         lines.append(f"{span:<22}{w.variant.algorithm:<10}{w.variant.protocol.value:<9}"
-                     f"{w.program.nchunks:>8}  {bws}")
+                     f"{w.program.nchunks:>8}{w.program.max_threadblocks:>8}  {bws}")
+    if p.budget:
+        lines.append(f"threadblock budget: {p.budget} per GPU (--max-threadblocks)")
     return "\n".join(lines)
 
 

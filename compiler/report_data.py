@@ -39,6 +39,7 @@ The same input gives the same dict (no clocks, no paths, fixed order).
 from __future__ import annotations
 
 from colc.compiler.analyze import COLLECTIVES, analyze_topology
+from colc.compiler.pipeline import DEFAULT_THREADBLOCKS
 from colc.errors import ColcError
 from colc.ir.core import Collective
 from colc.ir.topology import Topology, boxes
@@ -49,7 +50,8 @@ REPORT_SIZES = tuple(1 << k for k in range(10, 31))
 
 def gather_report(topo: Topology, *, collective: Collective = Collective.ALLREDUCE,
                   sizes: tuple[int, ...] = REPORT_SIZES, machine: str | None = None,
-                  portfolio: bool = True) -> dict:
+                  portfolio: bool = True,
+                  max_threadblocks: int = DEFAULT_THREADBLOCKS) -> dict:
     """Collect everything the report shows (see module docstring).
 
     Parameters
@@ -64,6 +66,8 @@ def gather_report(topo: Topology, *, collective: Collective = Collective.ALLREDU
     portfolio : bool
         Build the size-window portfolio (the slow part: up to minutes on a
         16-GPU box).
+    max_threadblocks : int
+        Threadblocks per GPU every simulated file may take (0: the GPU's limit).
 
     Returns
     -------
@@ -78,12 +82,14 @@ def gather_report(topo: Topology, *, collective: Collective = Collective.ALLREDU
     sizes = tuple(sorted(set(sizes)))
     if not sizes or sizes[0] <= 0:
         raise ColcError("colc report: error: sizes must be positive and at least one is needed")
-    analysis = analyze_topology(topo, sizes=sizes, machine=machine)
+    analysis = analyze_topology(topo, sizes=sizes, machine=machine,
+                                max_threadblocks=max_threadblocks)
     notes: list[str] = []
     if not analysis.get("simulated", True):
         notes.append("simulation skipped (more ranks than colc analyze simulates by default): "
                      "the plots show the bounds only")
-    port = _portfolio(topo, collective, sizes, machine, notes) if portfolio else None
+    port = (_portfolio(topo, collective, sizes, machine, notes, max_threadblocks)
+            if portfolio else None)
     plots = []
     for coll in COLLECTIVES:
         plot = _plot(coll.value, analysis, port if coll is collective else None, notes)
@@ -125,7 +131,8 @@ def _schedule_row(entry: dict) -> dict:
     """One row of the schedules table from an ``analyze_topology`` entry."""
     row = {"algorithm": entry["algorithm"], "collective": entry["collective"],
            "steps": entry.get("steps"), "algbw": entry.get("algbw"),
-           "variant": entry.get("variant", ""), "nchunks": entry.get("nchunks"), "note": ""}
+           "variant": entry.get("variant", ""), "nchunks": entry.get("nchunks"),
+           "threadblocks": entry.get("threadblocks"), "note": ""}
     if "error" in entry:
         row["note"] = f"n/a: {entry['error']}"
     elif entry.get("emittable") is False:
@@ -164,7 +171,7 @@ def _plot(coll: str, analysis: dict, port: dict | None, notes: list[str]) -> dic
 
 
 def _portfolio(topo: Topology, collective: Collective, sizes: tuple[int, ...],
-               machine: str | None, notes: list[str]) -> dict:
+               machine: str | None, notes: list[str], max_threadblocks: int) -> dict:
     """The portfolio's windows and its curve at ``sizes`` (``error`` if there is none)."""
     from colc.compiler.pipeline import CompileOptions
     from colc.compiler.portfolio import build_portfolio
@@ -172,7 +179,8 @@ def _portfolio(topo: Topology, collective: Collective, sizes: tuple[int, ...],
     from colc.ir.runtime_model import model_for, model_named
     from colc.ir.simulate import simulate
 
-    opts = CompileOptions(collective=collective, machine=machine)
+    opts = CompileOptions(collective=collective, machine=machine,
+                          max_threadblocks=max_threadblocks)
     out: dict = {"collective": collective.value, "error": "", "windows": [], "notes": [],
                  "curve": []}
     try:
@@ -185,6 +193,7 @@ def _portfolio(topo: Topology, collective: Collective, sizes: tuple[int, ...],
     out["windows"] = [{"span": w.span(), "lo": w.lo, "hi": w.hi,
                        "algorithm": w.variant.algorithm, "protocol": w.variant.protocol.value,
                        "nchunks": w.program.nchunks,
+                       "threadblocks": w.program.max_threadblocks,
                        "predicted": [[r.nbytes, float(r.algbw)] for r in w.results]}
                       for w in port.windows]
     model = model_named(machine) if machine else model_for(topo)

@@ -134,3 +134,8 @@ class Program:
     max_bytes: int
     ranks: tuple[RankProgram, ...]
     comment: str = ""
+
+    @property
+    def max_threadblocks(self) -> int:
+        """Threadblocks of the rank with the most: the SMs the file takes per GPU."""
+        return max((len(rp.threadblocks) for rp in self.ranks), default=0)

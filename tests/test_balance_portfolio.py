@@ -367,8 +367,8 @@ def test_a_refused_variant_is_lowered_once(monkeypatch) -> None:
     from colc.compiler.pipeline import Compiler, Variant
     from colc.errors import InfeasibleError
 
-    compiler = Compiler(torus([4, 4], 10), CompileOptions(collective=Collective.ALLGATHER))
-    compiler.model = dataclasses.replace(compiler.model, max_threadblocks=1)
+    compiler = Compiler(torus([4, 4], 10), CompileOptions(collective=Collective.ALLGATHER,
+                                                          max_threadblocks=1))
     calls = []
     real = compiler._lower
     monkeypatch.setattr(compiler, "_lower", lambda *a: calls.append(1) or real(*a))
@@ -386,8 +386,8 @@ def test_workers_bring_back_refusals(monkeypatch) -> None:
     from colc.compiler.pipeline import Compiler, Variant
     from colc.errors import InfeasibleError
 
-    compiler = Compiler(torus([4, 4], 10), CompileOptions(collective=Collective.ALLGATHER))
-    compiler.model = dataclasses.replace(compiler.model, max_threadblocks=1)
+    compiler = Compiler(torus([4, 4], 10), CompileOptions(collective=Collective.ALLGATHER,
+                                                          max_threadblocks=1))
     variants = [Variant("bfb"), Variant("bfb", 4)]
     for v in variants:
         compiler.estimate(v)

@@ -13,6 +13,7 @@ from colc.cli import main
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EXAMPLES = os.path.join(REPO, "examples")
+EXAMPLE_A100 = os.path.join(EXAMPLES, "dgx-a100-2.yaml")
 
 
 def run(args: list[str], env: dict | None = None) -> subprocess.CompletedProcess:
@@ -195,30 +196,63 @@ def test_progress_line_on_request_and_erased(monkeypatch, capsys, tmp_path):
     assert "\r" not in capsys.readouterr().err
 
 
-def test_too_many_ranks_for_the_xml_node_limit(tmp_path, capsys, monkeypatch) -> None:
-    """Issue 11: above 2047 ranks no per-shard generator fits the parser's 4096 nodes
-    per rank (every gpu element counts): refused before building, one line, no file;
-    analyze marks the rows, and at 2047 ranks allgather is still allowed."""
+def test_more_than_1024_ranks_are_refused_for_msccl(tmp_path, capsys, monkeypatch) -> None:
+    """Issue 18: the executor's XML reader keeps at most 1024 children per element
+    (MAX_SUBS), so an MSCCL file holds at most 1024 <gpu> elements: 1025 ranks are
+    refused before anything is built, in one line naming the limit, for a single
+    file and a portfolio; analyze marks the rows; the oneCCL format has no such limit."""
+    import time
+
     from colc.compiler import pipeline
-    from colc.compiler.pipeline import shard_steps_problem
-    from colc.ir.core import Collective
+    from colc.compiler.pipeline import rank_limit_problem
 
     topo = tmp_path / "t.yaml"
-    topo.write_text("family: torus\ndims: [46, 46]\nbandwidth: 25\n")  # 2116 ranks
+    topo.write_text("family: ring\nranks: 1025\nbandwidth: 25\nbidirectional: true\n")
     built = []
-    monkeypatch.setitem(pipeline.ALGORITHMS, "bfb", lambda *a: built.append(a))
-    out = tmp_path / "x.xml"
-    assert main([str(topo), "--algorithm", "bfb", "--collective", "allgather",
-                 "-o", str(out)]) == 1
-    err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and "4096" in err and "2115 steps" in err
-    assert "no schedule fits the runtime's limits" in err
-    assert not out.exists() and built == []
-    assert shard_steps_problem("ring", Collective.ALLGATHER, 2047) is None
-    assert shard_steps_problem("ring", Collective.ALLGATHER, 2048) is not None
-    assert shard_steps_problem("ring", Collective.ALLREDUCE, 1365) is None
-    assert shard_steps_problem("ring", Collective.ALLREDUCE, 1366) is not None
+    monkeypatch.setitem(pipeline.ALGORITHMS, "ring", lambda *a: built.append(a))
+    for out in (tmp_path / "x.xml", tmp_path / "dir/"):
+        t0 = time.perf_counter()
+        assert main([str(topo), "--algorithm", "ring", "--collective", "allgather",
+                     "-o", str(out)]) == 1
+        assert time.perf_counter() - t0 < 5
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1, err
+        assert "1025 ranks: an MSCCL file holds at most 1024 ranks" in err
+        assert "MAX_SUBS" in err and "oneCCL" in err
+        assert not os.path.exists(out)
+    assert built == []
+    assert rank_limit_problem(1024) is None and rank_limit_problem(1025) is not None
+    assert rank_limit_problem(2500, "oneccl") is None
     assert main(["analyze", str(topo), "--algorithm", "ring", "--collective", "allgather",
                  "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)["schedules"]
-    assert rows and all(r["emittable"] is False and "4096" in r["why"] for r in rows)
+    assert rows and all(r["emittable"] is False and "MAX_SUBS" in r["why"] for r in rows)
+
+
+@pytest.mark.parametrize("budget,words", [
+    ("-1", "--max-threadblocks must be 0 (the GPU's limit) or a positive number"),
+    ("109", "--max-threadblocks 109 is more than the 108 threadblocks a GPU of machine a100"),
+])
+def test_bad_threadblock_budget_is_one_line(tmp_path, capsys, budget, words) -> None:
+    out = tmp_path / "x.xml"
+    assert main([EXAMPLE_A100, "--max-threadblocks", budget, "-o", str(out)]) == 1
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and words in err and "Traceback" not in err
+    assert not out.exists()
+
+
+def test_threadblock_budget_is_respected_and_reported(tmp_path, capsys) -> None:
+    from colc.backends.verify import verify_file
+
+    topo = tmp_path / "t.yaml"
+    topo.write_text("family: torus\ndims: [4, 4]\nbandwidth: 25\n")
+    for budget in ("4", "8", "0"):
+        out = tmp_path / f"x{budget}.xml"
+        assert main([str(topo), "--collective", "allgather", "--max-threadblocks", budget,
+                     "-o", str(out)]) == 0
+        err = capsys.readouterr().err
+        report = verify_file(str(out))
+        tbs = report.program.max_threadblocks
+        assert report.ok and tbs <= (int(budget) or 108)
+        assert f"{tbs} threadblocks per GPU" in err and f"{tbs} threadblocks per GPU" in \
+            report.summary

@@ -17,6 +17,7 @@ from verify_helpers import (  # noqa: E402
     pairwise_allreduce_outofplace,
     ring_allreduce,
     segmented_ring_allgather,
+    step,
 )
 
 from colc.backends.msccl_reader import read_msccl  # noqa: E402
@@ -82,6 +83,25 @@ def test_tb_id_gap() -> None:
 def test_cnt_72() -> None:
     text = mutate(example("01"), 'cnt="1"', 'cnt="72"')
     assert has(errors_of(text), "rank 0 tb 0 step 0", "cnt 72 out of range")
+
+
+def test_more_than_1024_gpu_elements() -> None:
+    """The executor's XML reader keeps at most 1024 children per element (MAX_SUBS,
+    unchecked): a file with 1025 <gpu> elements is rejected, naming the limit."""
+    def local_copies(n: int) -> str:  # every rank copies its input into its output
+        gpus = "".join(f'<gpu id="{r}" i_chunks="1" o_chunks="1" s_chunks="0"><tb id="0" '
+                       f'send="-1" recv="-1" chan="0">{step(0, "cpy", ("i", 0), ("o", 0))}'
+                       f'</tb></gpu>\n' for r in range(n))
+        return (f'<algo name="x" proto="Simple" nchannels="1" nchunksperloop="{n}" '
+                f'ngpus="{n}" coll="allreduce" inplace="0" outofplace="1" minBytes="0" '
+                f'maxBytes="0">\n{gpus}</algo>\n')
+
+    t0 = time.perf_counter()
+    assert has(errors_of(local_copies(1025)), "1025 <gpu> elements", "MAX_SUBS",
+               "at most 1024 ranks")
+    assert time.perf_counter() - t0 < 10
+    read = read_msccl(local_copies(1024), "x.xml")
+    assert not any("MAX_SUBS" in str(d) for d in read.diagnostics)
 
 
 def test_s_64() -> None:

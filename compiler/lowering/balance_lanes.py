@@ -173,7 +173,7 @@ def _fit_budget(lanes: dict[tuple[int, int], int], rate: dict[tuple[int, int], f
             if not mine:
                 raise InfeasibleError(
                     f"rank {r} needs {used(r)} threadblocks for its connections, more than "
-                    f"the {budget} the GPU can hold")
+                    f"the {budget} the threadblock budget leaves for them")
             pair = max(mine, key=lambda p: (lanes[p] / max(rate[p], 1e-9), p))
             lanes[pair] -= 1
 

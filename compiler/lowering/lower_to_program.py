@@ -274,7 +274,8 @@ def _channels_problem(nchannels: int, opts: LoweringOptions) -> str | None:
 
 def _threadblocks_problem(rank: int, ntbs: int, opts: LoweringOptions) -> str | None:
     if ntbs > opts.max_threadblocks:
-        return f"rank {rank} needs {ntbs} threadblocks > {opts.max_threadblocks}"
+        return (f"rank {rank} needs {ntbs} threadblocks > {opts.max_threadblocks} (the "
+                f"threadblock budget per GPU)")
     return None
 
 
