@@ -59,6 +59,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--machine", choices=sorted(MACHINES), action="append")
     ap.add_argument("--collective", choices=COLLS, action="append")
+    ap.add_argument("--max-threadblocks", type=int, default=32,
+                    help="threadblock budget per GPU (0 = the GPU's limit)")
     args = ap.parse_args(argv)
     failures = 0
     for machine in args.machine or sorted(MACHINES):
@@ -67,7 +69,8 @@ def main(argv: list[str] | None = None) -> int:
         model = model_named(preset)
         for coll in args.collective or COLLS:
             t0 = time.time()
-            portfolio = build_portfolio(topo, CompileOptions(collective=Collective(coll)))
+            portfolio = build_portfolio(topo, CompileOptions(
+                collective=Collective(coll), max_threadblocks=args.max_threadblocks))
             took = time.time() - t0
             ours = colc_row(topo, model, portfolio)
             print(f"\n{machine} {coll}: portfolio of {len(portfolio.windows)} files in "
@@ -75,6 +78,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{'system':<22}" + "".join(f"{s >> 20:>15}M" for s in SIZES))
             print(f"{'colc (simulated)':<22}" + "".join(f"{bw:>16.1f}" for bw, _ in ours))
             print(f"{'  file used':<22}" + "".join(f"{tag:>16}" for _, tag in ours))
+            print(f"{'  threadblocks/GPU':<22}" + "".join(
+                f"{window_for(portfolio, s).program.max_threadblocks:>16}" for s in SIZES))
             for (m, c, system), figs in sorted(MEASURED.items()):
                 if m == machine and c == coll:
                     print(f"{system + ' (measured)':<22}" + "".join(f"{x:>16.2f}" for x in figs))

@@ -72,7 +72,7 @@ ALGORITHMS: dict[str, Generator] = {"ring": lambda t, c, _chunks=None: ring_sche
 #: shard; None: the generator's own).  Powers of two keep files selectable.
 CHUNKINGS: dict[str, tuple[int | None, ...]] = {
     "ring": (None,), "bfb": (None, 16, 4, 1), "trees": (16, 32, 64), "hier": (16, 32, 64),
-    "rings2d": (8, 16, 32), "dimrings": (None, 2)}
+    "rings2d": (8, 16, 32), "dimrings": (None, 2), "rails": (4, 8, 16)}
 
 #: Ranks above which bfb and dimrings try one chunking, one chunk per shard:
 #: each further chunking is a whole job more, and a chunk per shard costs
@@ -187,7 +187,11 @@ def register_algorithm(name: str, generator: Generator) -> None:
 #: balancing reorders ring steps across lanes so the fused ring steps no
 #: longer pipeline (MI250 x2 reduce-scatter, 1 GiB: 139 GB/s balanced,
 #: 190 GB/s plain).
-UNBALANCED = frozenset({"rings2d"})
+UNBALANCED = frozenset({"rings2d", "rails"})
+
+#: Generators that plan their own lanes and take the threadblock budget
+#: (``budget=``): the schedule itself depends on it.
+BUDGETED = frozenset({"rails"})
 
 
 #: Most ranks an MSCCL file can hold: the executor's XML reader keeps at most
@@ -231,6 +235,7 @@ def _load_optional_algorithms() -> None:
     from colc.compiler.bfb.algorithm import bfb_schedule_for
 
     from colc.compiler.dimrings import dimrings_schedule
+    from colc.compiler.rails import rails_schedule
     from colc.compiler.rings2d import rings2d_schedule
 
     ALGORITHMS["trees"] = _trees
@@ -238,6 +243,7 @@ def _load_optional_algorithms() -> None:
     ALGORITHMS["bfb"] = bfb_schedule_for
     ALGORITHMS["rings2d"] = rings2d_schedule
     ALGORITHMS["dimrings"] = dimrings_schedule
+    ALGORITHMS["rails"] = rails_schedule
 
 
 def _box_switches(topo: Topology) -> bool:
@@ -400,7 +406,10 @@ class Compiler:
             problem = rank_limit_problem(self.topo.num_ranks, self.opts.backend)
             if problem is not None:
                 raise InfeasibleError(problem)
-            sched = ALGORITHMS[algorithm](self.topo, self.opts.collective, chunks)
+            generate = ALGORITHMS[algorithm]
+            sched = (generate(self.topo, self.opts.collective, chunks, budget=self.budget)
+                     if algorithm in BUDGETED else
+                     generate(self.topo, self.opts.collective, chunks))
             sched = _modes(sched, self.topo, self.opts)
             if self.opts.instances != 1:
                 sched = replicate_instances(sched, self.opts.instances)

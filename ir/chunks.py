@@ -98,6 +98,12 @@ class Schedule:
         e.g. the switch paths of ForestColl's edge splitting); pairs without
         an entry take the fabric's default path (``Router``).  The runtime
         file does not carry routes; the checker proves each path is real.
+    recv_lag : int
+        Ordering hint for the lowering: a threadblock that both sends and
+        receives lists a receive as if it came ``recv_lag`` ops later in
+        program order, so symmetric exchanges alternate send, receive, send
+        on both sides instead of one side receiving first (which serialises
+        the two directions).  0: program order.
     """
 
     collective: Collective
@@ -109,6 +115,7 @@ class Schedule:
     inplace: bool = True
     outofplace: bool = True
     routes: tuple[tuple[tuple[int, int], tuple[tuple[tuple[str, ...], int], ...]], ...] = ()
+    recv_lag: int = 0
 
     @property
     def chunks_per_rank(self) -> int:

@@ -586,7 +586,13 @@ def _order(sched: Schedule, parts: list[_Part], instrs: list[_Instr]) -> None:
     for queue in send_queue.values():
         queue.sort()
     send_turn: dict[tuple, int] = defaultdict(int)
-    heap = [(ins.key, ins.iid) for ins in instrs if waiting[ins.iid] == 0]
+    lag = 2 * sched.recv_lag  # two parts per transfer op
+
+    def key(ins: _Instr) -> int:
+        lone_recv = ins.recv_conn is not None and ins.send_conn is None and lag
+        return ins.key + lag if lone_recv else ins.key
+
+    heap = [(key(ins), ins.iid) for ins in instrs if waiting[ins.iid] == 0]
     heapq.heapify(heap)
     blocked: dict[tuple, list[int]] = defaultdict(list)
     done = 0
@@ -615,20 +621,20 @@ def _order(sched: Schedule, parts: list[_Part], instrs: list[_Instr]) -> None:
             sent_no[send.op.op_id] = sent_count[conn]
             sent_count[conn] += 1
             arrived.add(send.op.op_id)
-            _wake(blocked, conn, heap, instrs)
+            _wake(blocked, conn, heap, instrs, key)
         if recv is not None:
-            _wake(blocked, (ins.recv_conn[0], recv.op.src.rank, ins.rank), heap, instrs)
+            _wake(blocked, (ins.recv_conn[0], recv.op.src.rank, ins.rank), heap, instrs, key)
         for dep in dependents[iid]:
             waiting[dep] -= 1
             if waiting[dep] == 0:
-                heapq.heappush(heap, (instrs[dep].key, dep))
+                heapq.heappush(heap, (key(instrs[dep]), dep))
     if done != len(instrs):
         raise LoweringStalled(f"lowering stalled after {done} of {len(instrs)} steps")
 
 
-def _wake(blocked: dict, conn: tuple, heap: list, instrs: list[_Instr]) -> None:
+def _wake(blocked: dict, conn: tuple, heap: list, instrs: list[_Instr], key) -> None:
     for iid in blocked.pop(conn, ()):
-        heapq.heappush(heap, (instrs[iid].key, iid))
+        heapq.heappush(heap, (key(instrs[iid]), iid))
 
 
 _SRC_IS_OPERAND = {StepKind.RECV_REDUCE_SEND, StepKind.RECV_REDUCE_COPY,

@@ -1,0 +1,446 @@
+"""Pass ``rails``: rail-aligned hierarchical schedules within a threadblock budget.
+
+Boxes of ``G`` ranks behind a box switch (NVSwitch: every box peer one hop
+away), joined by a network in which rank ``(b, g)`` (place ``g`` of box
+``b``) reaches ``(b', g)`` of every other box: its *rail*.  Every byte
+crosses the network once, on a rail, and every GPU keeps to a fixed, small
+set of peers, so a file fits the threadblocks a training job can spare
+(``--max-threadblocks``) from two boxes to 1024 GPUs.
+
+Allgather, with box ``b``'s *block* the contiguous output chunks of its
+ranks, cut into ``S`` *segments* (``S`` divides ``G``; a segment is ``G/S``
+shards):
+
+1. every rank sends its shard to its ``G-1`` box peers;
+2. segment ``j`` of block ``b`` goes to box ``b'`` over one rail: its
+   *carrier* place is ``((d-1) S + j) mod G`` for ``d = (b'-b) mod nb``,
+   so every place carries and receives the same number of segments (``S =
+   G``: the carrier is the shard's owner and the segment its own shard);
+3. the receiving carrier forwards the segment to its ``G-1`` box peers.
+
+Reduce-scatter runs it backwards: box peers send their inputs of a segment to
+its carrier, which reduces them and sends the box's partial over the rail;
+the owner reduces its input, its box peers' inputs and the partials that
+crossed the network (through the receiving carrier when ``S < G``).
+Allreduce is the reduce-scatter into the output, then the allgather.
+
+Transfers are cut into pieces (``piece`` chunks) dealt round robin to
+``lanes`` channels per box peer, and the network pairs get their own
+channels: on every rank the lowering pairs a lane's send to a peer with its
+receive from the same peer, so a rank takes ``1 + lanes (G-1) + net_lanes
+n_net`` threadblocks (``n_net``: its rail peers, about ``(nb-1) S / G``).
+``plan_rails`` picks the most segments (fewest rail peers first is the
+fallback) and lanes the budget allows: ``S = G`` at 2 to 16 DGX boxes, one
+segment per block at 128 (16 rail peers each way).  Lanes are planned here,
+so the pipeline lowers without ``balance-lanes``.
+
+Input invariant: a validated ``Topology`` of at least two boxes of equal size,
+each box behind switches (every box peer reached without the network), every
+rank reaching its rail peers through the network.
+Output invariant: a ``Schedule`` (deps inferred) that ``check_schedule``
+proves in-place and out-of-place; every op moves a contiguous range of at
+most ``MAX_COUNT`` chunks between ranks joined through switches.
+
+Complexity: O(N (G + nb S / G) cf / piece) ops.  Seeds: the hierarchical
+(rail-aligned) schedules of 004 section 5.3 and the threadblock remarks of
+004 section 4.5 (few trees, each with its own threadblocks).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from colc.compiler.lowering.infer_dependencies import infer_dependencies
+from colc.errors import InfeasibleError, UnsupportedError
+from colc.ir.chunks import Op, OpKind, Schedule, Slot
+from colc.ir.core import Buffer, Collective
+from colc.ir.routing import Router
+from colc.ir.topology import Topology, boxes
+
+NAME = "rails"
+IN, OUT, SCR = Buffer.INPUT, Buffer.OUTPUT, Buffer.SCRATCH
+#: Chunks one step may move (the runtime's ``cnt`` limit).
+MAX_COUNT = 71
+#: Transfers one lane carries per peer and direction: with the receives and
+#: the nops of their dependencies a threadblock stays within 64 steps.
+STEPS_PER_LANE = 24
+#: Lanes per box peer at most: beyond that the box link, not the
+#: threadblocks, bounds a lane (A100: 2 lanes already carry 40 GB/s per peer).
+MAX_LANES = 4
+
+
+@dataclass(frozen=True, slots=True)
+class RailPlan:
+    """How one rails schedule is laid out.
+
+    Attributes
+    ----------
+    groups : tuple of tuple of int
+        Ranks of each box, by place.
+    segments : int
+        ``S``: segments per block (a divisor of the box size).
+    lanes : tuple of int
+        Channels per box peer for a rank's own shard (or its inputs) and for
+        the data it relays for its rail: separate lanes, so a send of own data
+        never waits behind a relay that waits for the network.
+    net_lanes : int
+        Channels per rail pair (2 when a rank has one rail peer: one network
+        connection does not fill a NIC).
+    piece : int
+        Chunks per transfer (at most ``MAX_COUNT``).
+    threadblocks : int
+        Threadblocks per rank the lowering will take (the most of any rank).
+    """
+
+    groups: tuple[tuple[int, ...], ...]
+    segments: int
+    lanes: tuple[int, int]
+    net_lanes: int
+    piece: int
+    threadblocks: int
+
+    @property
+    def size(self) -> int:
+        """``G``: ranks per box."""
+        return len(self.groups[0])
+
+    def carrier(self, d: int, j: int) -> int:
+        """Place carrying segment ``j`` of a block to the box ``d`` boxes further."""
+        return ((d - 1) * self.segments + j) % self.size
+
+
+def rail_peers(nb: int, size: int, segments: int) -> int:
+    """Most rail peers (each way) of one place: boxes whose segments it carries.
+
+    Examples
+    --------
+    >>> rail_peers(2, 8, 8), rail_peers(128, 8, 1), rail_peers(16, 8, 8)
+    (1, 16, 15)
+    """
+    def peers(g: int) -> int:
+        return sum(1 for d in range(1, nb) if (g - (d - 1) * segments) % size < segments)
+
+    return max(peers(g) for g in range(size))
+
+
+def plan_rails(topo: Topology, cf: int, budget: int) -> RailPlan:
+    """Segments, lanes and piece size of a rails schedule (see module docstring).
+
+    Parameters
+    ----------
+    topo : Topology
+    cf : int
+        Chunks per shard.
+    budget : int
+        Threadblocks per rank.
+
+    Returns
+    -------
+    RailPlan
+
+    Raises
+    ------
+    UnsupportedError
+        The topology is not boxes behind switches joined by rails.
+    InfeasibleError
+        Not even one lane per box peer fits ``budget`` (the message names the
+        smallest budget that works), or no piece size keeps a threadblock
+        within 64 steps.
+    """
+    groups = _layout(topo)
+    nb, size = len(groups), len(groups[0])
+    best = None
+    for s in sorted((s for s in range(1, size + 1) if size % s == 0), reverse=True):
+        n_net = rail_peers(nb, size, s)
+        net_lanes = 2 if n_net == 1 else 1
+        fixed = 1 + net_lanes * n_net
+        total = min(2 * MAX_LANES, (budget - fixed) // max(1, size - 1))
+        need = fixed + 2 * (size - 1)
+        if best is None or need < best[0]:
+            best = (need, s)
+        if total >= 2:
+            total -= total % 2  # even: odd splits load one class more (simulated: slower)
+            lanes = (total // 2, total // 2)
+            piece = _piece(cf, size, nb, s, lanes)
+            return RailPlan(tuple(map(tuple, groups)), s, lanes, net_lanes, piece,
+                            fixed + total * (size - 1))
+    raise InfeasibleError(
+        f"rails needs at least {best[0]} threadblocks per GPU here ({size - 1} box peers "
+        f"and the rail peers of {best[1]} segment(s) per box), more than the budget of "
+        f"{budget}; use --max-threadblocks {best[0]} or more")
+
+
+def _piece(cf: int, size: int, nb: int, segments: int, lanes: tuple[int, int]) -> int:
+    """Piece size: a divisor of ``cf`` or a multiple of it (so pieces of a
+    segment and of a shard line up), the smallest that keeps every lane within
+    ``STEPS_PER_LANE`` transfers per peer and direction."""
+    seg_len = size // segments * cf
+    carried = -(-(nb - 1) * segments // size)  # segments a place receives at most
+    options = sorted({d for d in range(1, cf + 1) if cf % d == 0}
+                     | {cf * m for m in range(1, size // segments + 1)
+                        if (size // segments) % m == 0})
+    start = 1  # a piece is one call at large sizes: exchanges alternate within the FIFO
+    per_lane = 0
+    for piece in (p for p in options if p >= min(start, cf) and p <= MAX_COUNT):
+        per_lane = max(-(-(-(-cf // piece)) // lanes[0]),
+                       -(-(carried * -(-seg_len // piece)) // lanes[1]))
+        if per_lane <= STEPS_PER_LANE:
+            return piece
+    raise InfeasibleError(
+        f"rails: {cf} chunks per shard need more than 64 steps per threadblock "
+        f"({per_lane} transfers per lane); use fewer chunks per shard")
+
+
+def _layout(topo: Topology) -> list[list[int]]:
+    """Boxes of equal size, each behind switches, every place with its rail."""
+    groups = boxes(topo)
+    if len(groups) < 2:
+        raise UnsupportedError("rails need at least two boxes; use trees or ring")
+    size = len(groups[0])
+    if any(len(g) != size for g in groups):
+        raise UnsupportedError("rails need boxes of equal size")
+    router = Router(topo)
+    for members in groups:
+        for a in members:
+            paths = router.switch_paths(a)
+            for b in members:
+                if a != b and (b not in paths or len(paths[b]) != 3):
+                    raise UnsupportedError(
+                        f"rails need every box peer one switch away; {topo.ranks[a]} does "
+                        f"not reach {topo.ranks[b]} through one box switch")
+            for other in groups:
+                peer = other[members.index(a)]
+                if peer != a and peer not in paths:
+                    raise UnsupportedError(f"rank {topo.ranks[a]} does not reach its rail "
+                                           f"peer {topo.ranks[peer]} through the network")
+    return groups
+
+
+class _Builder:
+    """Ops in program order, with per-pair lane counters and scratch offsets."""
+
+    def __init__(self, plan: RailPlan, cf: int, n: int) -> None:
+        self.plan = plan
+        self.cf = cf
+        self.ops: list[Op] = []
+        self.turn: dict[tuple[int, int], int] = {}
+        self.scratch = [0] * n
+        self.box_of = {r: b for b, g in enumerate(plan.groups) for r in g}
+        self.relay = 0  # lane class of the transfers being added (1: relayed data)
+
+    def lane(self, src: int, dst: int) -> int:
+        """Channel of the next transfer of ``src -> dst`` (round robin over the lanes
+        of its class)."""
+        own, relay = self.plan.lanes
+        key = (src, dst, self.relay)
+        k = self.turn.get(key, 0)
+        self.turn[key] = k + 1
+        if self.box_of[src] == self.box_of[dst]:
+            return own + k % relay if self.relay else k % own
+        return own + relay + k % self.plan.net_lanes
+
+    def add(self, kind: OpKind, src: Slot, dst: Slot, count: int,
+            operand: Slot | None = None) -> None:
+        ch = 0 if src.rank == dst.rank else self.lane(src.rank, dst.rank)
+        self.ops.append(Op(len(self.ops), kind, src, dst, count, operand, (), ch))
+
+    def alloc(self, rank: int, count: int) -> int:
+        at = self.scratch[rank]
+        self.scratch[rank] += count
+        return at
+
+    def pieces(self, start: int, length: int) -> list[tuple[int, int]]:
+        step = self.plan.piece
+        return [(c, min(step, start + length - c)) for c in range(start, start + length, step)]
+
+
+def rails_schedule(topo: Topology, collective: Collective, chunks: int | None = None,
+                   budget: int = 32) -> Schedule:
+    """Rail-aligned hierarchical schedule of ``collective`` (see module docstring).
+
+    Parameters
+    ----------
+    topo : Topology
+    collective : Collective
+    chunks : int or None
+        Chunks per shard (default 8).
+    budget : int
+        Threadblocks per rank the file may take.
+
+    Returns
+    -------
+    Schedule
+
+    Raises
+    ------
+    UnsupportedError
+        Not boxes behind switches joined by rails.
+    InfeasibleError
+        The budget is too small, or the chunking too fine for 64 steps.
+    """
+    cf = chunks or 8
+    plan = plan_rails(topo, cf, budget)
+    n = topo.num_ranks
+    out = _Builder(plan, cf, n)
+    if collective is Collective.ALLGATHER:
+        for r in range(n):
+            for c, k in out.pieces(0, cf):
+                out.add(OpKind.COPY, Slot(r, IN, c), Slot(r, OUT, r * cf + c), k)
+    else:
+        _reduce_scatter(out, collective)
+    if collective is not Collective.REDUCESCATTER:
+        _allgather(out, IN if collective is Collective.ALLGATHER else OUT)
+    crossings = len(plan.groups) * (len(plan.groups) - 1) * plan.segments
+    # the two directions of an exchange are at most one phase of a round apart
+    lag = max(n, crossings) * (plan.size - 1)
+    sched = Schedule(collective, n, n * cf, max(out.scratch), tuple(out.ops), algorithm=NAME,
+                     recv_lag=lag)
+    return infer_dependencies(sched)
+
+
+def _segments(plan: RailPlan, cf: int):
+    """``(b, b2, d, j, carrier place, first chunk, length)`` of every rail crossing."""
+    nb, size, s = len(plan.groups), plan.size, plan.segments
+    width = size // s * cf
+    for d in range(1, nb):
+        for b in range(nb):
+            b2 = (b + d) % nb
+            for j in range(s):
+                first = plan.groups[b][j * size // s] * cf
+                yield b, b2, d, j, plan.carrier(d, j), first, width
+
+
+def _contiguous(plan: RailPlan) -> None:
+    for members in plan.groups:
+        if list(members) != list(range(members[0], members[0] + len(members))):
+            raise UnsupportedError("rails need each box's ranks numbered contiguously")
+
+
+def _allgather(out: _Builder, first: Buffer) -> None:
+    """Phases 1-3 of the allgather; shards start in ``first`` (IN: the input,
+    OUT: the owner's reduced shard of an allreduce)."""
+    plan, cf = out.plan, out.cf
+
+    def own(r: int, c: int) -> Slot:
+        return Slot(r, IN, c - r * cf) if first is IN else Slot(r, OUT, c)
+
+    if plan.segments < plan.size:
+        _contiguous(plan)
+    # In rounds: piece p of every phase before piece p + 1 of any, so the two
+    # directions of every exchange are at most a round apart in program order
+    # (``Schedule.recv_lag``) and a relay follows its arrival closely.
+    shards = [(members, r, out.pieces(r * cf, cf)) for members in plan.groups for r in members]
+    crossings = [(plan.groups[b][g], plan.groups[b2], g, out.pieces(start, width))
+                 for b, b2, _, _, g, start, width in _segments(plan, cf)]
+    for p in range(max(len(shards[0][2]), len(crossings[0][3]))):
+        out.relay = 0
+        for members, r, pieces in shards if p < len(shards[0][2]) else ():
+            c, k = pieces[p]  # 1: own shard to the box peers
+            for h in members:
+                if h != r:
+                    out.add(OpKind.COPY, own(r, c), Slot(h, OUT, c), k)
+        if p >= len(crossings[0][3]):
+            continue
+        for src, members, g, pieces in crossings:  # 2: over the rails
+            c, k = pieces[p]
+            mine = c // cf == src == (c + k - 1) // cf  # within the carrier's own shard
+            out.add(OpKind.COPY, own(src, c) if mine else Slot(src, OUT, c),
+                    Slot(members[g], OUT, c), k)
+        out.relay = 1
+        for _, members, g, pieces in crossings:  # 3: to the receiving box
+            c, k = pieces[p]
+            for h in members:
+                if h != members[g]:
+                    out.add(OpKind.COPY, Slot(members[g], OUT, c), Slot(h, OUT, c), k)
+
+
+def _reduce_scatter(out: _Builder, coll: Collective) -> None:
+    """The allgather backwards; the owner's result lands in its output."""
+    plan, cf = out.plan, out.cf
+    if plan.segments < plan.size:
+        _contiguous(plan)
+    crossings = list(_segments(plan, cf))
+    partial: dict[tuple[int, int], Slot] = {}  # (carrier rank, chunk) -> its box's partial
+    # A crossing of the allgather carries block b from box b to box b2; here box
+    # b2's partial of block b crosses back.
+    out.relay = 1
+    chains = []
+    for _, b2, _, _, g, start, width in crossings:
+        members, t = plan.groups[b2], plan.groups[b2][g]
+        chains.append((members, t, start, out.alloc(t, width), out.pieces(start, width)))
+    for p in range(len(chains[0][4])):  # 3': box inputs to the carrier, in rounds
+        for members, t, start, at, pieces in chains:
+            c, k = pieces[p]
+            acc = Slot(t, SCR, at + c - start)
+            prev = Slot(t, IN, c)
+            for h in members:
+                if h != t:
+                    out.add(OpKind.REDUCE, Slot(h, IN, c), acc, k, prev)
+                    prev = acc
+            partial[(t, c)] = prev
+    # (receiving rank, chunk) -> (length, the partials that cross to it)
+    arrived: dict[tuple[int, int], tuple[int, list[Slot]]] = {}
+    for b, b2, _, _, g, start, width in crossings:  # 2': over the rails
+        t, u = plan.groups[b2][g], plan.groups[b][g]
+        for c, k in out.pieces(start, width):
+            arrived.setdefault((u, c), (k, []))[1].append(partial[(t, c)])
+    _owner_sums(out, coll, arrived)
+
+
+def _owner_sums(out: _Builder, coll: Collective,
+                arrived: dict[tuple[int, int], tuple[int, list[Slot]]]) -> None:
+    """1': every owner reduces its input, its box peers' inputs and the partials that
+    crossed the rails (through the receiving carrier's sum when it is not the owner)."""
+    plan, cf = out.plan, out.cf
+    extra: dict[tuple[int, int], list[Slot]] = {}  # (owner, chunk) -> rail sources
+    for (u, c), (k, parts) in sorted(arrived.items()):
+        owners = range(c // cf, (c + k - 1) // cf + 1)
+        if owners == range(u, u + 1):  # the owner received them itself
+            extra.setdefault((u, c), []).extend(parts)
+            continue
+        acc = Slot(u, SCR, out.alloc(u, k))  # the receiving carrier sums them first
+        out.add(OpKind.COPY, parts[0], acc, k)
+        for p in parts[1:]:
+            out.add(OpKind.REDUCE, p, acc, k, acc)
+        for o in owners:
+            lo = max(c, o * cf)
+            extra.setdefault((o, lo), []).append(acc.shifted(lo - c))
+    out.relay = 0
+    owners = [(members, r, out.alloc(r, cf), out.pieces(r * cf, cf))
+              for members in plan.groups for r in members]
+    for p in range(len(owners[0][3])):  # in rounds, as the allgather
+        for members, r, base, pieces in owners:
+            c, k = pieces[p]
+            sources = [Slot(h, IN, c) for h in members if h != r]
+            sources += extra.get((r, c), [])
+            final = (Slot(r, OUT, c - r * cf) if coll is Collective.REDUCESCATTER
+                     else Slot(r, OUT, c))
+            _chain(out, r, sources, Slot(r, IN, c), Slot(r, SCR, base + c - r * cf), final, k)
+
+
+def _chain(out: _Builder, r: int, sources: list[Slot], first: Slot, acc: Slot,
+           final: Slot, k: int) -> None:
+    """``final = first (+) sources`` on rank ``r`` through the accumulator ``acc``:
+    received sources reduce as they arrive (``rrc``), then sources already on
+    ``r`` (what crossed the rails, landed in scratch) are local reduces, and a
+    local copy writes ``final`` when the last source is one of them."""
+    remote = [x for x in sources if x.rank != r]
+    local = [x for x in sources if x.rank == r]
+    order = remote + local if remote else local
+    prev = first
+    for i, src in enumerate(order):
+        last = i == len(order) - 1
+        if src.rank == r:
+            if prev != acc:  # nothing received yet (a box of one rank)
+                out.add(OpKind.COPY, prev, acc, k)
+            out.add(OpKind.REDUCE, src, acc, k, acc)
+            prev = acc
+            if last:
+                out.add(OpKind.COPY, acc, final, k)
+            continue
+        dst = final if last else acc
+        out.add(OpKind.REDUCE, src, dst, k, prev)
+        prev = dst
+
+
+__all__ = ["NAME", "RailPlan", "plan_rails", "rail_peers", "rails_schedule"]

@@ -1,0 +1,102 @@
+"""Rail-aligned hierarchical schedules (``--algorithm rails``, issue 18)."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+
+from colc.compiler.lowering.lower_to_program import LoweringOptions, lower_to_program
+from colc.compiler.pipeline import CompileOptions, compile_topology
+from colc.compiler.rails import plan_rails, rail_peers, rails_schedule
+from colc.errors import InfeasibleError, UnsupportedError
+from colc.frontends.families import dgx_a100, mi250, torus
+from colc.ir.core import Collective
+from colc.ir.topology import boxes
+from tests.helpers import validate_schedule
+
+COLLS = (Collective.ALLGATHER, Collective.REDUCESCATTER, Collective.ALLREDUCE)
+
+
+@pytest.mark.parametrize("coll", COLLS)
+@pytest.mark.parametrize("nboxes,chunks,budget", [(2, 2, 32), (3, 1, 32), (2, 1, 17)])
+def test_schedules_verify(nboxes, chunks, budget, coll) -> None:
+    """Proved by the chunk checker, lowered, and run by the runtime interpreter."""
+    topo = dgx_a100(nboxes)
+    validate_schedule(topo, rails_schedule(topo, coll, chunks, budget=budget))
+
+
+@pytest.mark.parametrize("coll", COLLS)
+@pytest.mark.parametrize("nboxes,budget,segments", [(5, 18, 4), (6, 17, 2)])
+def test_segments_of_several_shards_are_proved(nboxes, budget, segments, coll) -> None:
+    """Small budgets force fewer segments per block: a carrier then relays shards
+    it does not own, and the receiving carrier sums partials for its box peers."""
+    topo = dgx_a100(nboxes)
+    assert plan_rails(topo, 2, budget).segments == segments
+    validate_schedule(topo, rails_schedule(topo, coll, 2, budget=budget), lower=False)
+
+
+@pytest.mark.parametrize("coll", COLLS)
+def test_pieces_of_several_shards_are_proved(coll, monkeypatch) -> None:
+    """Where a lane would take too many steps, pieces grow past a shard (what
+    1024 GPUs need): a piece that crosses a rail then holds several owners' data."""
+    from colc.compiler import rails
+
+    monkeypatch.setattr(rails, "STEPS_PER_LANE", 2)
+    topo = dgx_a100(6)
+    plan = plan_rails(topo, 1, 17)
+    assert plan.segments == 2 and plan.piece > 1
+    validate_schedule(topo, rails_schedule(topo, coll, 1, budget=17), lower=False)
+
+
+@pytest.mark.parametrize("budget", [17, 24, 32])
+def test_threadblocks_stay_within_the_budget(budget) -> None:
+    topo = dgx_a100(2)
+    plan = plan_rails(topo, 8, budget)
+    assert plan.threadblocks <= budget
+    sched = rails_schedule(topo, Collective.ALLREDUCE, 8, budget=budget)
+    program = lower_to_program(sched, LoweringOptions(max_threadblocks=budget))
+    assert program.max_threadblocks <= plan.threadblocks
+
+
+@pytest.mark.parametrize("coll", COLLS)
+def test_every_block_crosses_the_network_once_on_a_rail(coll) -> None:
+    """Network traffic is the minimum: each chunk crosses from each box to each
+    other box once (allreduce: once per phase), always between rail peers."""
+    topo, cf = dgx_a100(3), 2
+    sched = rails_schedule(topo, coll, cf)
+    box_of = {r: i for i, g in enumerate(boxes(topo)) for r in g}
+    crossed: Counter = Counter()
+    for op in sched.ops:
+        a, b = op.src.rank, op.dst.rank
+        if op.is_transfer and box_of[a] != box_of[b]:
+            assert a % 8 == b % 8  # rail peers only
+            for d in range(op.count):
+                crossed[(box_of[a], box_of[b])] += 1
+    per_pair = 8 * cf * (2 if coll is Collective.ALLREDUCE else 1)
+    assert set(crossed.values()) == {per_pair} and len(crossed) == 6
+
+
+def test_rail_peers_balance_the_network() -> None:
+    assert [rail_peers(nb, 8, 8) for nb in (2, 4, 16)] == [1, 3, 15]
+    assert [rail_peers(128, 8, s) for s in (1, 2, 4)] == [16, 32, 64]
+
+
+def test_too_small_a_budget_names_the_smallest_that_works() -> None:
+    with pytest.raises(InfeasibleError, match="at least 17 threadblocks"):
+        rails_schedule(dgx_a100(2), Collective.ALLGATHER, 8, budget=16)
+    assert plan_rails(dgx_a100(2), 8, 17).threadblocks == 17
+
+
+@pytest.mark.parametrize("topo", [torus([4, 4], 25), mi250(2)], ids=["torus", "mi250"])
+def test_needs_boxes_behind_a_switch(topo) -> None:
+    with pytest.raises(UnsupportedError):
+        rails_schedule(topo, Collective.ALLGATHER, 2)
+
+
+def test_compiled_file_within_budget_is_verified() -> None:
+    result = compile_topology(dgx_a100(2), CompileOptions(
+        algorithm="rails", collective=Collective.ALLGATHER, max_threadblocks=24,
+        rank_sizes=(1 << 20,)))
+    assert result.program.max_threadblocks <= 24
+    assert result.algorithm.startswith("rails/")
