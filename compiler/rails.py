@@ -159,8 +159,7 @@ def plan_rails(topo: Topology, cf: int, budget: int) -> RailPlan:
         if best is None or need < best[0]:
             best = (need, s)
         if total >= 2:
-            total -= total % 2  # even: odd splits load one class more (simulated: slower)
-            lanes = (total // 2, total // 2)
+            lanes = _split_lanes(total, nb)
             piece = _piece(cf, size, nb, s, lanes)
             return RailPlan(tuple(map(tuple, groups)), s, lanes, net_lanes, piece,
                             fixed + total * (size - 1))
@@ -168,6 +167,22 @@ def plan_rails(topo: Topology, cf: int, budget: int) -> RailPlan:
         f"rails needs at least {best[0]} threadblocks per GPU here ({size - 1} box peers "
         f"and the rail peers of {best[1]} segment(s) per box), more than the budget of "
         f"{budget}; use --max-threadblocks {best[0]} or more")
+
+
+def _split_lanes(total: int, nb: int) -> tuple[int, int]:
+    """Lanes per box peer for own data and for relayed data: a rank relays
+    ``nb - 1`` times what it sends of its own, so the relay lanes get that
+    share; two boxes split evenly (an odd split, simulated, is slower than
+    the even one below it: DGX A100 x2 allgather at 1 GiB, (1, 2) lanes
+    211 GB/s, (1, 1) 224).
+
+    >>> _split_lanes(4, 2), _split_lanes(3, 2), _split_lanes(4, 4), _split_lanes(3, 8)
+    ((2, 2), (1, 1), (1, 3), (1, 2))
+    """
+    if nb == 2:
+        return (total // 2, total // 2)
+    own = max(1, round(total / nb))
+    return (own, total - own)
 
 
 def _piece(cf: int, size: int, nb: int, segments: int, lanes: tuple[int, int]) -> int:
@@ -227,6 +242,8 @@ class _Builder:
         self.scratch = [0] * n
         self.box_of = {r: b for b, g in enumerate(plan.groups) for r in g}
         self.relay = 0  # lane class of the transfers being added (1: relayed data)
+        self.round = 0  # ``Schedule.rounds`` of the transfers being added
+        self.rounds: list[int] = []
 
     def lane(self, src: int, dst: int) -> int:
         """Channel of the next transfer of ``src -> dst`` (round robin over the lanes
@@ -243,6 +260,7 @@ class _Builder:
             operand: Slot | None = None) -> None:
         ch = 0 if src.rank == dst.rank else self.lane(src.rank, dst.rank)
         self.ops.append(Op(len(self.ops), kind, src, dst, count, operand, (), ch))
+        self.rounds.append(self.round)
 
     def alloc(self, rank: int, count: int) -> int:
         at = self.scratch[rank]
@@ -290,11 +308,8 @@ def rails_schedule(topo: Topology, collective: Collective, chunks: int | None = 
         _reduce_scatter(out, collective)
     if collective is not Collective.REDUCESCATTER:
         _allgather(out, IN if collective is Collective.ALLGATHER else OUT)
-    crossings = len(plan.groups) * (len(plan.groups) - 1) * plan.segments
-    # the two directions of an exchange are at most one phase of a round apart
-    lag = max(n, crossings) * (plan.size - 1)
     sched = Schedule(collective, n, n * cf, max(out.scratch), tuple(out.ops), algorithm=NAME,
-                     recv_lag=lag)
+                     rounds=tuple(out.rounds))
     return infer_dependencies(sched)
 
 
@@ -326,12 +341,12 @@ def _allgather(out: _Builder, first: Buffer) -> None:
 
     if plan.segments < plan.size:
         _contiguous(plan)
-    # In rounds: piece p of every phase before piece p + 1 of any, so the two
-    # directions of every exchange are at most a round apart in program order
-    # (``Schedule.recv_lag``) and a relay follows its arrival closely.
+    # In rounds (``Schedule.rounds``): every (pair, lane) has at most one
+    # transfer per round, and piece p of every phase comes before piece p + 1.
     shards = [(members, r, out.pieces(r * cf, cf)) for members in plan.groups for r in members]
     crossings = [(plan.groups[b][g], plan.groups[b2], g, out.pieces(start, width))
                  for b, b2, _, _, g, start, width in _segments(plan, cf)]
+    received = _by_receiver(crossings, lambda x: x[1][x[2]])
     for p in range(max(len(shards[0][2]), len(crossings[0][3]))):
         out.relay = 0
         for members, r, pieces in shards if p < len(shards[0][2]) else ():
@@ -340,6 +355,7 @@ def _allgather(out: _Builder, first: Buffer) -> None:
                 if h != r:
                     out.add(OpKind.COPY, own(r, c), Slot(h, OUT, c), k)
         if p >= len(crossings[0][3]):
+            out.round += 1
             continue
         for src, members, g, pieces in crossings:  # 2: over the rails
             c, k = pieces[p]
@@ -347,11 +363,26 @@ def _allgather(out: _Builder, first: Buffer) -> None:
             out.add(OpKind.COPY, own(src, c) if mine else Slot(src, OUT, c),
                     Slot(members[g], OUT, c), k)
         out.relay = 1
-        for _, members, g, pieces in crossings:  # 3: to the receiving box
-            c, k = pieces[p]
-            for h in members:
-                if h != members[g]:
-                    out.add(OpKind.COPY, Slot(members[g], OUT, c), Slot(h, OUT, c), k)
+        for batch in received:  # 3: to the receiving box, one segment per peer a round
+            for _, members, g, pieces in batch:
+                c, k = pieces[p]
+                for h in members:
+                    if h != members[g]:
+                        out.add(OpKind.COPY, Slot(members[g], OUT, c), Slot(h, OUT, c), k)
+            out.round += 1
+
+
+def _by_receiver(crossings: list, receiver) -> list[list]:
+    """Crossings in batches: batch ``j`` holds each receiving rank's ``j``-th."""
+    seen: dict[int, int] = {}
+    batches: list[list] = []
+    for x in crossings:
+        j = seen.get(receiver(x), 0)
+        seen[receiver(x)] = j + 1
+        if j == len(batches):
+            batches.append([])
+        batches[j].append(x)
+    return batches
 
 
 def _reduce_scatter(out: _Builder, coll: Collective) -> None:
@@ -368,16 +399,19 @@ def _reduce_scatter(out: _Builder, coll: Collective) -> None:
     for _, b2, _, _, g, start, width in crossings:
         members, t = plan.groups[b2], plan.groups[b2][g]
         chains.append((members, t, start, out.alloc(t, width), out.pieces(start, width)))
+    batches = _by_receiver(chains, lambda x: x[1])
     for p in range(len(chains[0][4])):  # 3': box inputs to the carrier, in rounds
-        for members, t, start, at, pieces in chains:
-            c, k = pieces[p]
-            acc = Slot(t, SCR, at + c - start)
-            prev = Slot(t, IN, c)
-            for h in members:
-                if h != t:
-                    out.add(OpKind.REDUCE, Slot(h, IN, c), acc, k, prev)
-                    prev = acc
-            partial[(t, c)] = prev
+        for batch in batches:
+            for members, t, start, at, pieces in batch:
+                c, k = pieces[p]
+                acc = Slot(t, SCR, at + c - start)
+                prev = Slot(t, IN, c)
+                for h in members:
+                    if h != t:
+                        out.add(OpKind.REDUCE, Slot(h, IN, c), acc, k, prev)
+                        prev = acc
+                partial[(t, c)] = prev
+            out.round += 1
     # (receiving rank, chunk) -> (length, the partials that cross to it)
     arrived: dict[tuple[int, int], tuple[int, list[Slot]]] = {}
     for b, b2, _, _, g, start, width in crossings:  # 2': over the rails
@@ -409,6 +443,7 @@ def _owner_sums(out: _Builder, coll: Collective,
     owners = [(members, r, out.alloc(r, cf), out.pieces(r * cf, cf))
               for members in plan.groups for r in members]
     for p in range(len(owners[0][3])):  # in rounds, as the allgather
+        out.round += 1
         for members, r, base, pieces in owners:
             c, k = pieces[p]
             sources = [Slot(h, IN, c) for h in members if h != r]

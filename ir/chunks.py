@@ -98,12 +98,14 @@ class Schedule:
         e.g. the switch paths of ForestColl's edge splitting); pairs without
         an entry take the fabric's default path (``Router``).  The runtime
         file does not carry routes; the checker proves each path is real.
-    recv_lag : int
-        Ordering hint for the lowering: a threadblock that both sends and
-        receives lists a receive as if it came ``recv_lag`` ops later in
-        program order, so symmetric exchanges alternate send, receive, send
-        on both sides instead of one side receiving first (which serialises
-        the two directions).  0: program order.
+    rounds : tuple of int
+        Ordering hint for the lowering, one round number per op (empty: none,
+        or stale after a pass that rebuilt the ops): among the steps ready in
+        its list simulation the lowering takes earlier rounds first and, in a
+        round, sends before receives, so the two directions of a symmetric
+        exchange alternate on both sides instead of one side receiving first
+        (which serialises them).  A generator gives each (pair, lane) at most
+        one transfer per round.
     """
 
     collective: Collective
@@ -115,7 +117,7 @@ class Schedule:
     inplace: bool = True
     outofplace: bool = True
     routes: tuple[tuple[tuple[int, int], tuple[tuple[tuple[str, ...], int], ...]], ...] = ()
-    recv_lag: int = 0
+    rounds: tuple[int, ...] = ()
 
     @property
     def chunks_per_rank(self) -> int:

@@ -565,6 +565,7 @@ def _order(sched: Schedule, parts: list[_Part], instrs: list[_Instr]) -> None:
             instr_of[p.pid] = ins.iid
     for ins in instrs:
         ins.deps = {instr_of[d] for p in ins.parts for d in p.deps} - {ins.iid}
+    rounds = sched.rounds if len(sched.rounds) == len(sched.ops) else ()
     dependents: dict[int, list[int]] = defaultdict(list)
     waiting = {}
     for ins in instrs:
@@ -586,11 +587,12 @@ def _order(sched: Schedule, parts: list[_Part], instrs: list[_Instr]) -> None:
     for queue in send_queue.values():
         queue.sort()
     send_turn: dict[tuple, int] = defaultdict(int)
-    lag = 2 * sched.recv_lag  # two parts per transfer op
 
-    def key(ins: _Instr) -> int:
-        lone_recv = ins.recv_conn is not None and ins.send_conn is None and lag
-        return ins.key + lag if lone_recv else ins.key
+    def key(ins: _Instr) -> tuple[int, int]:
+        if not rounds:
+            return (0, ins.key)
+        lone_recv = ins.recv_conn is not None and ins.send_conn is None
+        return (2 * min(rounds[p.op.op_id] for p in ins.parts) + lone_recv, ins.key)
 
     heap = [(key(ins), ins.iid) for ins in instrs if waiting[ins.iid] == 0]
     heapq.heapify(heap)
