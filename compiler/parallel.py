@@ -192,7 +192,7 @@ def _run_dask(compiler, todo: list) -> list:
     shared: dict = {}
     futures = []
     for variant, sizes in todo:
-        key = (variant.algorithm, variant.chunks)
+        key = compiler.schedule_key(variant)
         if key not in shared:
             shared[key] = client.scatter(compiler.schedule(*key), hash=False)
         futures.append(client.submit(_remote, topo, opts, key, shared[key], variant, sizes,

@@ -30,6 +30,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
@@ -322,12 +323,14 @@ class Variant:
     algorithm: str
     chunks: int | None = None
     protocol: Protocol = Protocol.SIMPLE
+    budget: int = 0  # threadblocks its lowering may take; 0: the compiler's budget
 
     @property
     def label(self) -> str:
-        """``algorithm[/chunks]/protocol``."""
+        """``algorithm[/chunks]/protocol`` (``/tbN`` when lowered for a smaller budget)."""
         mid = f"/c{self.chunks}" if self.chunks is not None else ""
-        return f"{self.algorithm}{mid}/{self.protocol.value}"
+        tail = f"/tb{self.budget}" if self.budget else ""
+        return f"{self.algorithm}{mid}/{self.protocol.value}{tail}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -382,7 +385,7 @@ class Compiler:
         self.model: RuntimeModel = model_named(opts.machine) if opts.machine else model_for(topo)
         #: Threadblocks per rank every file of this compiler may take.
         self.budget = threadblock_budget(opts.max_threadblocks, self.model)
-        self._schedules: dict[tuple[str, int | None], Schedule] = {}
+        self._schedules: dict[tuple[str, int | None, int], Schedule] = {}
         self._programs: dict[Variant, Program] = {}
         self._sims: dict[tuple[Variant, int], SimResult] = {}
         self._loaded: dict[Variant, object] = {}
@@ -395,9 +398,18 @@ class Compiler:
         progress_report(stage, self._work, 0)
 
     # -- schedules -----------------------------------------------------------
-    def schedule(self, algorithm: str, chunks: int | None) -> Schedule:
-        """The proved (and replicated) chunk schedule of one algorithm and chunking."""
-        key = (algorithm, chunks)
+    def schedule_key(self, variant: Variant) -> tuple[str, int | None, int]:
+        """``(algorithm, chunks, budget)``: where ``schedule`` caches ``variant``'s
+        schedule (the budget counts only for the algorithms that plan lanes)."""
+        budget = (variant.budget or self.budget) if variant.algorithm in BUDGETED else 0
+        return (variant.algorithm, variant.chunks, budget)
+
+    def schedule(self, algorithm: str, chunks: int | None, budget: int = 0) -> Schedule:
+        """The proved (and replicated) chunk schedule of one algorithm and chunking
+        (for the algorithms that plan their own lanes, of a budget: 0 = the
+        compiler's)."""
+        budget = budget or self.budget
+        key = self.schedule_key(Variant(algorithm, chunks, budget=budget))
         if key not in self._schedules:
             self._progress(f"building {algorithm}" + (f"/c{chunks}" if chunks else ""))
             if algorithm not in ALGORITHMS:
@@ -407,7 +419,7 @@ class Compiler:
             if problem is not None:
                 raise InfeasibleError(problem)
             generate = ALGORITHMS[algorithm]
-            sched = (generate(self.topo, self.opts.collective, chunks, budget=self.budget)
+            sched = (generate(self.topo, self.opts.collective, chunks, budget=budget)
                      if algorithm in BUDGETED else
                      generate(self.topo, self.opts.collective, chunks))
             sched = _modes(sched, self.topo, self.opts)
@@ -420,7 +432,7 @@ class Compiler:
 
     def estimate(self, variant: Variant) -> float:
         """Upper bound on the algbw the simulator can give (bandwidth model x efficiency)."""
-        sched = self.schedule(variant.algorithm, variant.chunks)
+        sched = self.schedule(variant.algorithm, variant.chunks, variant.budget)
         eff = min(self.model.p2p_efficiency, self.model.net_efficiency)
         return float(schedule_algbw(sched, self.topo)) * eff
 
@@ -460,13 +472,13 @@ class Compiler:
         return self.opts.balance and variant.algorithm not in UNBALANCED
 
     def _lower(self, variant: Variant, first: int = 0) -> Program:
-        sched = self.schedule(variant.algorithm, variant.chunks)
+        sched = self.schedule(variant.algorithm, variant.chunks, variant.budget)
         opts = self.opts
         strategies = self._strategies(variant)
         lowering = LoweringOptions(
             protocol=variant.protocol, inplace=sched.inplace, outofplace=sched.outofplace,
             min_bytes=opts.min_bytes, max_bytes=opts.max_bytes,
-            max_threadblocks=self.budget,
+            max_threadblocks=variant.budget or self.budget,
             name=f"{self.topo.name}-{opts.collective.value}-{variant.algorithm}")
         balanced: dict[bool, Schedule | Exception] = {}
         last: Exception | None = None
@@ -532,7 +544,7 @@ class Compiler:
         connections (the threadblock budget differs), or why it does not fit."""
         try:
             plan = plan_lanes(sched, self.topo, self.model, variant.protocol, paired=paired,
-                              max_threadblocks=self.budget)
+                              max_threadblocks=variant.budget or self.budget)
         except InfeasibleError as err:
             return err
         # reductions: start the work that feeds the last (network) hop first
@@ -629,6 +641,9 @@ def variants(compiler: Compiler, protocols: tuple[Protocol, ...] | None = None,
 def compile_topology(topo: Topology, opts: CompileOptions) -> CompileResult:
     """Compile ``topo`` to one verified runtime file (see module docstring).
 
+    When nothing fits the threadblock budget, the error names the smallest
+    budget with which a file is written (``smallest_budget``).
+
     Parameters
     ----------
     topo : Topology
@@ -646,6 +661,75 @@ def compile_topology(topo: Topology, opts: CompileOptions) -> CompileResult:
     problem = rank_limit_problem(topo.num_ranks, opts.backend)
     if problem is not None:  # before anything is built
         raise InfeasibleError(problem)
+    try:
+        return _compile_once(topo, opts)
+    except InfeasibleError as err:
+        better = smallest_budget(topo, opts, err, _compile_once)
+        if better is None:
+            raise
+        raise InfeasibleError(better) from None
+
+
+#: Budget errors name what they need: "needs 64 threadblocks", "needs at least 17".
+_NEEDS = re.compile(r"needs (?:at least )?(\d+) threadblocks")
+
+
+def smallest_budget(topo: Topology, opts: CompileOptions, err: InfeasibleError,
+                    build: Callable[[Topology, CompileOptions], object]) -> str | None:
+    """The refusal to give when nothing fit ``opts.max_threadblocks``, or None when
+    the budget was not what stopped every candidate.
+
+    The refusals say how many threadblocks each candidate needed; the least of
+    them is tried with ``build`` (and the next one it names, a few times), so
+    the budget the message names really writes a file.
+
+    Returns
+    -------
+    str or None
+        ``no schedule fits within --max-threadblocks B: the smallest budget that
+        works here is N (variant); ...``.
+    """
+    model = model_named(opts.machine) if opts.machine else model_for(topo)
+    budget = threadblock_budget(opts.max_threadblocks, model)
+    needs = [int(n) for n in _NEEDS.findall(str(err))]
+    if not needs or budget >= model.max_threadblocks:
+        return None
+    trial = max(budget + 1, min(needs))
+    for _ in range(6):
+        if trial > model.max_threadblocks:
+            break
+        try:
+            result = build(topo, dataclasses.replace(opts, max_threadblocks=trial))
+        except InfeasibleError as again:
+            more = [int(n) for n in _NEEDS.findall(str(again)) if int(n) > trial]
+            trial = min(more) if more else trial + max(1, trial // 4)
+            continue
+        trial, result = _lower_budget(topo, opts, build, budget, trial, result)
+        label = getattr(result, "algorithm", "") or "a portfolio"
+        return (f"no schedule fits within --max-threadblocks {budget}: the smallest budget "
+                f"that works here is {trial} ({label}); use --max-threadblocks {trial} or "
+                f"more")
+    return (f"no schedule fits within --max-threadblocks {budget} (the candidates need "
+            f"{min(needs)} or more threadblocks per GPU): {err}")
+
+
+def _lower_budget(topo: Topology, opts: CompileOptions, build, budget: int, works: int,
+                  result: object) -> tuple[int, object]:
+    """Step down from a budget that ``works`` while the one below still builds
+    (the needs the refusals name are per candidate, not per lowering strategy)."""
+    for _ in range(6):
+        if works - 1 <= budget:
+            break
+        try:
+            result = build(topo, dataclasses.replace(opts, max_threadblocks=works - 1))
+        except InfeasibleError:
+            break
+        works -= 1
+    return works, result
+
+
+def _compile_once(topo: Topology, opts: CompileOptions) -> CompileResult:
+    """``compile_topology`` at ``opts.max_threadblocks``, without the budget search."""
     compiler = Compiler(topo, opts)
     sizes = compiler.sizes()
     refusals: list[str] = []
@@ -694,6 +778,7 @@ def compile_topology(topo: Topology, opts: CompileOptions) -> CompileResult:
             scored.append((-score, variant.label, variant))
             best = max(best, score)
     scored.sort(key=lambda r: (r[0], r[1]))
+    scored = _smaller_budgets(compiler, scored, sizes, refusals)
     for neg, _, variant in scored:
         try:
             program, text = compiler.finish(
@@ -702,13 +787,41 @@ def compile_topology(topo: Topology, opts: CompileOptions) -> CompileResult:
             refusals.append(str(err))
             continue
         notes = tuple(dict.fromkeys(f"not used: {r}" for r in refusals))
-        sched = compiler.schedule(variant.algorithm, variant.chunks)
+        sched = compiler.schedule(variant.algorithm, variant.chunks, variant.budget)
         predicted = tuple((s, compiler.simulate(variant, s)) for s in sizes)
         return CompileResult(sched, program, text, variant.label,
                              schedule_algbw(sched, topo), notes, predicted, variant)
     if refusals and all("failed verification" in r for r in refusals):
         raise InternalError("every candidate failed verification: " + "; ".join(refusals[:3]))
     raise InfeasibleError("no schedule fits the runtime's limits: " + "; ".join(refusals[-3:]))
+
+
+#: Budgets a winner is also lowered for (with one less and half its own): a file
+#: that fits a smaller budget fits a larger one, so a larger budget never
+#: predicts slower than these (fewer lanes sometimes pipeline better).
+BUDGET_LADDER = (8, 16, 24, 32, 48, 64)
+#: Above this many ranks the winner is not lowered again for smaller budgets
+#: (each lowering and its simulations cost minutes there).
+LADDER_RANKS = 256
+
+
+def _smaller_budgets(compiler: Compiler, scored: list, sizes: tuple[int, ...],
+                     refusals: list[str]) -> list:
+    """``scored`` with the winner also lowered for the ladder's smaller budgets."""
+    if not scored or compiler.topo.num_ranks > LADDER_RANKS:
+        return scored
+    winner = scored[0][2]
+    budgets = {compiler.budget - 1, compiler.budget // 2}
+    budgets |= {b for b in BUDGET_LADDER if b < compiler.budget}
+    out = list(scored)
+    for b in sorted(x for x in budgets if x >= 1):
+        variant = dataclasses.replace(winner, budget=b)
+        try:
+            out.append((-compiler.score(variant, sizes), variant.label, variant))
+        except ColcError as err:
+            refusals.append(f"{variant.label}: {err}")
+    out.sort(key=lambda r: (r[0], r[1]))
+    return out
 
 
 def _skip(refusals: list[str], variant: Variant, bound: float, best: float) -> None:
@@ -785,5 +898,6 @@ __all__ = ["ALGORITHMS", "CHUNKINGS", "CHUNK_SCALE_RANKS", "DEFAULT_THREADBLOCKS
            "CompileOptions",
            "CompileResult", "Compiler", "Variant", "available_algorithms",
            "compile_topology", "register_algorithm", "scale_chunks", "selectable_sizes",
-           "MSCCL_MAX_RANKS", "rank_limit_problem", "threadblock_budget", "variants"]
+           "MSCCL_MAX_RANKS", "rank_limit_problem", "smallest_budget", "threadblock_budget",
+           "variants"]
 _ = math

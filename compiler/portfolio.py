@@ -41,6 +41,7 @@ from colc.compiler.pipeline import (
     Variant,
     VerificationFailed,
     rank_limit_problem,
+    smallest_budget,
     variants,
 )
 from colc.errors import ColcError, InfeasibleError
@@ -130,6 +131,17 @@ def build_portfolio(topo: Topology, opts: CompileOptions,
     problem = rank_limit_problem(topo.num_ranks)
     if problem is not None:  # a portfolio is MSCCL files; refused before anything is built
         raise InfeasibleError(problem)
+    try:
+        return _build_once(topo, opts, sizes)
+    except InfeasibleError as err:
+        better = smallest_budget(topo, opts, err, lambda t, o: _build_once(t, o, sizes))
+        if better is None:
+            raise
+        raise InfeasibleError(better) from None
+
+
+def _build_once(topo: Topology, opts: CompileOptions, sizes: tuple[int, ...]) -> Portfolio:
+    """``build_portfolio`` at ``opts.max_threadblocks``, without the budget search."""
     compiler = Compiler(topo, opts)
     protocols = tuple(p for p in (Protocol.LL, Protocol.LL128, Protocol.SIMPLE)
                       if p in compiler.model.protocols)
@@ -213,7 +225,9 @@ def _windows(compiler: Compiler, sizes: tuple[int, ...],
         for s in sizes:
             ok = [v for _, v in ranking[s] if v not in failed]
             if not ok:
-                raise InfeasibleError(f"no variant is correct and selectable at {_human(s)}B")
+                why = "; ".join(dict.fromkeys(notes))
+                raise InfeasibleError(f"no variant is correct and selectable at {_human(s)}B"
+                                      + (f": {why}" if why else ""))
             winners.append(ok[0])
         runs: list[tuple[Variant, list[int]]] = []
         for s, v in zip(sizes, winners, strict=True):

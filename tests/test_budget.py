@@ -1,0 +1,85 @@
+"""The threadblock budget (``--max-threadblocks``, issue 18): every algorithm keeps
+every rank within it, a budget too small names the smallest that works, and a
+larger budget never predicts slower."""
+
+from __future__ import annotations
+
+import pytest
+
+from colc.compiler.pipeline import CompileOptions, available_algorithms, compile_topology
+from colc.errors import ColcError, InfeasibleError
+from colc.frontends.families import dgx_a100, hypercube, ring, torus
+from colc.ir.core import Collective
+
+FAMILIES = {
+    "ring6": lambda: ring(6, 25, bidirectional=True),
+    "torus3x4": lambda: torus([3, 4], 25),
+    "hypercube3": lambda: hypercube(3, 25),
+    "dgx-a100x2": lambda: dgx_a100(2),
+}
+ALGORITHMS = [a for a in available_algorithms() if a != "auto"]
+
+
+def _compile(topo, algorithm: str, coll: Collective, budget: int, chunks=None):
+    return compile_topology(topo, CompileOptions(
+        algorithm=algorithm, collective=coll, max_threadblocks=budget, chunks=chunks,
+        rank_sizes=(1 << 20,), jobs=1))
+
+
+@pytest.mark.parametrize("family", ["ring6", "torus3x4", "hypercube3"])
+@pytest.mark.parametrize("budget", [4, 8, 32])
+@pytest.mark.parametrize("coll", [Collective.ALLGATHER, Collective.ALLREDUCE])
+def test_every_algorithm_respects_the_budget_on_every_rank(family, budget, coll) -> None:
+    topo = FAMILIES[family]()
+    written = 0
+    for algorithm in ALGORITHMS:
+        try:
+            result = _compile(topo, algorithm, coll, budget)
+        except InfeasibleError as err:
+            assert "threadblock" in str(err) or "limits" in str(err) or "needs" in str(err)
+            continue
+        except ColcError:
+            continue  # the algorithm does not apply to this family
+        written += 1
+        assert all(len(rp.threadblocks) <= budget for rp in result.program.ranks)
+    assert written, f"no algorithm wrote {family} within {budget}"
+
+
+@pytest.mark.parametrize("budget", [17, 32])
+@pytest.mark.parametrize("algorithm", ["rails", "hier", "trees", "ring"])
+def test_box_algorithms_respect_the_budget(algorithm, budget) -> None:
+    try:
+        result = _compile(dgx_a100(2), algorithm, Collective.ALLGATHER, budget, chunks=4)
+    except InfeasibleError as err:
+        assert "threadblocks" in str(err)
+        return
+    assert result.program.max_threadblocks <= budget
+
+
+def test_a_budget_below_any_schedule_names_the_smallest_that_works() -> None:
+    topo = FAMILIES["torus3x4"]()
+    with pytest.raises(InfeasibleError) as info:
+        _compile(topo, "auto", Collective.ALLGATHER, 1)
+    msg = str(info.value)
+    assert msg.startswith("no schedule fits within --max-threadblocks 1: the smallest budget "
+                          "that works here is ")
+    smallest = int(msg.split("works here is ")[1].split()[0])
+    assert _compile(topo, "auto", Collective.ALLGATHER, smallest).program.max_threadblocks \
+        <= smallest
+    with pytest.raises(InfeasibleError):
+        _compile(topo, "auto", Collective.ALLGATHER, smallest - 1)
+
+
+@pytest.mark.parametrize("topo_name,algorithm,budgets", [
+    ("torus3x4", "auto", (3, 4, 8, 16, 32)),
+    ("dgx-a100x2", "rails", (17, 24, 32)),
+])
+def test_a_larger_budget_never_predicts_slower(topo_name, algorithm, budgets) -> None:
+    topo = FAMILIES[topo_name]()
+    figures = []
+    for budget in budgets:
+        result = compile_topology(topo, CompileOptions(
+            algorithm=algorithm, collective=Collective.ALLGATHER, max_threadblocks=budget,
+            rank_sizes=(1 << 30,), jobs=1))
+        figures.append(result.predicted[0][1].algbw)
+    assert figures == sorted(figures), dict(zip(budgets, figures, strict=True))
