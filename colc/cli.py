@@ -219,6 +219,18 @@ def _options(args: argparse.Namespace):
         max_threadblocks=_budget(args.max_threadblocks))
 
 
+def _budget_list(text: str) -> tuple[int, ...]:
+    """``--budgets 8,16,0`` as integers (each a valid budget)."""
+    out = []
+    for item in filter(None, (x.strip() for x in text.split(","))):
+        try:
+            out.append(_budget(int(item)))
+        except ValueError:
+            raise ColcError(f"colc: error: --budgets takes whole numbers separated by "
+                            f"commas, got {item!r}") from None
+    return tuple(out)
+
+
 def _budget(n: int) -> int:
     if n < 0:
         raise ColcError(f"colc: error: --max-threadblocks must be 0 (the GPU's limit) or a "
@@ -436,14 +448,19 @@ def _cmd_analyze(argv: list[str]) -> int:
                      help="bandwidth-only figures (fast)")
     p.add_argument("--machine", choices=sorted(PRESETS), default=None)
     _budget_option(p)
+    p.add_argument("--budgets", default="", metavar="LIST",
+                   help="also the best file per collective within each of these threadblock "
+                        "budgets, e.g. 8,16,24,32,48,64,0 (0 = the GPU's limit; a full "
+                        "compile per budget: minutes on large machines)")
     p.add_argument("--boxes", type=int, default=None)
     args = p.parse_args(argv)
+    budgets = _budget_list(args.budgets)
     topo = load_any_topology(args.topology, boxes=args.boxes)
     report = analyze_topology(
         topo, algorithms=tuple(args.algorithm),
         collectives=tuple(Collective(c) for c in args.collective),
         sizes=parse_sizes(args.sizes), simulate=args.simulate, machine=args.machine,
-        max_threadblocks=_budget(args.max_threadblocks))
+        max_threadblocks=_budget(args.max_threadblocks), budgets=budgets)
     clear_progress()
     if args.json:
         print(json.dumps(report, indent=2, sort_keys=False))

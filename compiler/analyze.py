@@ -195,7 +195,8 @@ def _symmetric(topo: Topology) -> bool:
 def analyze_topology(topo: Topology, *, algorithms: tuple[str, ...] = (),
                      collectives: tuple[Collective, ...] = (), sizes: tuple[int, ...] = SIZES,
                      simulate: bool | None = None, machine: str | None = None,
-                     max_threadblocks: int = DEFAULT_THREADBLOCKS) -> dict:
+                     max_threadblocks: int = DEFAULT_THREADBLOCKS,
+                     budgets: tuple[int, ...] = ()) -> dict:
     """Build the analysis report (see module docstring).
 
     Parameters
@@ -211,6 +212,10 @@ def analyze_topology(topo: Topology, *, algorithms: tuple[str, ...] = (),
         Cost-model preset (None: from the topology).
     max_threadblocks : int
         Threadblocks per GPU the simulated files may take (0: the GPU's limit).
+    budgets : tuple of int
+        Threadblock budgets (0: the GPU's limit) at which to report the best
+        file colc writes for each collective (``budget_rows``): the
+        trade-off between SMs held and speed.
     """
     _load_optional_algorithms()
     for name in algorithms:
@@ -257,10 +262,60 @@ def analyze_topology(topo: Topology, *, algorithms: tuple[str, ...] = (),
     for coll, b in bounds.items():
         if coll in {c.value for c in colls}:
             b.update(_latency_bound(topo, model, b["algbw"], sizes))
-    return {"topology": topo.name, "ranks": topo.num_ranks, "machine": model.name,
-            "sizes": list(sizes), "simulated": simulate, "estimated": estimate,
-            "bounds": {c: b for c, b in bounds.items() if c in {x.value for x in colls}},
-            "schedules": schedules}
+    report = {"topology": topo.name, "ranks": topo.num_ranks, "machine": model.name,
+              "sizes": list(sizes), "simulated": simulate, "estimated": estimate,
+              "bounds": {c: b for c, b in bounds.items() if c in {x.value for x in colls}},
+              "schedules": schedules}
+    if budgets:
+        report["budgets"] = {c.value: budget_rows(topo, c, sizes, budgets, machine)
+                             for c in colls}
+    return report
+
+
+def budget_rows(topo: Topology, coll: Collective, sizes: tuple[int, ...],
+                budgets: tuple[int, ...], machine: str | None = None) -> list[dict]:
+    """The best file within each budget, simulated at ``sizes``.
+
+    Budgets are taken in increasing order (0, the GPU's limit, last); a file
+    within a smaller budget also fits a larger one, so a row keeps the
+    smaller budget's file when that one simulates faster: the figures never
+    drop as the budget grows.
+
+    Returns
+    -------
+    list of dict
+        ``{"budget", "variant", "threadblocks", "algbw": [per size]}``, or
+        ``{"budget", "error"}`` where nothing fits.
+    """
+    from colc.compiler.pipeline import CompileOptions, compile_topology, threadblock_budget
+
+    model = model_named(machine) if machine else model_for(topo)
+    limits = sorted({threadblock_budget(b, model) for b in budgets})
+    rows: list[dict] = []
+    best: dict | None = None
+    for limit in limits:
+        try:
+            result = compile_topology(topo, CompileOptions(
+                collective=coll, machine=machine, max_threadblocks=limit,
+                rank_sizes=_ranking_sizes(sizes)))
+        except ColcError as err:
+            rows.append({"budget": limit, "error": " ".join(str(err).split())})
+            continue
+        from colc.ir.simulate import simulate
+
+        row = {"budget": limit, "variant": result.algorithm,
+               "threadblocks": result.program.max_threadblocks,
+               "algbw": [round(simulate(result.program, topo, model, x).algbw, 3)
+                         for x in sizes]}
+        if best is not None and _harmonic(best["algbw"]) > _harmonic(row["algbw"]):
+            row = {**best, "budget": limit}
+        rows.append(row)
+        best = row
+    return rows
+
+
+def _harmonic(figures: list[float]) -> float:
+    return len(figures) / sum(1 / max(x, 1e-12) for x in figures) if figures else 0.0
 
 
 def _simulated(topo: Topology, name: str, coll: Collective, sizes: tuple[int, ...],
@@ -430,6 +485,15 @@ def format_table(report: dict) -> str:
                          f"{m['traffic_after']:g}, GPU {gpu} {m[f'gpu_{gpu}_before']:g} -> "
                          f"{m[f'gpu_{gpu}_after']:g} GB per GB (analysis only; "
                          f"files send unicast)")
+    for coll, rows in report.get("budgets", {}).items():
+        lines += ["", f"{coll}: the best file within each threadblock budget (simulated algbw):",
+                  f"{'budget':>7}{'tbs/GPU':>9}{head}  file"]
+        for row in rows:
+            if "error" in row:
+                lines.append(f"{row['budget']:>7}  none: {row['error']}")
+                continue
+            lines.append(f"{row['budget']:>7}{row['threadblocks']:>9}"
+                         + "".join(f"{x:>10.2f}" for x in row["algbw"]) + f"  {row['variant']}")
     if report.get("estimated"):
         lines.append(f"(above {BUILD_UP_TO} ranks the schedules are estimated, not built or "
                      f"simulated; --algorithm A builds A)")

@@ -83,3 +83,21 @@ def test_a_larger_budget_never_predicts_slower(topo_name, algorithm, budgets) ->
             rank_sizes=(1 << 30,), jobs=1))
         figures.append(result.predicted[0][1].algbw)
     assert figures == sorted(figures), dict(zip(budgets, figures, strict=True))
+
+
+def test_analyze_shows_the_trade_off_by_budget(capsys) -> None:
+    """colc analyze --budgets: per budget the best file, within it, never slower
+    than a smaller budget's; a budget nothing fits says which one works."""
+    import json
+
+    from colc.cli import main
+
+    assert main(["analyze", "examples/torus-3x5.yaml", "--collective", "allgather",
+                 "--sizes", "1M,1G", "--budgets", "2,4,0", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)["budgets"]["allgather"]
+    assert [r["budget"] for r in rows] == [2, 4, 108]
+    assert "the smallest budget that works here is" in rows[0]["error"]
+    written = rows[1:]
+    assert all(r["threadblocks"] <= r["budget"] for r in written)
+    harmonic = [2 / sum(1 / x for x in r["algbw"]) for r in written]
+    assert harmonic == sorted(harmonic)
