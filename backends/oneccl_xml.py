@@ -60,8 +60,9 @@ from colc.ir.core import Buffer, buffer_extents
 from colc.ir.oneccl import Instr, InstrKind, RankThreads, Region, Thread, ThreadSchedule
 from colc.ir.program import Loc, Program, RankProgram, Step, StepKind, Threadblock
 
-#: Largest oneCCL XML document colc reads (bytes).
-MAX_XML_BYTES = 64 * 1024 * 1024
+#: Largest oneCCL XML document colc reads (bytes): as ``colc verify`` for MSCCL
+#: files (a 50x50 torus dimrings allgather is about 120 MB).
+MAX_XML_BYTES = 256 * 1024 * 1024
 
 #: File-name suffix of the format.
 SUFFIX = ".oneccl.xml"

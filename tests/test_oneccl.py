@@ -243,6 +243,22 @@ def test_race_between_local_threads() -> None:
     assert not any("race" in d for d in diags)
 
 
+def test_order_through_another_rank_is_not_a_race() -> None:
+    """Rank-local clocks run first (memory linear in the threads); the pair below
+    is ordered only through rank 1, so that run flags it and the global clocks
+    clear it: no race reported."""
+    code = {0: [[copy(IN, 0, OUT, 0), send(1, 0, IN, 0)],
+                [recv(1, 1, TMP, 0), copy(IN, 0, OUT, 0)]],
+            1: [[recv(0, 0, TMP, 0), send(0, 1, IN, 0), copy(IN, 0, OUT, 1)]]}
+    sched = _sched(Collective.ALLGATHER, 2, 2, code)
+    done, diags = interpret_thread_schedule(sched, inplace=False, eager_depth=None)
+    assert done and not any("race" in str(d) for d in diags)
+    code[0][1] = [copy(IN, 0, OUT, 0)]  # without the message: a real race
+    done, diags = interpret_thread_schedule(_sched(Collective.ALLGATHER, 2, 2, code),
+                                            inplace=False, eager_depth=None)
+    assert any("data race on output[0]" in str(d) for d in diags)
+
+
 def test_double_reduction_is_an_error() -> None:
     code = {}
     for r in range(2):
