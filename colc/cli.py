@@ -137,7 +137,9 @@ def _compile_parser() -> argparse.ArgumentParser:
                    help="schedule generator: ring, bfb (direct-connect linear programs), "
                         "trees (spanning-tree packing), hier (box trees and one network "
                         "hop), rings2d (rings in boxes, then along rails), dimrings (tori: "
-                        "rings along each dimension, rows as one step); auto "
+                        "rings along each dimension, rows as one step), rails (boxes behind "
+                        "a switch: blocks cross once on a rail, within the threadblock "
+                        "budget), nccl-rings (NCCL's rings as a file); auto "
                         "simulates every applicable one and keeps the fastest")
     p.add_argument("--protocol", default="Simple", choices=["Simple", "LL", "LL128"],
                    help="protocol of a single file (a directory gets every protocol)")

@@ -1,8 +1,9 @@
 """NCCL's (and RCCL's) ring algorithm written as a runtime program.
 
 Used to calibrate the cost model against published NCCL/RCCL measurements
-(``bench/calibrate.py``, ``docs/cost-model.md``) and as the baseline in
-``bench/``: NCCL's ring, not colc's.  It is not one of colc's algorithms.
+(``bench/calibrate.py``, ``docs/cost-model.md``), as the baseline in
+``bench/``, and as the candidate ``--algorithm nccl-rings`` (so what colc
+picks is never slower than the vendor's ring under the simulator).
 
 What NCCL builds on multi-box machines, and what this module reproduces:
 
@@ -24,10 +25,13 @@ search per box (small boxes).
 
 from __future__ import annotations
 
+import dataclasses
+
 from colc.compiler.lowering.lower_to_program import LoweringOptions, lower_to_program
 from colc.compiler.ring import Ring, build_ring_schedule
 from colc.errors import UnsupportedError
 from colc.ir.core import Collective, Protocol
+from colc.ir.chunks import Schedule
 from colc.ir.program import Program
 from colc.ir.routing import Router
 from colc.ir.topology import Topology, boxes
@@ -35,6 +39,8 @@ from colc.ir.topology import Topology, boxes
 
 #: Hamiltonian paths examined per box entry (the least loaded one is used).
 PATHS_TRIED = 400
+#: Rings (channels) NCCL uses on a DGX A100 pair, and RCCL on MI250 boxes.
+RINGS = 16
 
 
 def _paths(start: int, end: int, members: list[int], reach: set[tuple[int, int]]):
@@ -164,6 +170,42 @@ def _box_path(box: list[int], entry: int, next_entry: int | None, reach: set, lo
     return None
 
 
+def nccl_rings_schedule(topo: Topology, collective: Collective, chunks: int | None = None,
+                        budget: int = 32) -> Schedule:
+    """NCCL's NIC-aligned rings as one of colc's schedules (``--algorithm nccl-rings``).
+
+    What the vendor library runs, as a candidate beside colc's own: a
+    portfolio is then never slower than the ring at any size (under the
+    simulator).  ``RINGS`` rings, fewer when the threadblock budget is small
+    (a ring takes a threadblock per rank, its allgather copies another).
+
+    Parameters
+    ----------
+    topo : Topology
+    collective : Collective
+    chunks : int or None
+        Ignored: ring ``j`` owns chunk ``j`` of every shard.
+    budget : int
+        Threadblocks per rank.
+
+    Returns
+    -------
+    Schedule
+
+    Raises
+    ------
+    UnsupportedError
+        Not boxes of several GPUs joined by a network.
+    """
+    groups = boxes(topo)
+    if len(groups) < 2 or len(groups[0]) < 2:
+        raise UnsupportedError("nccl-rings needs boxes of several GPUs joined by a network "
+                               "(what NCCL's rings are built for); use ring")
+    rings = min(RINGS, max(1, budget // 2))
+    sched = build_ring_schedule(topo.num_ranks, nccl_rings(topo, rings), collective)
+    return dataclasses.replace(sched, algorithm="nccl-rings")
+
+
 def nccl_ring_program(topo: Topology, collective: Collective, *, channels: int,
                       protocol: Protocol = Protocol.SIMPLE) -> Program:
     """NCCL's ring for ``collective`` as a runtime program (see module docstring).
@@ -187,4 +229,4 @@ def nccl_ring_program(topo: Topology, collective: Collective, *, channels: int,
         protocol=protocol, name=f"nccl-ring-{topo.name}-{collective.value}"))
 
 
-__all__ = ["boxes", "nccl_ring_program", "nccl_rings"]
+__all__ = ["RINGS", "boxes", "nccl_ring_program", "nccl_rings", "nccl_rings_schedule"]

@@ -188,11 +188,11 @@ def register_algorithm(name: str, generator: Generator) -> None:
 #: balancing reorders ring steps across lanes so the fused ring steps no
 #: longer pipeline (MI250 x2 reduce-scatter, 1 GiB: 139 GB/s balanced,
 #: 190 GB/s plain).
-UNBALANCED = frozenset({"rings2d", "rails"})
+UNBALANCED = frozenset({"rings2d", "rails", "nccl-rings"})
 
 #: Generators that plan their own lanes and take the threadblock budget
 #: (``budget=``): the schedule itself depends on it.
-BUDGETED = frozenset({"rails"})
+BUDGETED = frozenset({"rails", "nccl-rings"})
 
 
 #: Most ranks an MSCCL file can hold: the executor's XML reader keeps at most
@@ -236,6 +236,7 @@ def _load_optional_algorithms() -> None:
     from colc.compiler.bfb.algorithm import bfb_schedule_for
 
     from colc.compiler.dimrings import dimrings_schedule
+    from colc.compiler.nccl_baseline import nccl_rings_schedule
     from colc.compiler.rails import rails_schedule
     from colc.compiler.rings2d import rings2d_schedule
 
@@ -245,6 +246,7 @@ def _load_optional_algorithms() -> None:
     ALGORITHMS["rings2d"] = rings2d_schedule
     ALGORITHMS["dimrings"] = dimrings_schedule
     ALGORITHMS["rails"] = rails_schedule
+    ALGORITHMS["nccl-rings"] = nccl_rings_schedule
 
 
 def _box_switches(topo: Topology) -> bool:

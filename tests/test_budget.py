@@ -101,3 +101,21 @@ def test_analyze_shows_the_trade_off_by_budget(capsys) -> None:
     assert all(r["threadblocks"] <= r["budget"] for r in written)
     harmonic = [2 / sum(1 / x for x in r["algbw"]) for r in written]
     assert harmonic == sorted(harmonic)
+
+
+def test_the_vendor_ring_is_a_candidate() -> None:
+    """nccl-rings is NCCL's ring written as a file: a candidate of auto, so colc
+    never picks slower than the vendor's ring under the simulator."""
+    from colc.compiler.nccl_baseline import nccl_ring_program
+    from colc.ir.runtime_model import model_for
+    from colc.ir.simulate import simulate
+
+    topo = dgx_a100(2)
+    result = _compile(topo, "nccl-rings", Collective.REDUCESCATTER, 32)
+    assert result.program.max_threadblocks <= 32
+    ring = nccl_ring_program(topo, Collective.REDUCESCATTER, channels=16)
+    model = model_for(topo)
+    assert simulate(result.program, topo, model, 1 << 20).algbw == pytest.approx(
+        simulate(ring, topo, model, 1 << 20).algbw, rel=0.02)
+    with pytest.raises(ColcError, match="boxes"):
+        _compile(FAMILIES["torus3x4"](), "nccl-rings", Collective.ALLGATHER, 32)
