@@ -60,7 +60,7 @@ from colc.ir.load_checks import load_program
 from colc.ir.program import Program
 from colc.ir.runtime_model import RuntimeModel, model_for, model_named
 from colc.ir.simulate import SimResult, SimulationError, selection, simulate
-from colc.ir.topology import Topology
+from colc.ir.topology import Topology, boxes
 from colc.progress import report as progress_report
 
 #: ``generator(topology, collective, chunks)``; ``chunks`` None = the algorithm's own.
@@ -80,13 +80,66 @@ CHUNKINGS: dict[str, tuple[int | None, ...]] = {
 #: little there (hypercube dim 9 bfb bandwidth-only: 220.7 GB/s at 1 chunk,
 #: 225.4 at the LP's own 9) while the simulation and the verifier run a call
 #: per chunk (9 times as many at 9 chunks).  dimrings' blocks on large tori
-#: are long enough to split evenly anyway.
+#: are long enough to split evenly anyway.  rails too: at 128 DGX boxes a
+#: carrier relays 16 blocks to each box peer, and only one chunk per shard
+#: keeps those relays within 64 steps per threadblock in pieces the LL128
+#: FIFO holds (DGX A100 x128 allgather: 98.5 GB/s at 1 GiB; 4 chunks per
+#: shard deadlock).
 ONE_CHUNKING_RANKS = 256
 
 #: Ranks up to which tree chunkings are used as listed; above, they shrink in
 #: proportion (``scale_chunks``) so a chunk keeps its size and the steps per
 #: connection stay within the runtime's limits as trees pass more peers.
 CHUNK_SCALE_RANKS = 32
+
+
+#: Ranks above which ``auto`` leaves ring-shaped schedules (``RING_FAMILY``)
+#: out on boxes that ``rails`` serves: a ring of N ranks is N - 1 dependent
+#: hops per call (DGX A100 x128: 1023 hops, 10 ms of hop latency alone) and
+#: within 64 steps per threadblock one ring takes N/64 threadblocks per rank,
+#: so a budget of 32 holds one ring.  Building one costs minutes (x128: 83 s
+#: for ``ring``'s schedule alone).  ``--algorithm ring`` still builds it.
+RING_RANKS = 256
+#: Algorithms whose threadblocks each serve one ring.
+RING_FAMILY = ("ring", "rings2d", "nccl-rings")
+#: Tree algorithms that spread over every rail peer on boxes behind a box switch.
+SPREAD_TREES = ("trees", "hier")
+
+
+def scale_skip(topo: Topology, algorithm: str, budget: int) -> str | None:
+    """Why ``auto`` does not try ``algorithm`` here (before building it), or None.
+
+    Trees and hierarchical trees on boxes behind box switches take a
+    threadblock per box peer and per rail peer (spread splitting rotates a
+    GPU's trees over every other box: DGX A100 x32, 38 peers per GPU), so
+    ``nb - 1 + G - 1`` above the budget rules them out before the packing
+    (minutes and gigabytes past 256 GPUs).  Ring-shaped schedules are left
+    out past ``RING_RANKS`` ranks where ``rails`` applies (see there).
+
+    Examples
+    --------
+    >>> from colc.frontends.families import build_family
+    >>> t = build_family({"family": "dgx-a100", "boxes": 64}, "x")
+    >>> scale_skip(t, "trees", 32)[:48]
+    'trees take a threadblock per box and rail peer: '
+    >>> scale_skip(t, "rails", 32) is None, scale_skip(t, "trees", 108) is None
+    (True, True)
+    """
+    if algorithm not in SPREAD_TREES + RING_FAMILY or not _box_switches(topo):
+        return None
+    groups = boxes(topo)
+    if len(groups) < 2 or len({len(g) for g in groups}) != 1:
+        return None
+    peers = len(groups) - 1 + len(groups[0]) - 1
+    if algorithm in SPREAD_TREES and peers > budget:
+        return (f"{algorithm} take a threadblock per box and rail peer: {peers} per GPU "
+                f"here, more than the budget of {budget} (--max-threadblocks)")
+    if algorithm in RING_FAMILY and topo.num_ranks > RING_RANKS:
+        return (f"{algorithm}: a ring of {topo.num_ranks} ranks is {topo.num_ranks - 1} "
+                f"dependent hops per call and holds {-(-topo.num_ranks // 64)} threadblocks "
+                f"per rank; past {RING_RANKS} ranks auto uses rails (--algorithm "
+                f"{algorithm} builds it anyway)")
+    return None
 
 
 def scale_chunks(chunks: tuple[int | None, ...], ngpus: int) -> tuple[int | None, ...]:
@@ -632,13 +685,16 @@ def variants(compiler: Compiler, protocols: tuple[Protocol, ...] | None = None,
     protocols = protocols or (opts.protocol,)
     out = []
     for name in names:
+        if opts.algorithm == "auto" and scale_skip(compiler.topo, name, compiler.budget):
+            continue
         if opts.chunks is not None:
             chunks: tuple[int | None, ...] = (opts.chunks,)
         elif chunkings is not None and name in ("trees", "hier"):
             chunks = scale_chunks(chunkings, compiler.topo.num_ranks)
         elif name in ("trees", "hier"):
             chunks = scale_chunks(CHUNKINGS[name], compiler.topo.num_ranks)
-        elif name in ("bfb", "dimrings") and compiler.topo.num_ranks > ONE_CHUNKING_RANKS:
+        elif name in ("bfb", "dimrings", "rails") and \
+                compiler.topo.num_ranks > ONE_CHUNKING_RANKS:
             chunks = (1,)
         else:
             chunks = CHUNKINGS.get(name, (None,))

@@ -36,11 +36,13 @@ from dataclasses import dataclass
 
 from colc.compiler.parallel import jobs_for, prefetch
 from colc.compiler.pipeline import (
+    ALGORITHMS,
     CompileOptions,
     Compiler,
     Variant,
     VerificationFailed,
     rank_limit_problem,
+    scale_skip,
     smallest_budget,
     variants,
 )
@@ -148,7 +150,8 @@ def _build_once(topo: Topology, opts: CompileOptions, sizes: tuple[int, ...]) ->
     cands: list[Variant] = []
     for proto in protocols:
         cands += variants(compiler, (proto,), CHUNKINGS[proto])
-    notes: list[str] = []
+    notes: list[str] = [why for name in sorted(ALGORITHMS) if compiler.opts.algorithm == "auto"
+                        and (why := scale_skip(topo, name, compiler.budget))]
     table: list[tuple[str, int, SimResult]] = []
     _prefetch(compiler, cands, sizes)
     ranking = {s: _rank(compiler, cands, s, notes, table) for s in sizes}

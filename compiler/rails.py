@@ -13,9 +13,10 @@ shards):
 
 1. every rank sends its shard to its ``G-1`` box peers;
 2. segment ``j`` of block ``b`` goes to box ``b'`` over one rail: its
-   *carrier* place is ``((d-1) S + j) mod G`` for ``d = (b'-b) mod nb``,
-   so every place carries and receives the same number of segments (``S =
-   G``: the carrier is the shard's owner and the segment its own shard);
+   *carrier* place is ``((c-1) S + j) mod G`` for ``d = (b'-b) mod nb``
+   and ``c = min(d, nb - d)``, so every place carries and receives the same
+   number of segments, and exchanges them with the same rail peers both ways
+   (``S = G``: the carrier is the shard's owner and the segment its own shard);
 3. the receiving carrier forwards the segment to its ``G-1`` box peers.
 
 Reduce-scatter runs it backwards: box peers send their inputs of a segment to
@@ -30,8 +31,9 @@ channels: on every rank the lowering pairs a lane's send to a peer with its
 receive from the same peer, so a rank takes ``1 + lanes (G-1) + net_lanes
 n_net`` threadblocks (``n_net``: its rail peers, about ``(nb-1) S / G``).
 ``plan_rails`` picks the most segments (fewest rail peers first is the
-fallback) and lanes the budget allows: ``S = G`` at 2 to 16 DGX boxes, one
-segment per block at 128 (16 rail peers each way).  Lanes are planned here,
+fallback) and lanes the budget allows: ``S = G`` at 2 to 8 DGX boxes, one
+segment per block at 64 and 128 (16 rail peers each way at 128, where own
+and relayed data share two lanes per box peer: 31 threadblocks).  Lanes are planned here,
 so the pipeline lowers without ``balance-lanes``.
 
 Input invariant: a validated ``Topology`` of at least two boxes of equal size,
@@ -112,7 +114,22 @@ class RailPlan:
 
     def carrier(self, d: int, j: int) -> int:
         """Place carrying segment ``j`` of a block to the box ``d`` boxes further."""
-        return ((d - 1) * self.segments + j) % self.size
+        return carrier_place(len(self.groups), self.size, self.segments, d, j)
+
+
+def carrier_place(nb: int, size: int, segments: int, d: int, j: int) -> int:
+    """Place carrying segment ``j`` of a block ``d`` boxes further: distances
+    ``d`` and ``nb - d`` share their carriers, so a place sends to the rail
+    peers it receives from, and the lowering pairs each send with the receive
+    from the same peer (two sides exchanging, never a cycle of boxes waiting
+    on each other: DGX A100 x128 deadlocked with ``(d - 1) S + j``).
+
+    >>> [carrier_place(128, 8, 1, d, 0) for d in (1, 127, 2, 126, 9, 64)]
+    [0, 0, 1, 1, 0, 7]
+    >>> {carrier_place(2, 8, 8, 1, j) for j in range(8)} == set(range(8))
+    True
+    """
+    return ((min(d, nb - d) - 1) * segments + j) % size
 
 
 def rail_peers(nb: int, size: int, segments: int) -> int:
@@ -124,7 +141,8 @@ def rail_peers(nb: int, size: int, segments: int) -> int:
     (1, 16, 15)
     """
     def peers(g: int) -> int:
-        return sum(1 for d in range(1, nb) if (g - (d - 1) * segments) % size < segments)
+        return len({d for d in range(1, nb) for j in range(segments)
+                    if carrier_place(nb, size, segments, d, j) == g})
 
     return max(peers(g) for g in range(size))
 
@@ -197,9 +215,13 @@ def _split_lanes(total: int, nb: int) -> tuple[int, int]:
 
     >>> _split_lanes(4, 2), _split_lanes(3, 2), _split_lanes(4, 4), _split_lanes(3, 8)
     ((2, 2), (1, 1), (1, 3), (1, 2))
+    >>> _split_lanes(2, 128)
+    (0, 2)
     """
     if nb == 2:
         return (total // 2, total // 2)
+    if total < 3:  # one class: the own shard is a small share here
+        return (0, total)
     own = max(1, round(total / nb))
     return (own, total - own)
 
@@ -216,8 +238,9 @@ def _piece(cf: int, size: int, nb: int, segments: int, lanes: tuple[int, int]) -
     start = 1  # a piece is one call at large sizes: exchanges alternate within the FIFO
     per_lane = 0
     for piece in (p for p in options if p >= min(start, cf) and p <= MAX_COUNT):
-        per_lane = max(-(-(-(-cf // piece)) // lanes[0]),
-                       -(-(carried * -(-seg_len // piece)) // lanes[1]))
+        own, relayed = -(-cf // piece), carried * -(-seg_len // piece)
+        per_lane = (max(-(-own // lanes[0]), -(-relayed // lanes[1])) if lanes[0]
+                    else -(-(own + relayed) // lanes[1]))
         if per_lane <= STEPS_PER_LANE:
             return piece
     raise InfeasibleError(
@@ -268,11 +291,11 @@ class _Builder:
         """Channel of the next transfer of ``src -> dst`` (round robin over the lanes
         of its class)."""
         own, relay = self.plan.lanes
-        key = (src, dst, self.relay)
+        key = (src, dst, self.relay if own else 1)
         k = self.turn.get(key, 0)
         self.turn[key] = k + 1
         if self.box_of[src] == self.box_of[dst]:
-            return own + k % relay if self.relay else k % own
+            return own + k % relay if self.relay or not own else k % own
         if self.plan.split_net:  # a channel per sending box: sends never pair with receives
             return own + relay + self.box_of[src]
         return own + relay + k % self.plan.net_lanes
@@ -516,4 +539,4 @@ def _chain(out: _Builder, r: int, sources: list[Slot], first: Slot, acc: Slot,
         prev = dst
 
 
-__all__ = ["NAME", "RailPlan", "plan_rails", "rail_peers", "rails_schedule"]
+__all__ = ["NAME", "RailPlan", "carrier_place", "plan_rails", "rail_peers", "rails_schedule"]

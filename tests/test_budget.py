@@ -6,7 +6,14 @@ from __future__ import annotations
 
 import pytest
 
-from colc.compiler.pipeline import CompileOptions, available_algorithms, compile_topology
+from colc.compiler.pipeline import (
+    CompileOptions,
+    Compiler,
+    available_algorithms,
+    compile_topology,
+    scale_skip,
+    variants,
+)
 from colc.errors import ColcError, InfeasibleError
 from colc.frontends.families import dgx_a100, hypercube, ring, torus
 from colc.ir.core import Collective
@@ -119,3 +126,18 @@ def test_the_vendor_ring_is_a_candidate() -> None:
         simulate(ring, topo, model, 1 << 20).algbw, rel=0.02)
     with pytest.raises(ColcError, match="boxes"):
         _compile(FAMILIES["torus3x4"](), "nccl-rings", Collective.ALLGATHER, 32)
+
+
+def test_auto_leaves_out_what_cannot_fit_before_building_it() -> None:
+    """Past 256 GPUs on DGX boxes, ``auto`` does not pack trees (a threadblock per
+    rail peer) nor build rings (N - 1 hops per call): the refusal costs nothing."""
+    big = Compiler(dgx_a100(64), CompileOptions(collective=Collective.ALLGATHER))
+    names = {v.algorithm for v in variants(big)}
+    assert "rails" in names and not names & {"trees", "hier", "ring", "rings2d", "nccl-rings"}
+    assert "trees take a threadblock per box and rail peer: 70" in scale_skip(
+        dgx_a100(64), "trees", 32)
+    small = Compiler(dgx_a100(2), CompileOptions(collective=Collective.ALLGATHER))
+    assert {"trees", "hier", "ring", "rails", "nccl-rings"} <= {
+        v.algorithm for v in variants(small)}
+    forced = Compiler(dgx_a100(64), CompileOptions(algorithm="trees"))
+    assert {v.algorithm for v in variants(forced)} == {"trees"}

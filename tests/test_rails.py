@@ -8,7 +8,7 @@ import pytest
 
 from colc.compiler.lowering.lower_to_program import LoweringOptions, lower_to_program
 from colc.compiler.pipeline import CompileOptions, compile_topology
-from colc.compiler.rails import plan_rails, rail_peers, rails_schedule
+from colc.compiler.rails import carrier_place, plan_rails, rail_peers, rails_schedule
 from colc.errors import InfeasibleError, UnsupportedError
 from colc.frontends.families import dgx_a100, mi250, torus
 from colc.ir.core import Collective
@@ -80,6 +80,30 @@ def test_every_block_crosses_the_network_once_on_a_rail(coll) -> None:
 def test_rail_peers_balance_the_network() -> None:
     assert [rail_peers(nb, 8, 8) for nb in (2, 4, 16)] == [1, 3, 15]
     assert [rail_peers(128, 8, s) for s in (1, 2, 4)] == [16, 32, 64]
+
+
+@pytest.mark.parametrize("nb", [3, 5, 16, 32, 127, 128])
+@pytest.mark.parametrize("segments", [1, 2, 4, 8])
+def test_a_place_sends_to_the_rail_peers_it_receives_from(nb, segments) -> None:
+    """Distances d and nb - d share a carrier: the lowering pairs every network
+    send with the receive from the same peer, and no cycle of boxes forms."""
+    sends: dict[int, set[int]] = {}
+    recvs: dict[int, set[int]] = {}
+    for d in range(1, nb):
+        for j in range(segments):
+            g = carrier_place(nb, 8, segments, d, j)
+            sends.setdefault(g, set()).add(d % nb)  # box 0 sends block 0 to box d
+            recvs.setdefault(g, set()).add(-d % nb)  # and receives block -d there
+    assert sends == recvs
+    assert max(len(x) for x in sends.values()) == rail_peers(nb, 8, segments)
+
+
+def test_a_thousand_gpus_within_the_budget_without_deadlock() -> None:
+    """DGX A100 x128: one segment per block, own and relayed data on two shared
+    lanes per box peer, 16 rail peers: 31 threadblocks, LL128-deep pieces."""
+    plan = plan_rails(dgx_a100(128), 1, 32)
+    assert (plan.segments, plan.lanes, plan.threadblocks) == (1, (0, 2), 31)
+    assert plan.piece <= 8  # LL128's FIFO holds 8 calls
 
 
 def test_too_small_a_budget_names_the_smallest_that_works() -> None:
