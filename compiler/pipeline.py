@@ -534,6 +534,13 @@ class Compiler:
 
     def _lower(self, variant: Variant, first: int = 0) -> Program:
         sched = self.schedule(variant.algorithm, variant.chunks, variant.budget)
+        if variant.algorithm == "rails":
+            from colc.compiler.rails import fifo_problem
+
+            problem = fifo_problem(self.topo, variant.chunks, variant.budget or self.budget,
+                                   variant.protocol.fifo_depth)
+            if problem is not None:
+                raise InfeasibleError(problem)
         opts = self.opts
         strategies = self._strategies(variant)
         lowering = LoweringOptions(

@@ -59,6 +59,10 @@ SIZES = tuple(1 << k for k in range(10, 31, 2))
 #: Sizes (inclusive) at which each protocol is considered.
 PROTOCOL_SIZES = {Protocol.LL: (0, 4 << 20), Protocol.LL128: (16 << 10, 256 << 20),
                   Protocol.SIMPLE: (256 << 10, 1 << 62)}
+#: Where no Simple file lowers (its FIFO holds 2 calls: DGX A100 x128 rails
+#: needs pieces of 4 chunks to stay within 64 steps per threadblock), LL128
+#: serves the large sizes too.
+STRETCHED_SIZES = {**PROTOCOL_SIZES, Protocol.LL128: (16 << 10, 1 << 62)}
 #: Chunks per shard tried per protocol (tree algorithms).
 CHUNKINGS = {Protocol.LL: (1, 4, 16), Protocol.LL128: (4, 16, 64), Protocol.SIMPLE: (16, 32, 64)}
 
@@ -154,7 +158,13 @@ def _build_once(topo: Topology, opts: CompileOptions, sizes: tuple[int, ...]) ->
                         and (why := scale_skip(topo, name, compiler.budget))]
     table: list[tuple[str, int, SimResult]] = []
     _prefetch(compiler, cands, sizes)
-    ranking = {s: _rank(compiler, cands, s, notes, table) for s in sizes}
+    ranking = {}
+    for s in sizes:
+        ranking[s] = _rank(compiler, cands, s, notes, table, PROTOCOL_SIZES)
+        if not ranking[s] and s > PROTOCOL_SIZES[Protocol.LL128][1]:
+            ranking[s] = _rank(compiler, cands, s, notes, table, STRETCHED_SIZES)
+            if ranking[s]:
+                notes.append(f"at {_human(s)}B no Simple file is correct: LL128 is used there")
     windows = _windows(compiler, sizes, ranking, notes)
     return Portfolio(tuple(windows), tuple(table), tuple(dict.fromkeys(notes)), compiler.budget)
 
@@ -181,11 +191,11 @@ def _prefetch(compiler: Compiler, cands: list[Variant], sizes: tuple[int, ...]) 
 
 
 def _rank(compiler: Compiler, cands: list[Variant], size: int, notes: list[str],
-          table: list) -> list[tuple[float, Variant]]:
-    """Variants usable at ``size``, fastest first."""
+          table: list, ranges: dict[Protocol, tuple[int, int]]) -> list[tuple[float, Variant]]:
+    """Variants usable at ``size`` (their protocol's range in ``ranges``), fastest first."""
     usable = []
     for v in cands:
-        lo, hi = PROTOCOL_SIZES[v.protocol]
+        lo, hi = ranges[v.protocol]
         if not lo <= size <= hi:
             continue
         try:

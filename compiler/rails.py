@@ -206,6 +206,29 @@ def plan_rails(topo: Topology, cf: int, budget: int) -> RailPlan:
         f"{budget}; use --max-threadblocks {best[0]} or more")
 
 
+def fifo_problem(topo: Topology, chunks: int | None, budget: int, depth: int) -> str | None:
+    """Why a rails file for a FIFO of ``depth`` calls would hang, or None.
+
+    Paired threadblocks alternate a send to a peer with the receive from it;
+    in the verifier's case (one call per chunk) a piece longer than the FIFO
+    blocks both sides, and the unpaired lowering takes up to twice the
+    planned threadblocks: when that is over the budget, no lowering is left.
+    Checked before lowering (DGX A100 x128: a Simple lowering, its hang check
+    and the unpaired attempt cost over a minute to learn this).
+
+    >>> from colc.frontends.families import dgx_a100
+    >>> fifo_problem(dgx_a100(2), 8, 32, 2) is None
+    True
+    >>> fifo_problem(dgx_a100(128), 1, 32, 2)[:40]
+    'rails: pieces of 4 chunks (one call each'
+    """
+    plan = plan_rails(topo, chunks or 8, budget)
+    if plan.piece <= depth or 2 * plan.threadblocks <= budget:
+        return None
+    return (f"rails: pieces of {plan.piece} chunks (one call each in the verifier's case) "
+            f"exceed the protocol's FIFO of {depth} calls; paired exchanges would hang")
+
+
 def _split_lanes(total: int, nb: int) -> tuple[int, int]:
     """Lanes per box peer for own data and for relayed data: a rank relays
     ``nb - 1`` times what it sends of its own, so the relay lanes get that
@@ -539,4 +562,4 @@ def _chain(out: _Builder, r: int, sources: list[Slot], first: Slot, acc: Slot,
         prev = dst
 
 
-__all__ = ["NAME", "RailPlan", "carrier_place", "plan_rails", "rail_peers", "rails_schedule"]
+__all__ = ["NAME", "RailPlan", "carrier_place", "fifo_problem", "plan_rails", "rail_peers", "rails_schedule"]

@@ -8,6 +8,7 @@ import pytest
 
 from colc.compiler.lowering.lower_to_program import LoweringOptions, lower_to_program
 from colc.compiler.pipeline import CompileOptions, compile_topology
+from colc.compiler import rails
 from colc.compiler.rails import carrier_place, plan_rails, rail_peers, rails_schedule
 from colc.errors import InfeasibleError, UnsupportedError
 from colc.frontends.families import dgx_a100, mi250, torus
@@ -124,3 +125,19 @@ def test_compiled_file_within_budget_is_verified() -> None:
         rank_sizes=(1 << 20,)))
     assert result.program.max_threadblocks <= 24
     assert result.algorithm.startswith("rails/")
+
+
+def test_large_sizes_fall_back_to_ll128_where_no_simple_file_is_correct(monkeypatch) -> None:
+    """The portfolio ranks Simple alone above 256 MiB; when no Simple file is
+    correct (DGX A100 x128 rails), LL128 serves those sizes and a note says so."""
+    from colc.compiler.portfolio import build_portfolio
+
+    def refuse_simple(topo, chunks, budget, depth):
+        return "pieces exceed the FIFO" if depth == 2 else None
+
+    monkeypatch.setattr(rails, "fifo_problem", refuse_simple)
+    port = build_portfolio(dgx_a100(2), CompileOptions(
+        algorithm="rails", collective=Collective.ALLGATHER, chunks=8, jobs=1),
+        sizes=(64 << 20, 1 << 30))
+    assert {w.variant.protocol.value for w in port.windows} == {"LL128"}
+    assert any("at 1GB no Simple file is correct" in n for n in port.notes)
