@@ -537,8 +537,8 @@ class Compiler:
         if variant.algorithm == "rails":
             from colc.compiler.rails import fifo_problem
 
-            problem = fifo_problem(self.topo, variant.chunks, variant.budget or self.budget,
-                                   variant.protocol.fifo_depth)
+            problem = fifo_problem(self.topo, self.opts.collective, variant.chunks,
+                                   variant.budget or self.budget, variant.protocol.fifo_depth)
             if problem is not None:
                 raise InfeasibleError(problem)
         opts = self.opts

@@ -66,6 +66,11 @@ MAX_COUNT = 71
 #: Transfers one lane carries per peer and direction: with the receives and
 #: the nops of their dependencies a threadblock stays within 64 steps.
 STEPS_PER_LANE = 24
+#: Ranks above which an allreduce plans its pieces for both phases (DGX A100
+#: x128: planned as one phase, the lowering split its threadblocks, 55 per
+#: GPU; below, the phases fit as planned and larger pieces would cost the
+#: Simple files their FIFO room).
+PHASE_RANKS = 256
 #: Channels the runtime has.
 MAX_CHANNELS = 32
 #: Lanes per box peer at most: beyond that the box link, not the
@@ -147,7 +152,7 @@ def rail_peers(nb: int, size: int, segments: int) -> int:
     return max(peers(g) for g in range(size))
 
 
-def plan_rails(topo: Topology, cf: int, budget: int) -> RailPlan:
+def plan_rails(topo: Topology, cf: int, budget: int, phases: int = 1) -> RailPlan:
     """Segments, lanes and piece size of a rails schedule (see module docstring).
 
     Parameters
@@ -157,6 +162,10 @@ def plan_rails(topo: Topology, cf: int, budget: int) -> RailPlan:
         Chunks per shard.
     budget : int
         Threadblocks per rank.
+    phases : int
+        2 for an allreduce (reduce-scatter and allgather on the same lanes):
+        past ``PHASE_RANKS`` ranks its pieces keep both phases within a
+        threadblock's 64 steps.
 
     Returns
     -------
@@ -197,7 +206,8 @@ def plan_rails(topo: Topology, cf: int, budget: int) -> RailPlan:
     if pick is not None:
         s, split, net_lanes, fixed, total = pick
         lanes = _split_lanes(total, nb)
-        piece = _piece(cf, size, nb, s, lanes)
+        steps = STEPS_PER_LANE // (phases if nb * size > PHASE_RANKS else 1)
+        piece = _piece(cf, size, nb, s, lanes, steps)
         return RailPlan(tuple(map(tuple, groups)), s, lanes, net_lanes, piece,
                         fixed + total * (size - 1), split == 2)
     raise InfeasibleError(
@@ -206,7 +216,8 @@ def plan_rails(topo: Topology, cf: int, budget: int) -> RailPlan:
         f"{budget}; use --max-threadblocks {best[0]} or more")
 
 
-def fifo_problem(topo: Topology, chunks: int | None, budget: int, depth: int) -> str | None:
+def fifo_problem(topo: Topology, collective: Collective, chunks: int | None, budget: int,
+                 depth: int) -> str | None:
     """Why a rails file for a FIFO of ``depth`` calls would hang, or None.
 
     Paired threadblocks alternate a send to a peer with the receive from it;
@@ -217,12 +228,12 @@ def fifo_problem(topo: Topology, chunks: int | None, budget: int, depth: int) ->
     and the unpaired attempt cost over a minute to learn this).
 
     >>> from colc.frontends.families import dgx_a100
-    >>> fifo_problem(dgx_a100(2), 8, 32, 2) is None
+    >>> fifo_problem(dgx_a100(2), Collective.ALLGATHER, 8, 32, 2) is None
     True
-    >>> fifo_problem(dgx_a100(128), 1, 32, 2)[:40]
+    >>> fifo_problem(dgx_a100(128), Collective.ALLGATHER, 1, 32, 2)[:40]
     'rails: pieces of 4 chunks (one call each'
     """
-    plan = plan_rails(topo, chunks or 8, budget)
+    plan = plan_rails(topo, chunks or 8, budget, 2 if collective is Collective.ALLREDUCE else 1)
     if plan.piece <= depth or 2 * plan.threadblocks <= budget:
         return None
     return (f"rails: pieces of {plan.piece} chunks (one call each in the verifier's case) "
@@ -249,7 +260,8 @@ def _split_lanes(total: int, nb: int) -> tuple[int, int]:
     return (own, total - own)
 
 
-def _piece(cf: int, size: int, nb: int, segments: int, lanes: tuple[int, int]) -> int:
+def _piece(cf: int, size: int, nb: int, segments: int, lanes: tuple[int, int],
+           steps: int = STEPS_PER_LANE) -> int:
     """Piece size: a divisor of ``cf`` or a multiple of it (so pieces of a
     segment and of a shard line up), the smallest that keeps every lane within
     ``STEPS_PER_LANE`` transfers per peer and direction."""
@@ -264,7 +276,7 @@ def _piece(cf: int, size: int, nb: int, segments: int, lanes: tuple[int, int]) -
         own, relayed = -(-cf // piece), carried * -(-seg_len // piece)
         per_lane = (max(-(-own // lanes[0]), -(-relayed // lanes[1])) if lanes[0]
                     else -(-(own + relayed) // lanes[1]))
-        if per_lane <= STEPS_PER_LANE:
+        if per_lane <= steps:
             return piece
     raise InfeasibleError(
         f"rails: {cf} chunks per shard need more than 64 steps per threadblock "
@@ -364,7 +376,7 @@ def rails_schedule(topo: Topology, collective: Collective, chunks: int | None = 
         The budget is too small, or the chunking too fine for 64 steps.
     """
     cf = chunks or 8
-    plan = plan_rails(topo, cf, budget)
+    plan = plan_rails(topo, cf, budget, 2 if collective is Collective.ALLREDUCE else 1)
     n = topo.num_ranks
     out = _Builder(plan, cf, n)
     if collective is Collective.ALLGATHER:

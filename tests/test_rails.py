@@ -132,7 +132,7 @@ def test_large_sizes_fall_back_to_ll128_where_no_simple_file_is_correct(monkeypa
     correct (DGX A100 x128 rails), LL128 serves those sizes and a note says so."""
     from colc.compiler.portfolio import build_portfolio
 
-    def refuse_simple(topo, chunks, budget, depth):
+    def refuse_simple(topo, coll, chunks, budget, depth):
         return "pieces exceed the FIFO" if depth == 2 else None
 
     monkeypatch.setattr(rails, "fifo_problem", refuse_simple)
