@@ -84,7 +84,8 @@ class _Defaults(argparse.ArgumentDefaultsHelpFormatter):
     """Help that shows each option's default, except options without one."""
 
     def _get_help_string(self, action: argparse.Action) -> str | None:
-        if action.default in (None, False, argparse.SUPPRESS) or not action.help:
+        if action.default in (None, False, argparse.SUPPRESS) or not action.help \
+                or isinstance(action, argparse._StoreFalseAction):  # its "default" is the flag unset
             return action.help
         return super()._get_help_string(action)
 
@@ -445,9 +446,10 @@ def _cmd_analyze(argv: list[str]) -> int:
                    help="simulated sizes (default 1M,16M,128M,1G)")
     sim = p.add_mutually_exclusive_group()
     sim.add_argument("--simulate", dest="simulate", action="store_true", default=None,
-                     help="simulate even above 64 ranks")
+                     help="simulate even above 64 ranks (by default up to 64 ranks are "
+                          "simulated, larger jobs get bandwidth-only figures)")
     sim.add_argument("--no-simulate", dest="simulate", action="store_false",
-                     help="bandwidth-only figures (fast)")
+                     help="bandwidth-only figures at every rank count (fast)")
     p.add_argument("--machine", choices=sorted(PRESETS), default=None)
     _budget_option(p)
     p.add_argument("--budgets", default="", metavar="LIST",

@@ -97,9 +97,10 @@ CHUNK_SCALE_RANKS = 32
 #: out on boxes that ``rails`` serves: a ring of N ranks is N - 1 dependent
 #: hops per call (DGX A100 x128: 1023 hops, 10 ms of hop latency alone) and
 #: within 64 steps per threadblock one ring takes N/64 threadblocks per rank,
-#: so a budget of 32 holds one ring.  Building one costs minutes (x128: 83 s
-#: for ``ring``'s schedule alone).  ``--algorithm ring`` still builds it.
-RING_RANKS = 256
+#: so a budget of 32 holds one ring.  Building them costs minutes and
+#: gigabytes (x128: 83 s for ``ring``'s schedule alone; the x32 portfolio
+#: passed 14 GB with them).  ``--algorithm ring`` still builds it.
+RING_RANKS = 128
 #: Algorithms whose threadblocks each serve one ring.
 RING_FAMILY = ("ring", "rings2d", "nccl-rings")
 #: Tree algorithms that spread over every rail peer on boxes behind a box switch.
