@@ -56,6 +56,10 @@ NAME = "portfolio"
 
 #: Evaluated message sizes (bytes): 1 KiB .. 1 GiB by factors of 4.
 SIZES = tuple(1 << k for k in range(10, 31, 2))
+#: Ranks above which the default sizes go by factors of 16 (1K, 16K, 256K, 4M,
+#: 64M, 1G): one simulation of a 1024-rank file takes 20 s at 1 MiB and
+#: minutes at 1 GiB, and the windows stay contiguous from 0 to unlimited.
+COARSE_RANKS = 512
 #: Sizes (inclusive) at which each protocol is considered.
 PROTOCOL_SIZES = {Protocol.LL: (0, 4 << 20), Protocol.LL128: (16 << 10, 256 << 20),
                   Protocol.SIMPLE: (256 << 10, 1 << 62)}
@@ -111,6 +115,17 @@ def _human(n: int) -> str:
     return str(n)
 
 
+def default_sizes(ranks: int) -> tuple[int, ...]:
+    """Sizes a portfolio of ``ranks`` ranks evaluates by default.
+
+    >>> len(default_sizes(1024)), default_sizes(1024)[-1] == default_sizes(16)[-1] == 1 << 30
+    (6, True)
+    >>> default_sizes(512) == SIZES
+    True
+    """
+    return SIZES[::2] if ranks > COARSE_RANKS else SIZES
+
+
 def build_portfolio(topo: Topology, opts: CompileOptions,
                     sizes: tuple[int, ...] = SIZES) -> Portfolio:
     """Search the variants and cut the size axis into windows (see module docstring).
@@ -133,6 +148,8 @@ def build_portfolio(topo: Topology, opts: CompileOptions,
     InfeasibleError
         No variant is selectable and correct at some evaluated size.
     """
+    if sizes == SIZES:
+        sizes = default_sizes(topo.num_ranks)
     opts = dataclasses.replace(opts, min_bytes=0, max_bytes=0, rank_sizes=sizes)
     problem = rank_limit_problem(topo.num_ranks)
     if problem is not None:  # a portfolio is MSCCL files; refused before anything is built
@@ -303,6 +320,6 @@ def format_portfolio(p: Portfolio) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["NAME", "Portfolio", "SIZES", "Window", "build_portfolio", "check_windows",
+__all__ = ["NAME", "Portfolio", "SIZES", "Window", "build_portfolio", "default_sizes", "check_windows",
            "format_portfolio"]
 _ = selection
