@@ -84,8 +84,9 @@ class _Defaults(argparse.ArgumentDefaultsHelpFormatter):
     """Help that shows each option's default, except options without one."""
 
     def _get_help_string(self, action: argparse.Action) -> str | None:
+        # a store_false flag's "default" (True) is only the flag left unset
         if action.default in (None, False, argparse.SUPPRESS) or not action.help \
-                or isinstance(action, argparse._StoreFalseAction):  # its "default" is the flag unset
+                or isinstance(action, argparse._StoreFalseAction):
             return action.help
         return super()._get_help_string(action)
 

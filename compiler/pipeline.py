@@ -137,8 +137,8 @@ def scale_skip(topo: Topology, algorithm: str, budget: int) -> str | None:
                 f"here, more than the budget of {budget} (--max-threadblocks)")
     if algorithm in RING_FAMILY and topo.num_ranks > RING_RANKS:
         return (f"{algorithm}: a ring of {topo.num_ranks} ranks is {topo.num_ranks - 1} "
-                f"dependent hops per call and holds {-(-topo.num_ranks // 64)} threadblocks "
-                f"per rank; past {RING_RANKS} ranks auto uses rails (--algorithm "
+                f"dependent hops per call and takes {-(-topo.num_ranks // 64)} threadblocks "
+                f"per rank and ring; past {RING_RANKS} ranks auto uses rails (--algorithm "
                 f"{algorithm} builds it anyway)")
     return None
 

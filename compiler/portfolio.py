@@ -320,6 +320,6 @@ def format_portfolio(p: Portfolio) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["NAME", "Portfolio", "SIZES", "Window", "build_portfolio", "default_sizes", "check_windows",
-           "format_portfolio"]
+__all__ = ["NAME", "Portfolio", "SIZES", "Window", "build_portfolio", "check_windows",
+           "default_sizes", "format_portfolio"]
 _ = selection

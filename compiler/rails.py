@@ -33,8 +33,8 @@ n_net`` threadblocks (``n_net``: its rail peers, about ``(nb-1) S / G``).
 ``plan_rails`` picks the most segments (fewest rail peers first is the
 fallback) and lanes the budget allows: ``S = G`` at 2 to 8 DGX boxes, one
 segment per block at 64 and 128 (16 rail peers each way at 128, where own
-and relayed data share two lanes per box peer: 31 threadblocks).  Lanes are planned here,
-so the pipeline lowers without ``balance-lanes``.
+and relayed data share two lanes per box peer: 31 threadblocks).  Lanes are
+planned here, so the pipeline lowers without ``balance-lanes``.
 
 Input invariant: a validated ``Topology`` of at least two boxes of equal size,
 each box behind switches (every box peer reached without the network), every
@@ -574,4 +574,5 @@ def _chain(out: _Builder, r: int, sources: list[Slot], first: Slot, acc: Slot,
         prev = dst
 
 
-__all__ = ["NAME", "RailPlan", "carrier_place", "fifo_problem", "plan_rails", "rail_peers", "rails_schedule"]
+__all__ = ["NAME", "RailPlan", "carrier_place", "fifo_problem", "plan_rails", "rail_peers",
+           "rails_schedule"]
