@@ -129,7 +129,7 @@ def test_the_vendor_ring_is_a_candidate() -> None:
 
 
 def test_auto_leaves_out_what_cannot_fit_before_building_it() -> None:
-    """Past 256 GPUs on DGX boxes, ``auto`` does not pack trees (a threadblock per
+    """On 512 GPUs of DGX boxes, ``auto`` does not pack trees (a threadblock per
     rail peer) nor build rings (N - 1 hops per call): the refusal costs nothing."""
     big = Compiler(dgx_a100(64), CompileOptions(collective=Collective.ALLGATHER))
     names = {v.algorithm for v in variants(big)}

@@ -12,7 +12,7 @@ from colc.compiler import rails
 from colc.compiler.rails import carrier_place, plan_rails, rail_peers, rails_schedule
 from colc.errors import InfeasibleError, UnsupportedError
 from colc.frontends.families import dgx_a100, mi250, torus
-from colc.ir.core import Collective
+from colc.ir.core import Collective, Protocol
 from colc.ir.topology import boxes
 from tests.helpers import validate_schedule
 
@@ -99,12 +99,23 @@ def test_a_place_sends_to_the_rail_peers_it_receives_from(nb, segments) -> None:
     assert max(len(x) for x in sends.values()) == rail_peers(nb, 8, segments)
 
 
-def test_a_thousand_gpus_within_the_budget_without_deadlock() -> None:
+def test_a_thousand_gpus_plan_within_the_budget() -> None:
     """DGX A100 x128: one segment per block, own and relayed data on two shared
-    lanes per box peer, 16 rail peers: 31 threadblocks, LL128-deep pieces."""
+    lanes per box peer, 16 rail peers: 31 threadblocks, LL128-deep pieces
+    (the file itself is built in a benchmark, not a timed test)."""
     plan = plan_rails(dgx_a100(128), 1, 32)
     assert (plan.segments, plan.lanes, plan.threadblocks) == (1, (0, 2), 31)
     assert plan.piece <= 8  # LL128's FIFO holds 8 calls
+
+
+@pytest.mark.parametrize("coll", COLLS)
+def test_shared_lanes_and_one_segment_verify_at_ll128(coll) -> None:
+    """The x128 layout at 10 boxes (a budget of 17 forces it): proved, lowered at
+    LL128 and run by the runtime interpreter (FIFO depth, races, postcondition)."""
+    topo = dgx_a100(10)
+    plan = plan_rails(topo, 1, 17)
+    assert (plan.segments, plan.lanes) == (1, (0, 2))
+    validate_schedule(topo, rails_schedule(topo, coll, 1, budget=17), Protocol.LL128)
 
 
 def test_too_small_a_budget_names_the_smallest_that_works() -> None:
