@@ -168,13 +168,13 @@ def portfolio(topology, *, collective: str = "allreduce", algorithm: str = "auto
     """One file per size window (``colc TOPO -o DIR/``): a ``Portfolio``.
 
     ``sizes`` are the evaluated message sizes (default 1 KiB to 1 GiB by
-    factors of 4); other keywords as for ``compile``.
+    factors of 4, of 16 past 512 ranks); other keywords as for ``compile``.
     """
-    from colc.compiler.portfolio import SIZES, build_portfolio
+    from colc.compiler.portfolio import build_portfolio
 
     topo = topology if hasattr(topology, "ranks") else load_topology(topology)
     opts = _options(collective, algorithm, "Simple", **options)
-    return build_portfolio(topo, opts, sizes=tuple(sizes) if sizes else SIZES)
+    return build_portfolio(topo, opts, sizes=tuple(sizes) if sizes else None)
 
 
 __all__ = ["Compiled", "compile", "load_topology", "portfolio"]

@@ -127,7 +127,7 @@ def default_sizes(ranks: int) -> tuple[int, ...]:
 
 
 def build_portfolio(topo: Topology, opts: CompileOptions,
-                    sizes: tuple[int, ...] = SIZES) -> Portfolio:
+                    sizes: tuple[int, ...] | None = None) -> Portfolio:
     """Search the variants and cut the size axis into windows (see module docstring).
 
     Parameters
@@ -136,8 +136,8 @@ def build_portfolio(topo: Topology, opts: CompileOptions,
     opts : CompileOptions
         ``protocol`` and ``min_bytes``/``max_bytes`` are ignored: every
         protocol the machine offers is tried and the windows cover all sizes.
-    sizes : tuple of int
-        Evaluated sizes, increasing.
+    sizes : tuple of int, optional
+        Evaluated sizes, increasing (default ``default_sizes``).
 
     Returns
     -------
@@ -148,8 +148,7 @@ def build_portfolio(topo: Topology, opts: CompileOptions,
     InfeasibleError
         No variant is selectable and correct at some evaluated size.
     """
-    if sizes == SIZES:
-        sizes = default_sizes(topo.num_ranks)
+    sizes = sizes or default_sizes(topo.num_ranks)
     opts = dataclasses.replace(opts, min_bytes=0, max_bytes=0, rank_sizes=sizes)
     problem = rank_limit_problem(topo.num_ranks)
     if problem is not None:  # a portfolio is MSCCL files; refused before anything is built

@@ -326,11 +326,12 @@ class _Builder:
         """Channel of the next transfer of ``src -> dst`` (round robin over the lanes
         of its class)."""
         own, relay = self.plan.lanes
-        key = (src, dst, self.relay if own else 1)
+        cls = self.relay if own else 1  # without own lanes, own data rides the relay lanes
+        key = (src, dst, cls)
         k = self.turn.get(key, 0)
         self.turn[key] = k + 1
         if self.box_of[src] == self.box_of[dst]:
-            return own + k % relay if self.relay or not own else k % own
+            return own + k % relay if cls else k % own
         if self.plan.split_net:  # a channel per sending box: sends never pair with receives
             return own + relay + self.box_of[src]
         return own + relay + k % self.plan.net_lanes
