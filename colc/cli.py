@@ -451,8 +451,15 @@ def _cmd_analyze(argv: list[str]) -> int:
                           "simulated, larger jobs get bandwidth-only figures)")
     sim.add_argument("--no-simulate", dest="simulate", action="store_false",
                      help="bandwidth-only figures at every rank count (fast)")
+    p.add_argument("--search", action="store_true",
+                   help="simulate every chunking and protocol the portfolio tries for each "
+                        "algorithm and show the fastest per size (minutes; default: one "
+                        "representative file per algorithm, seconds)")
     p.add_argument("--machine", choices=sorted(PRESETS), default=None)
     _budget_option(p)
+    p.add_argument("--jobs", type=int, default=0,
+                   help="processes the algorithms are analysed on (default 0: every CPU "
+                        "available, or COLC_JOBS); the output does not depend on it")
     p.add_argument("--budgets", default="", metavar="LIST",
                    help="also the best file per collective within each of these threadblock "
                         "budgets, e.g. 8,16,24,32,48,64,0 (0 = the GPU's limit; a full "
@@ -465,7 +472,8 @@ def _cmd_analyze(argv: list[str]) -> int:
         topo, algorithms=tuple(args.algorithm),
         collectives=tuple(Collective(c) for c in args.collective),
         sizes=parse_sizes(args.sizes), simulate=args.simulate, machine=args.machine,
-        max_threadblocks=_budget(args.max_threadblocks), budgets=budgets)
+        max_threadblocks=_budget(args.max_threadblocks), budgets=budgets,
+        search=args.search, jobs=args.jobs or None)
     clear_progress()
     if args.json:
         print(json.dumps(report, indent=2, sort_keys=False))

@@ -33,6 +33,7 @@ use it: MSCCL XML has no switch multicast primitive, so they send unicast.
 
 from __future__ import annotations
 
+import dataclasses
 from fractions import Fraction
 
 from colc.compiler.estimate_bandwidth import schedule_algbw, schedule_steps
@@ -43,6 +44,7 @@ from colc.compiler.pipeline import (
     rank_limit_problem,
 )
 from colc.errors import ColcError
+from colc.forked import fork_map
 from colc.ir.core import Collective
 from colc.ir.runtime_model import model_for, model_named
 from colc.ir.topology import Topology
@@ -196,7 +198,8 @@ def analyze_topology(topo: Topology, *, algorithms: tuple[str, ...] = (),
                      collectives: tuple[Collective, ...] = (), sizes: tuple[int, ...] = SIZES,
                      simulate: bool | None = None, machine: str | None = None,
                      max_threadblocks: int = DEFAULT_THREADBLOCKS,
-                     budgets: tuple[int, ...] = ()) -> dict:
+                     budgets: tuple[int, ...] = (), search: bool = False,
+                     jobs: int | None = None) -> dict:
     """Build the analysis report (see module docstring).
 
     Parameters
@@ -216,6 +219,11 @@ def analyze_topology(topo: Topology, *, algorithms: tuple[str, ...] = (),
         Threadblock budgets (0: the GPU's limit) at which to report the best
         file colc writes for each collective (``budget_rows``): the
         trade-off between SMs held and speed.
+    search : bool
+        Simulate every chunking and protocol the portfolio tries, per
+        algorithm (minutes); default: one representative lowering each.
+    jobs : int or None
+        Processes the rows are built on (None: ``default_jobs()``).
     """
     _load_optional_algorithms()
     for name in algorithms:
@@ -228,48 +236,78 @@ def analyze_topology(topo: Topology, *, algorithms: tuple[str, ...] = (),
     if simulate is None:
         simulate = topo.num_ranks <= SIMULATE_UP_TO
     simulate = simulate and not estimate
-    schedules = []
-    packings: dict[bool, TreePacking] = {}
     model = model_named(machine) if machine else model_for(topo)
-    bounds = _bounds(topo)
-    estimator = _Estimator(topo, bounds)
-    for name in names:
-        for coll in colls:
-            problem = rank_limit_problem(topo.num_ranks)
-            if estimate or problem is not None:  # not built: an estimate, or no file anyway
-                row = estimator.row(name, coll)
-                if problem is not None and "error" not in row:
-                    row.update(emittable=False, why=problem)
-                schedules.append(row)
-                continue
-            try:
-                sched = ALGORITHMS[name](topo, coll, None)
-            except ColcError as err:
-                schedules.append({"algorithm": name, "collective": coll.value,
-                                  "error": str(err)})
-                continue
-            entry = {"algorithm": name, "collective": coll.value,
-                     "steps": _steps(name, topo, coll, sched),
-                     "algbw": _num(schedule_algbw(sched, topo))}
-            if name == "trees":
-                entry["k"] = sched.chunks_per_rank
-                multicast = _multicast(topo, coll, packings)
-                if multicast is not None:
-                    entry["multicast"] = multicast
-            if simulate:
-                entry.update(_simulated(topo, name, coll, sizes, machine, max_threadblocks))
-            schedules.append(entry)
+    problem = rank_limit_problem(topo.num_ranks)
+    tasks = [(name, coll) for name in names for coll in colls]
+    if estimate or problem is not None:  # not built: an estimate, or no file anyway
+        bounds = _bounds(topo)
+        estimator = _Estimator(topo, bounds)
+        schedules = []
+        for name, coll in tasks:
+            row = estimator.row(name, coll)
+            if problem is not None and "error" not in row:
+                row.update(emittable=False, why=problem)
+            schedules.append(row)
+    else:
+        def one(task: tuple[str, Collective] | None) -> dict:
+            if task is None:
+                return _bounds(topo)
+            return _row(topo, *task, sizes=sizes, machine=machine,
+                        max_threadblocks=max_threadblocks, simulate=simulate, search=search)
+
+        # the bounds and the costliest rows first, so the processes end together
+        order = sorted(range(len(tasks)), key=lambda i: _cost_rank(*tasks[i]))
+        done = fork_map(one, [None, *(tasks[i] for i in order)], jobs)
+        bounds = done[0]
+        schedules = [None] * len(tasks)
+        for i, row in zip(order, done[1:], strict=True):
+            schedules[i] = row
     for coll, b in bounds.items():
         if coll in {c.value for c in colls}:
             b.update(_latency_bound(topo, model, b["algbw"], sizes))
     report = {"topology": topo.name, "ranks": topo.num_ranks, "machine": model.name,
-              "sizes": list(sizes), "simulated": simulate, "estimated": estimate,
+              "sizes": list(sizes), "simulated": simulate, "search": bool(simulate and search),
+              "estimated": estimate,
               "bounds": {c: b for c, b in bounds.items() if c in {x.value for x in colls}},
               "schedules": schedules}
     if budgets:
         report["budgets"] = {c.value: budget_rows(topo, c, sizes, budgets, machine)
                              for c in colls}
     return report
+
+
+def _cost_rank(name: str, coll: Collective) -> tuple[int, int, str]:
+    """Sort key putting the rows that usually take longest first (allreduce,
+    then the tree algorithms)."""
+    return (coll is not Collective.ALLREDUCE, name not in ("trees", "hier", "nccl-rings"),
+            name + coll.value)
+
+
+def _row(topo: Topology, name: str, coll: Collective, *, sizes: tuple[int, ...],
+         machine: str | None, max_threadblocks: int, simulate: bool, search: bool) -> dict:
+    """One schedules row: a schedule's figures and, when ``simulate``, its file's
+    (``_simulated``).  The schedule is the representative file's by default,
+    the generator's own (its own chunking) with ``search`` or without
+    ``simulate``."""
+    try:
+        if simulate and not search:
+            figures = _simulated(topo, name, coll, sizes, machine, max_threadblocks)
+            sched = figures.pop("schedule")
+        else:
+            sched = ALGORITHMS[name](topo, coll, None)
+            figures = (_simulated(topo, name, coll, sizes, machine, max_threadblocks, True)
+                       if simulate else {})
+    except ColcError as err:
+        return {"algorithm": name, "collective": coll.value, "error": str(err)}
+    entry = {"algorithm": name, "collective": coll.value,
+             "steps": _steps(name, topo, coll, sched),
+             "algbw": _num(schedule_algbw(sched, topo))}
+    if name == "trees":
+        entry["k"] = sched.chunks_per_rank
+        multicast = _multicast(topo, coll, {})
+        if multicast is not None:
+            entry["multicast"] = multicast
+    return {**entry, **figures}
 
 
 def budget_rows(topo: Topology, coll: Collective, sizes: tuple[int, ...],
@@ -319,34 +357,101 @@ def _harmonic(figures: list[float]) -> float:
 
 
 def _simulated(topo: Topology, name: str, coll: Collective, sizes: tuple[int, ...],
-               machine: str | None, max_threadblocks: int) -> dict:
-    """The best file of one algorithm, simulated at ``sizes`` (or why there is none)."""
-    from colc.compiler.pipeline import CompileOptions, Compiler, variants
+               machine: str | None, max_threadblocks: int, search: bool = False) -> dict:
+    """Simulated figures of one algorithm at ``sizes`` (or why it has no file).
+
+    Default (``search`` False): one representative lowering, the first of the
+    algorithm's variants (``variants``: Simple, its first chunking), simulated at each size under the protocol ``estimate_time``
+    ranks fastest there.  With ``search``: every chunking and protocol the
+    portfolio tries (``portfolio.CHUNKINGS``), each ranked at the sizes its
+    protocol serves (``PROTOCOL_SIZES``), and at each size the fastest.
+    """
+    from colc.compiler.pipeline import CompileOptions, Compiler
 
     compiler = Compiler(topo, CompileOptions(algorithm=name, collective=coll,
                                              rank_sizes=sizes, machine=machine,
                                              max_threadblocks=max_threadblocks))
-    best, why = None, ""
-    ranking = _ranking_sizes(sizes)
-    for v in variants(compiler):
-        try:
-            score = compiler.score(v, ranking)
-        except ColcError as err:
-            why = str(err)
-            continue
-        if best is None or score > best[0]:
-            best = (score, v)
-    if best is None:
-        return {"emittable": False, "why": why}
-    v = best[1]
-    rows = []
+    return (_searched if search else _representative)(compiler, sizes)
+
+
+def _representative(compiler, sizes: tuple[int, ...]) -> dict:
+    """The default of ``_simulated``: one lowering, a protocol per size (the
+    result's ``schedule`` is the lowered ``Schedule``, for the caller)."""
+    from colc.compiler.estimate_time import estimate_time
+    from colc.compiler.pipeline import variants
+
+    found = variants(compiler)
+    if not found:
+        raise ColcError("no variant applies")
+    v = found[0]
+    sched = compiler.schedule(v.algorithm, v.chunks, v.budget)
+    try:
+        program = compiler.program(v)
+    except ColcError as err:
+        return {"emittable": False, "schedule": sched,
+                "why": f"{err} ({v.label}; --search tries the others)"}
+    est = estimate_time(sched, compiler.topo, compiler.model, program.max_threadblocks)
+    rows, used = [], []
     for size in sizes:
-        r = compiler.simulate(v, size)
-        rows.append({"size": size, "time_us": round(r.time_us, 2), "algbw": round(r.algbw, 3),
-                     "busbw": round(r.busbw, 3), "selected": r.selected})
-    program = compiler.program(v)
-    return {"emittable": True, "variant": v.label, "nchunks": program.nchunks,
-            "threadblocks": program.max_threadblocks, "simulated": rows}
+        proto = est.fastest(size)
+        r = _simulate_as(compiler, v, program, proto, size)
+        if r is None:  # hangs at that protocol's FIFO depth: the lowered protocol
+            proto, r = v.protocol, compiler.simulate(v, size)
+        used.append(proto.value)
+        rows.append(_sim_row(size, r, dataclasses.replace(v, protocol=proto).label))
+    label = v.label.rsplit("/", 1)[0] + "/" + "+".join(dict.fromkeys(used))
+    return {"emittable": True, "variant": label, "nchunks": program.nchunks,
+            "threadblocks": program.max_threadblocks, "search": False, "simulated": rows,
+            "schedule": sched}
+
+
+def _simulate_as(compiler, v, program, proto, size: int):
+    """``program`` (lowered for ``v``) simulated under ``proto`` (None: it hangs)."""
+    if proto is v.protocol:
+        return compiler.simulate(v, size)
+    from colc.ir.simulate import SimulationError, simulate
+
+    try:
+        return simulate(dataclasses.replace(program, protocol=proto), compiler.topo,
+                        compiler.model, size, compiler.opts.dtype_bytes)
+    except SimulationError:
+        return None
+
+
+def _searched(compiler, sizes: tuple[int, ...]) -> dict:
+    """The ``search`` of ``_simulated``: the portfolio's variants, best per size."""
+    from colc.compiler.pipeline import variants
+    from colc.compiler.portfolio import CHUNKINGS, PROTOCOL_SIZES
+
+    best: dict[int, tuple] = {}
+    why = ""
+    for proto in compiler.model.protocols:
+        lo, hi = PROTOCOL_SIZES[proto]
+        served = [s for s in sizes if lo <= s <= hi]
+        if not served:
+            continue
+        for v in variants(compiler, (proto,), CHUNKINGS[proto]):
+            try:
+                program = compiler.program(v)
+                results = [(s, compiler.simulate(v, s)) for s in served]
+            except ColcError as err:
+                why = str(err)
+                continue
+            for s, r in results:
+                if s not in best or r.algbw > best[s][0].algbw:
+                    best[s] = (r, v, program)
+    if not best:
+        return {"emittable": False, "why": why}
+    rows = [_sim_row(s, best[s][0], best[s][1].label) for s in sizes if s in best]
+    top = best[max(best)]
+    return {"emittable": True, "variant": top[1].label, "nchunks": top[2].nchunks,
+            "threadblocks": max(b[2].max_threadblocks for b in best.values()),
+            "search": True, "simulated": rows}
+
+
+def _sim_row(size: int, r, variant: str) -> dict:
+    return {"size": size, "time_us": round(r.time_us, 2), "algbw": round(r.algbw, 3),
+            "busbw": round(r.busbw, 3), "selected": r.selected, "variant": variant}
 
 
 def _ranking_sizes(sizes: tuple[int, ...], most: int = 4) -> tuple[int, ...]:
@@ -459,8 +564,12 @@ def format_table(report: dict) -> str:
         cols = "".join(f"{row['algbw']:>10.2f}" for row in b.get("by_size", []))
         lat = f"{b['latency_us']:>9.1f}" if "latency_us" in b else f"{'':>9}"
         lines.append(f"{coll:<15}{b['algbw']:>10.2f}{lat}{cols}  {b['method']}")
+    how = ("of the best file colc writes with it, every chunking and protocol searched"
+           if report.get("search") else
+           "of one representative file, at each size under the protocol a closed "
+           "form ranks fastest; --search tries every chunking and protocol")
     lines += ["", "Schedules ('bandwidth' = bandwidth-only algbw of the schedule; size "
-              "columns = simulated algbw of the best file colc writes with it):",
+              f"columns = simulated algbw {how}):",
               f"{'algorithm':<10}{'collective':<15}{'hops':>5}{'bandwidth':>10}{head}  file"]
     for s in report["schedules"]:
         if "error" in s:

@@ -730,13 +730,16 @@ def compile_topology(topo: Topology, opts: CompileOptions) -> CompileResult:
     ColcError
         For requests that cannot be met; nothing has been written.
     """
-    problem = rank_limit_problem(topo.num_ranks, opts.backend)
+    from colc.compiler.option_refusal import option_problem, protocol_problem
+
+    problem = rank_limit_problem(topo.num_ranks, opts.backend) or protocol_problem(topo, opts)
     if problem is not None:  # before anything is built
         raise InfeasibleError(problem)
     try:
         return _compile_once(topo, opts)
     except InfeasibleError as err:
-        better = smallest_budget(topo, opts, err, _compile_once)
+        better = (option_problem(topo, opts, err, _compile_once)
+                  or smallest_budget(topo, opts, err, _compile_once))
         if better is None:
             raise
         raise InfeasibleError(better) from None

@@ -156,7 +156,12 @@ def build_portfolio(topo: Topology, opts: CompileOptions,
     try:
         return _build_once(topo, opts, sizes)
     except InfeasibleError as err:
-        better = smallest_budget(topo, opts, err, lambda t, o: _build_once(t, o, sizes))
+        from colc.compiler.option_refusal import option_problem
+
+        def build(t: Topology, o: CompileOptions) -> Portfolio:
+            return _build_once(t, o, sizes)
+
+        better = option_problem(topo, opts, err, build) or smallest_budget(topo, opts, err, build)
         if better is None:
             raise
         raise InfeasibleError(better) from None

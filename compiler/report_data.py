@@ -85,6 +85,11 @@ def gather_report(topo: Topology, *, collective: Collective = Collective.ALLREDU
     analysis = analyze_topology(topo, sizes=sizes, machine=machine,
                                 max_threadblocks=max_threadblocks)
     notes: list[str] = []
+    if analysis.get("simulated", True):
+        notes.append("algorithm curves: one representative file per algorithm (colc analyze's "
+                     "default: its first chunking, at each size the protocol a closed form "
+                     "ranks fastest); the portfolio curve and windows come from the full "
+                     "search (every chunking and protocol, verified files)")
     if not analysis.get("simulated", True):
         notes.append("simulation skipped (more ranks than colc analyze simulates by default): "
                      "the plots show the bounds only")

@@ -1,0 +1,84 @@
+"""``colc analyze``'s default: one representative file per algorithm (issue 20).
+
+The default lowers each algorithm once and simulates that file at every size
+under the protocol the closed form (``compiler/estimate_time.py``) ranks
+fastest; ``--search`` runs the portfolio's whole search.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from colc.compiler import analyze as an
+from colc.compiler import pipeline
+from colc.compiler.estimate_time import estimate_time
+from colc.frontends.families import dgx_a100, torus
+from colc.ir.core import Collective, Protocol
+from colc.ir.runtime_model import model_named
+
+SIZES = (1 << 20, 1 << 30)
+
+
+def test_default_lowers_each_algorithm_once(monkeypatch) -> None:
+    lowered: list[str] = []
+    real = pipeline.Compiler._lower
+
+    def counting(self, variant, first=0):
+        lowered.append(variant.label)
+        return real(self, variant, first)
+
+    def no_search(*_a, **_k):
+        raise AssertionError("the default analyze ran the full search")
+
+    monkeypatch.setattr(pipeline.Compiler, "_lower", counting)
+    monkeypatch.setattr(an, "_searched", no_search)
+    report = an.analyze_topology(torus([3, 4], 10), collectives=(Collective.ALLGATHER,),
+                                 sizes=SIZES, jobs=1)
+    simulated = [s for s in report["schedules"] if "simulated" in s]
+    assert not report["search"] and len(simulated) >= 3
+    assert len(lowered) == len(set(lowered)) == len(simulated)  # one lowering each
+    for s in simulated:
+        assert len(s["simulated"]) == len(SIZES) and s["threadblocks"] <= 32
+        assert all(r["algbw"] > 0 for r in s["simulated"])
+        # the row's bandwidth is the simulated file's schedule's: the simulation cannot beat it
+        assert max(r["algbw"] for r in s["simulated"]) <= s["algbw"] * 1.0001
+
+
+def test_search_tries_every_protocol_and_keeps_the_best_per_size() -> None:
+    topo = dgx_a100(2)
+    report = an.analyze_topology(topo, algorithms=("trees",),
+                                 collectives=(Collective.ALLGATHER,), sizes=SIZES,
+                                 search=True, jobs=1)
+    (row,) = report["schedules"]
+    assert report["search"] and row["emittable"]
+    small, large = row["simulated"]
+    assert small["variant"].endswith(("/LL", "/LL128")) and large["variant"].endswith("/Simple")
+    quick = an.analyze_topology(topo, algorithms=("trees",),
+                                collectives=(Collective.ALLGATHER,), sizes=SIZES, jobs=1)
+    # the representative file is one of the searched ones, so it is never faster at 1 GiB
+    assert quick["schedules"][0]["simulated"][1]["algbw"] <= large["algbw"] * 1.0001
+
+
+def test_rows_do_not_depend_on_jobs() -> None:
+    topo = torus([3, 4], 10)
+    one = an.analyze_topology(topo, sizes=SIZES, jobs=1)
+    two = an.analyze_topology(topo, sizes=SIZES, jobs=2)
+    assert one == two
+
+
+def test_closed_form_of_a_two_rank_exchange() -> None:
+    """allgather on 2 ranks over one 10 GB/s duplex link: each rank sends M/2
+    in one hop, so time = base + hop + call + (M/2) / (10 * eff) (link-bound:
+    one threadblock's rate is higher)."""
+    from colc.compiler.ring import ring_schedule
+
+    topo = torus([2], 10)
+    sched = ring_schedule(topo, Collective.ALLGATHER)
+    model = model_named("generic")
+    est = estimate_time(sched, topo, model, budget=32)
+    lat = model.latency(Protocol.SIMPLE)
+    hops = est.chain[0] + est.chain[1]
+    size = 1 << 30
+    expected = lat.base + hops * (lat.hop_p2p + lat.call) + size / 1000 * (0.5 / 10)
+    assert est.time_us(Protocol.SIMPLE, size) == pytest.approx(expected, rel=1e-9)
+    assert est.fastest(1 << 30) is Protocol.SIMPLE and est.fastest(1 << 10) is Protocol.LL
