@@ -324,16 +324,16 @@ def _shallow_packing(topo: Topology):
 
 
 def _trees(topo: Topology, collective: Collective, chunks: int | None = None) -> Schedule:
-    """ForestColl trees (optimal packing; shallow by spread splitting behind box switches)."""
+    """ForestColl trees (optimal packing; shallow by spread splitting behind box switches;
+    on directed topologies reductions run on in-trees, packed on the transpose)."""
     from colc.compiler.trees.generate_trees import is_symmetric, lower_packing
 
-    if collective.reduces and not is_symmetric(topo) and collective is not \
-            Collective.REDUCESCATTER:
-        raise UnsupportedError(f"tree {collective.value} needs symmetric link bandwidths; "
-                               f"topology {topo.name!r} has a one-way or asymmetric link")
-    flip = collective is Collective.REDUCESCATTER and not is_symmetric(topo)
-    packing = _tree_packing(topo, flip)
-    return lower_packing(packing, collective, chunks_per_root=chunks, piece=1)
+    directed = not is_symmetric(topo)
+    flip = collective.reduces and directed  # reduce phases run on in-trees (of G^T)
+    broadcast = (_tree_packing(topo, False)
+                 if collective is Collective.ALLREDUCE and directed else None)
+    return lower_packing(_tree_packing(topo, flip), collective, chunks_per_root=chunks,
+                         piece=1, broadcast=broadcast)
 
 
 def _hier(topo: Topology, collective: Collective, chunks: int | None = None) -> Schedule:

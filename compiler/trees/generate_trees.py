@@ -433,8 +433,17 @@ def _reduce_ops(out: _Ops, rounds: list[list[Piece]], cf: int, channels: int,
 
 def lower_packing(packing: TreePacking, collective: Collective, *, pipeline: int = 1,
                   channels: int = 2, chunks_per_root: int | None = None,
-                  piece: int = MAX_PIECE) -> Schedule:
+                  piece: int = MAX_PIECE, broadcast: TreePacking | None = None) -> Schedule:
     """Lower a packing to the chunk-level IR (program order, ``deps=()``).
+
+    Allreduce on a directed topology takes two packings (seed 001 ch. 4 and
+    B: reduce-scatter needs spanning in-arborescences, allgather
+    out-arborescences): ``packing`` made on the transposed topology, whose
+    trees reversed are the in-trees of the reduce phase, and ``broadcast``
+    made on the topology itself for the allgather phase.  Both phases cut
+    each root's shard into the same ``cf`` chunks (the least common multiple
+    of their exact plans when ``chunks_per_root`` is None), so the chunk a
+    root reduces is the chunk it broadcasts.
 
     Parameters
     ----------
@@ -452,6 +461,9 @@ def lower_packing(packing: TreePacking, collective: Collective, *, pipeline: int
     piece : int
         Most chunks one op moves (1 = every chunk its own step, the finest
         pipelining; at most ``MAX_PIECE``).
+    broadcast : TreePacking or None
+        Allreduce only: the allgather phase's packing when it differs from
+        the reduce phase's (directed topologies; see above).
 
     Returns
     -------
@@ -467,8 +479,17 @@ def lower_packing(packing: TreePacking, collective: Collective, *, pipeline: int
                                f"(piece at most {MAX_PIECE})")
     if chunks_per_root is not None and chunks_per_root < 1:
         raise UnsupportedError("chunks_per_root must be at least 1")
+    if broadcast is not None and collective is not Collective.ALLREDUCE:
+        raise UnsupportedError("a separate broadcast packing is for allreduce only")
     n = packing.num_ranks
     cf, rounds = _chunk_plan(packing, pipeline, chunks_per_root, piece)
+    bc_rounds = rounds
+    if broadcast is not None:
+        bc_cf, bc_rounds = _chunk_plan(broadcast, pipeline, chunks_per_root, piece)
+        if bc_cf != cf:  # exact plans of different k: both on their common multiple
+            cf = math.lcm(cf, bc_cf)
+            _, rounds = _chunk_plan(packing, pipeline, cf, piece)
+            _, bc_rounds = _chunk_plan(broadcast, pipeline, cf, piece)
     out = _Ops()
     scratch: dict[int, int] = {}
     if collective is Collective.ALLGATHER:
@@ -479,7 +500,7 @@ def lower_packing(packing: TreePacking, collective: Collective, *, pipeline: int
     elif collective is Collective.ALLREDUCE:
         _reduce_ops(out, rounds, cf, channels,
                     lambda root, idx: Slot(root, Buffer.OUTPUT, idx), scratch)
-        _allgather_ops(out, rounds, cf, channels)
+        _allgather_ops(out, bc_rounds, cf, channels)
     else:
         raise UnsupportedError(f"tree schedules do not implement {collective.value}")
     sched = Schedule(
@@ -488,10 +509,26 @@ def lower_packing(packing: TreePacking, collective: Collective, *, pipeline: int
         nchunks=n * cf,
         scratch_chunks=max(scratch.values(), default=0),
         ops=tuple(out.ops),
-        algorithm=f"trees-k{packing.k}",
-        routes=_routing_witness(packing, collective),
+        algorithm=f"trees-k{packing.k}" + (f"+k{broadcast.k}" if broadcast else ""),
+        routes=(_routing_witness(packing, collective) if broadcast is None else
+                _merged_witness(packing, broadcast)),
     )
     return _finish(sched)
+
+
+def _merged_witness(reduce: TreePacking, broadcast: TreePacking):
+    """The routing witness of a two-packing allreduce: the reduce phase's
+    reversed paths and the broadcast phase's paths.  A tree unit of a
+    packing of ``k`` moves ``1/k`` of its root's shard, so weights are
+    scaled to a common unit before paths of one pair are added."""
+    merged: dict[tuple[int, int], dict[tuple[str, ...], int]] = {}
+    for packing, coll, scale in ((reduce, Collective.REDUCESCATTER, broadcast.k),
+                                 (broadcast, Collective.ALLGATHER, reduce.k)):
+        for pair, paths in _routing_witness(packing, coll):
+            into = merged.setdefault(pair, {})
+            for path, units in paths:
+                into[path] = into.get(path, 0) + units * scale
+    return tuple((pair, tuple(sorted(paths.items()))) for pair, paths in sorted(merged.items()))
 
 
 def _routing_witness(packing: TreePacking, collective: Collective
@@ -579,21 +616,20 @@ def tree_schedule(
     -------
     Schedule
 
-    Raises
-    ------
-    UnsupportedError
-        Allreduce on a topology with asymmetric links.
+    Notes
+    -----
+    Directed (or asymmetric) topologies: reduce-scatter packs the transposed
+    topology (its out-trees reversed are in-trees); allreduce packs both and
+    runs the reduce phase on the in-trees, the allgather on the out-trees.
     """
-    target = topo
+    target, broadcast = topo, None
     if collective.reduces and not is_symmetric(topo):
-        if collective is not Collective.REDUCESCATTER:
-            raise UnsupportedError(
-                f"tree {collective.value} needs symmetric link bandwidths; topology "
-                f"{topo.name!r} has a one-way or asymmetric link")
         target = transpose(topo)  # in-trees of G are reversed out-trees of G^T
+        if collective is Collective.ALLREDUCE:  # allgather on G's own out-trees
+            broadcast = pack_trees(topo, k=k, max_k=max_k, progress=progress, spread=spread)
     packing = pack_trees(target, k=k, max_k=max_k, progress=progress, spread=spread)
     sched = lower_packing(packing, collective, pipeline=pipeline, channels=channels,
-                          chunks_per_root=chunks_per_root, piece=piece)
+                          chunks_per_root=chunks_per_root, piece=piece, broadcast=broadcast)
     if verify:
         check_tree_schedule(sched, topo)
     return sched
@@ -611,13 +647,18 @@ def exact_bounds(topo: Topology, *, allreduce_lp: bool = True) -> dict[str, obje
     Returns
     -------
     dict
-        ``allgather`` and ``reducescatter``: optimal algbw (Fraction GB/s);
-        ``allreduce_trees``: RS+AG on the optimal trees (``N x*/2``);
+        ``allgather`` and ``reducescatter``: optimal algbw (Fraction GB/s; on
+        a directed topology reduce-scatter's is the transposed topology's);
+        ``allreduce_trees``: RS on the optimal in-trees then AG on the
+        optimal out-trees, ``1 / (1/rs + 1/ag)`` (``N x*/2`` when symmetric);
         ``allreduce_lp``: the B.7 LP bound (Fraction, float-derived) or None;
         ``inv_x_star``, ``k`` and ``bottleneck`` (node ids of ``S*``).
     """
     check_tree_topology(topo)
     opt = optimum_of(integer_graph(topo), topo.num_ranks)
+    rs = opt.allgather_algbw
+    if not is_symmetric(topo):  # reduce-scatter runs on in-trees: G transposed
+        rs = optimum_of(integer_graph(transpose(topo)), topo.num_ranks).allgather_algbw
     lp = None
     if allreduce_lp:
         from colc.compiler.trees.allreduce_bound import allreduce_bound
@@ -625,8 +666,8 @@ def exact_bounds(topo: Topology, *, allreduce_lp: bool = True) -> dict[str, obje
         lp = allreduce_bound(topo)
     return {
         "allgather": opt.allgather_algbw,
-        "reducescatter": opt.allgather_algbw,
-        "allreduce_trees": opt.allgather_algbw / 2,
+        "reducescatter": rs,
+        "allreduce_trees": 1 / (1 / rs + 1 / opt.allgather_algbw),
         "allreduce_lp": lp,
         "inv_x_star": opt.inv_x_star,
         "k": opt.k,
