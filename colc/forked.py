@@ -41,7 +41,8 @@ def default_jobs() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-def fork_map(fn: Callable[[T], R], items: Sequence[T], jobs: int | None = None) -> list[R]:
+def fork_map(fn: Callable[[T], R], items: Sequence[T], jobs: int | None = None,
+             done: Callable[[int], None] | None = None) -> list[R]:
     """``[fn(x) for x in items]`` on up to ``jobs`` forked processes, in order.
 
     Parameters
@@ -53,6 +54,9 @@ def fork_map(fn: Callable[[T], R], items: Sequence[T], jobs: int | None = None) 
         The inputs (they must pickle); each runs in one worker.
     jobs : int, optional
         Processes (default ``default_jobs()``).
+    done : callable, optional
+        Called with the count of results in hand as they come back in order
+        (for a progress line; the workers draw none).
 
     Returns
     -------
@@ -60,16 +64,32 @@ def fork_map(fn: Callable[[T], R], items: Sequence[T], jobs: int | None = None) 
         One result per item, in the order of ``items``.
     """
     jobs = default_jobs() if jobs is None else jobs
+    tell = done or (lambda _count: None)
+    out: list[R] = []
     if (jobs <= 1 or len(items) <= 1 or "fork" not in multiprocessing.get_all_start_methods()
             or multiprocessing.current_process().daemon):  # a pool's worker cannot fork one
-        return [fn(x) for x in items]
+        for x in items:
+            out.append(fn(x))
+            tell(len(out))
+        return out
     _FN[:] = [fn]
     try:
-        with multiprocessing.get_context("fork").Pool(min(jobs, len(items))) as pool:
-            return pool.map(_call, list(items), chunksize=1)
+        with multiprocessing.get_context("fork").Pool(min(jobs, len(items)),
+                                                      initializer=_quiet) as pool:
+            for result in pool.imap(_call, list(items), chunksize=1):
+                out.append(result)
+                tell(len(out))
+            return out
     finally:
         _FN.clear()
 
 
 def _call(item):
     return _FN[0](item)
+
+
+def _quiet() -> None:
+    """In a worker: only the parent draws the progress line."""
+    from colc import progress
+
+    progress._ACTIVE.clear()

@@ -45,6 +45,7 @@ from colc.compiler.pipeline import (
 )
 from colc.errors import ColcError
 from colc.forked import fork_map
+from colc.progress import report as progress_report
 from colc.ir.core import Collective
 from colc.ir.runtime_model import model_for, model_named
 from colc.ir.topology import Topology
@@ -257,7 +258,11 @@ def analyze_topology(topo: Topology, *, algorithms: tuple[str, ...] = (),
 
         # the bounds and the costliest rows first, so the processes end together
         order = sorted(range(len(tasks)), key=lambda i: _cost_rank(*tasks[i]))
-        done = fork_map(one, [None, *(tasks[i] for i in order)], jobs)
+        def row_done(count: int) -> None:
+            what = "searching" if search else "analysing"
+            progress_report(f"{what}: the bounds and {len(tasks)} rows", count, len(tasks) + 1)
+
+        done = fork_map(one, [None, *(tasks[i] for i in order)], jobs, row_done)
         bounds = done[0]
         schedules = [None] * len(tasks)
         for i, row in zip(order, done[1:], strict=True):

@@ -12,7 +12,7 @@ import pytest
 from colc.compiler import analyze as an
 from colc.compiler import pipeline
 from colc.compiler.estimate_time import estimate_time
-from colc.frontends.families import dgx_a100, torus
+from colc.frontends.families import torus
 from colc.ir.core import Collective, Protocol
 from colc.ir.runtime_model import model_named
 
@@ -45,7 +45,7 @@ def test_default_lowers_each_algorithm_once(monkeypatch) -> None:
 
 
 def test_search_tries_every_protocol_and_keeps_the_best_per_size() -> None:
-    topo = dgx_a100(2)
+    topo = torus([3, 4], 10)
     report = an.analyze_topology(topo, algorithms=("trees",),
                                  collectives=(Collective.ALLGATHER,), sizes=SIZES,
                                  search=True, jobs=1)
