@@ -136,6 +136,40 @@ def prefetch(compiler, tasks: Sequence[tuple[object, tuple[int, ...]]], jobs: in
     return _store(compiler, todo, results)
 
 
+def simulate_pairs(compiler, pairs: Sequence[tuple[object, int]], jobs: int) -> int:
+    """Simulate lowered variants at sizes, ``(variant, size)`` pairs, on forked
+    processes into ``compiler``'s cache (what ``compiler.simulate`` would store).
+
+    Returns
+    -------
+    int
+        Simulations brought back (0 with one job or one pair: the sequential
+        code computes them).
+    """
+    todo = [(v, s) for v, s in pairs if (v, s) not in compiler._sims
+            and v in compiler._programs]
+    if jobs <= 1 or len(todo) <= 1 or "fork" not in multiprocessing.get_all_start_methods():
+        return 0
+    from colc.progress import report
+
+    report(f"simulating {len(todo)} large sizes on {min(jobs, len(todo))} processes",
+           compiler._work, 0)
+
+    def one(pair):
+        _quiet()
+        try:
+            return compiler.simulate(*pair)
+        except ColcError:
+            return None
+
+    done = 0
+    for pair, sim in zip(todo, fork_map(one, todo, jobs), strict=True):
+        if sim is not None:
+            compiler._sims[pair] = sim
+            done += 1
+    return done
+
+
 def _sizes_at_once(compiler, variant, sizes: tuple[int, ...], jobs: int) -> int:
     """Lower ``variant`` in this process, then simulate it at ``sizes`` on forked processes."""
     try:

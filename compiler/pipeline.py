@@ -407,17 +407,31 @@ class CompileResult:
     variant: Variant | None = None
 
 
+#: Ops above which ``_modes`` proves the fabric and the two aliasing modes on
+#: forked processes (DGX A100 x128 allreduce rails: minutes each).
+PARALLEL_PROOF_OPS = 200_000
+
+
 def _modes(sched: Schedule, topo: Topology, opts: CompileOptions) -> Schedule:
-    """Keep the aliasing modes the schedule is proved correct for."""
-    physical = check_schedule(dataclasses.replace(sched, inplace=False, outofplace=False), topo)
-    physical = [p for p in physical if "claims neither" not in p]
+    """Keep the aliasing modes the schedule is proved correct for.
+
+    Three proofs: the transfers against the fabric, then the collective in
+    place and out of place; on large schedules they run on forked processes
+    (``PARALLEL_PROOF_OPS``), with the same results.
+    """
+    from colc.forked import default_jobs, fork_map
+
+    trials = [dataclasses.replace(sched, inplace=mode == "inplace",
+                                  outofplace=mode == "outofplace")
+              for mode in ("physical", "inplace", "outofplace")]
+    jobs = (opts.jobs or default_jobs()) if len(sched.ops) > PARALLEL_PROOF_OPS else 1
+    found = fork_map(lambda k: check_schedule(trials[k], topo if k == 0 else None),
+                     range(3), jobs)
+    physical = [p for p in found[0] if "claims neither" not in p]
     if physical:
         raise InternalError(f"{sched.algorithm} produced an invalid schedule: {physical[0]}")
     ok = {}
-    for mode in ("inplace", "outofplace"):
-        trial = dataclasses.replace(sched, inplace=mode == "inplace",
-                                    outofplace=mode == "outofplace")
-        problems = check_schedule(trial)
+    for mode, problems in zip(("inplace", "outofplace"), found[1:], strict=True):
         wanted = getattr(opts, mode)
         if wanted and problems:
             raise VerificationError(problems, header=f"the schedule is not correct {mode}: ")

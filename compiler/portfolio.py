@@ -34,7 +34,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from colc.compiler.parallel import jobs_for, prefetch
+from colc.compiler.parallel import jobs_for, prefetch, simulate_pairs
 from colc.compiler.pipeline import (
     ALGORITHMS,
     CompileOptions,
@@ -209,12 +209,40 @@ def _prefetch(compiler: Compiler, cands: list[Variant], sizes: tuple[int, ...]) 
         if mine:
             tasks.append((v, mine))
     prefetch(compiler, tasks, jobs)
+    # The large sizes prune by bandwidth bound, but ``_rank`` always simulates
+    # the first candidate it has not seen refused: those run in parallel too
+    # (at 1024 ranks each is minutes).
+    pairs = []
+    for s in sizes:
+        if s < 64 << 20:
+            continue
+        top = _first_simulated(compiler, cands, s, PROTOCOL_SIZES)
+        if top is False and s > PROTOCOL_SIZES[Protocol.LL128][1]:  # every Simple refused
+            top = _first_simulated(compiler, cands, s, STRETCHED_SIZES)
+        if top:
+            pairs.append((top, s))
+    simulate_pairs(compiler, pairs, jobs)
 
 
-def _rank(compiler: Compiler, cands: list[Variant], size: int, notes: list[str],
-          table: list, ranges: dict[Protocol, tuple[int, int]]) -> list[tuple[float, Variant]]:
-    """Variants usable at ``size`` (their protocol's range in ``ranges``), fastest first."""
-    usable = []
+def _first_simulated(compiler: Compiler, cands: list[Variant], size: int,
+                     ranges: dict[Protocol, tuple[int, int]]) -> Variant | bool | None:
+    """The variant ``_rank`` simulates first at ``size``: the best bandwidth
+    bound among the usable ones not refused, if it is lowered already; False
+    when every usable one is refused; None when that is not known yet."""
+    usable, _ = _usable(compiler, cands, size, ranges)
+    for _, _, v in usable:
+        if v in compiler._refused:
+            continue
+        return v if v in compiler._programs else None
+    return False
+
+
+def _usable(compiler: Compiler, cands: list[Variant], size: int,
+            ranges: dict[Protocol, tuple[int, int]]) -> tuple[list, list[str]]:
+    """``(selectable, bandwidth bound, variant)`` of the candidates whose protocol
+    serves ``size`` (only the selectable ones when any is), best bound first,
+    and the reasons the others were refused."""
+    usable, refusals = [], []
     for v in cands:
         lo, hi = ranges[v.protocol]
         if not lo <= size <= hi:
@@ -223,17 +251,24 @@ def _rank(compiler: Compiler, cands: list[Variant], size: int, notes: list[str],
             est = compiler.estimate(v)
             nchunks = compiler.schedule(v.algorithm, v.chunks).nchunks
         except ColcError as err:
-            notes.append(f"{v.algorithm}: {err}")
+            refusals.append(f"{v.algorithm}: {err}")
             continue
-        selectable = (size // compiler.opts.dtype_bytes) % nchunks == 0
-        usable.append((selectable, est, v))
+        usable.append(((size // compiler.opts.dtype_bytes) % nchunks == 0, est, v))
+    if any(sel for sel, _, _ in usable):
+        usable = [u for u in usable if u[0]]
+    usable.sort(key=lambda e: (-e[1], e[2].label))
+    return usable, refusals
+
+
+def _rank(compiler: Compiler, cands: list[Variant], size: int, notes: list[str],
+          table: list, ranges: dict[Protocol, tuple[int, int]]) -> list[tuple[float, Variant]]:
+    """Variants usable at ``size`` (their protocol's range in ``ranges``), fastest first."""
+    usable, refusals = _usable(compiler, cands, size, ranges)
+    notes += refusals
     if usable and not any(sel for sel, _, _ in usable):
         notes.append(f"at {_human(size)}B no file is selected by the runtime: "
                      f"nchunksperloop (a multiple of the {compiler.topo.num_ranks} ranks) "
                      f"divides no element count of that size; NCCL runs instead there")
-    elif usable:
-        usable = [u for u in usable if u[0]]
-    usable.sort(key=lambda e: (-e[1], e[2].label))
     best, out = 0.0, []
     for _, est, v in usable:
         if est < best and size >= 64 << 20:

@@ -207,7 +207,7 @@ def test_parallel_and_serial_runs_give_identical_bytes():
     the portfolio's files) must not depend on the number of jobs."""
     import dataclasses
 
-    from colc.compiler.parallel import prefetch
+    from colc.compiler.parallel import prefetch, simulate_pairs
     from colc.compiler.pipeline import CompileOptions, Compiler, Variant, compile_topology
     from colc.compiler.portfolio import build_portfolio
     from colc.frontends.families import torus
@@ -218,9 +218,11 @@ def test_parallel_and_serial_runs_give_identical_bytes():
     serial = compile_topology(topo, opts)
     parallel = compile_topology(topo, dataclasses.replace(opts, jobs=2))
     assert serial.text == parallel.text and serial.variant == parallel.variant
-    one = build_portfolio(topo, opts, sizes=(1 << 12, 1 << 20, 1 << 26))
-    two = build_portfolio(topo, dataclasses.replace(opts, jobs=2), sizes=(1 << 12, 1 << 20, 1 << 26))
+    sizes = (1 << 12, 1 << 20, 1 << 26, 1 << 30)  # two large sizes: simulate_pairs
+    one = build_portfolio(topo, opts, sizes=sizes)
+    two = build_portfolio(topo, dataclasses.replace(opts, jobs=2), sizes=sizes)
     assert [(w.variant, w.text) for w in one.windows] == [(w.variant, w.text) for w in two.windows]
+    assert one.table == two.table
     # the workers really bring results back into the compiler's caches
     c = Compiler(topo, dataclasses.replace(opts, jobs=2))
     vs = [Variant("trees", 16, Protocol.LL), Variant("ring", None, Protocol.LL)]
@@ -228,6 +230,11 @@ def test_parallel_and_serial_runs_give_identical_bytes():
         c.estimate(v)
     assert prefetch(c, [(v, (1 << 20,)) for v in vs], 2) == 2
     assert all((v, 1 << 20) in c._sims for v in vs)
+    # lowered variants simulated at large sizes on forked processes, as here
+    pairs = [(vs[0], 1 << 26), (vs[1], 1 << 30)]
+    assert simulate_pairs(c, pairs, 2) == 2
+    fresh = Compiler(topo, opts)
+    assert [c._sims[p] for p in pairs] == [fresh.simulate(*p) for p in pairs]
 
 
 def test_one_variant_simulates_its_sizes_at_once_and_verifies_modes_at_once():
@@ -237,7 +244,7 @@ def test_one_variant_simulates_its_sizes_at_once_and_verifies_modes_at_once():
     import dataclasses
 
     from colc.backends.msccl_verify import verify_program
-    from colc.compiler.parallel import prefetch
+    from colc.compiler.parallel import prefetch, simulate_pairs
     from colc.compiler.pipeline import CompileOptions, Compiler, Variant, compile_topology
     from colc.frontends.families import torus
     from colc.ir.core import Collective, Protocol
