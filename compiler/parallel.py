@@ -200,7 +200,7 @@ def _sizes_at_once(compiler, variant, sizes: tuple[int, ...], jobs: int) -> int:
 def _store(compiler, todo: list, results: list) -> int:
     """Put the workers' programs and simulations into the compiler's caches."""
     done = 0
-    for (variant, sizes), result in zip(todo, results, strict=True):
+    for (variant, _), result in zip(todo, results, strict=True):
         if result is None:
             continue
         if isinstance(result, InfeasibleError):  # refused once, as in one process
@@ -209,7 +209,7 @@ def _store(compiler, todo: list, results: list) -> int:
         program, strategy, sims = result
         compiler._programs[variant] = program
         compiler._strategy[variant] = strategy
-        for size, sim in zip(sizes, sims, strict=True):
+        for size, sim in sims.items():
             compiler._sims[(variant, size)] = sim
         done += 1
     return done
@@ -251,8 +251,11 @@ def _quiet() -> None:
 
 
 def _lower_and_simulate(compiler, variant, sizes):
-    """In a worker: ``(program, strategy, simulations)``; the ``InfeasibleError`` of a
-    variant no lowering fits (the same in every process); None when it fails otherwise."""
+    """In a worker: ``(program, strategy, simulations by size)``, the simulations
+    being every one the worker ran of ``variant`` (the lowering's hang check
+    simulates a size too: at 1024 ranks, minutes not to repeat); the
+    ``InfeasibleError`` of a variant no lowering fits (the same in every
+    process); None when it fails otherwise."""
     _quiet()
     try:
         program = compiler.program(variant)
@@ -261,9 +264,11 @@ def _lower_and_simulate(compiler, variant, sizes):
     except ColcError:
         return None
     try:
-        sims = [compiler.simulate(variant, s) for s in sizes]
+        for s in sizes:
+            compiler.simulate(variant, s)
     except ColcError:
         return None
+    sims = {s: sim for (v, s), sim in compiler._sims.items() if v == variant}
     return program, compiler._strategy.get(variant, 0), sims
 
 

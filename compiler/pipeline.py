@@ -365,6 +365,9 @@ class CompileOptions:
     balance: bool = True  # balance-lanes pass (False: the plain lowering)
     dtype_bytes: int = 4
     rank_sizes: tuple[int, ...] = ()  # sizes to rank files at; () = from the window
+    # (protocol, lo, hi): the sizes of ``rank_sizes`` each protocol is ranked at
+    # (the portfolio's ranges); () = every size, whatever the protocol
+    protocol_ranges: tuple[tuple[Protocol, int, int], ...] = ()
     comment: str = ""
     jobs: int = 0  # processes for lowering and simulation; 0: every available CPU
     executor: str = "local"  # "local" (forked processes) or "dask" (a dask.distributed cluster)
@@ -461,6 +464,7 @@ class Compiler:
         self._loaded: dict[Variant, object] = {}
         self._strategy: dict[Variant, int] = {}  # index of the lowering strategy in use
         self._refused: dict[Variant, InfeasibleError] = {}  # variants no lowering fits
+        self._unbuildable: dict[tuple[str, int | None, int], ColcError] = {}  # schedule refusals
         self._work = 0  # stages done, for the progress line
 
     def _progress(self, stage: str) -> None:
@@ -480,25 +484,35 @@ class Compiler:
         compiler's)."""
         budget = budget or self.budget
         key = self.schedule_key(Variant(algorithm, chunks, budget=budget))
+        if key in self._unbuildable:  # asked again at every size of a portfolio
+            raise self._unbuildable[key]
         if key not in self._schedules:
-            self._progress(f"building {algorithm}" + (f"/c{chunks}" if chunks else ""))
-            if algorithm not in ALGORITHMS:
-                raise UnsupportedError(f"unknown algorithm '{algorithm}'; choose from "
-                                       f"{', '.join(available_algorithms())}")
-            problem = rank_limit_problem(self.topo.num_ranks, self.opts.backend)
-            if problem is not None:
-                raise InfeasibleError(problem)
-            generate = ALGORITHMS[algorithm]
-            sched = (generate(self.topo, self.opts.collective, chunks, budget=budget)
-                     if algorithm in BUDGETED else
-                     generate(self.topo, self.opts.collective, chunks))
-            sched = _modes(sched, self.topo, self.opts)
-            if self.opts.instances != 1:
-                sched = replicate_instances(sched, self.opts.instances)
-                if self.opts.verify_each:
-                    _check_or_raise(sched, self.topo, "replicate-instances")
-            self._schedules[key] = sched
+            try:
+                self._schedules[key] = self._build(algorithm, chunks, budget)
+            except ColcError as err:
+                self._unbuildable[key] = err
+                raise
         return self._schedules[key]
+
+    def _build(self, algorithm: str, chunks: int | None, budget: int) -> Schedule:
+        """``schedule``'s work: generate, prove the modes, replicate."""
+        self._progress(f"building {algorithm}" + (f"/c{chunks}" if chunks else ""))
+        if algorithm not in ALGORITHMS:
+            raise UnsupportedError(f"unknown algorithm '{algorithm}'; choose from "
+                                   f"{', '.join(available_algorithms())}")
+        problem = rank_limit_problem(self.topo.num_ranks, self.opts.backend)
+        if problem is not None:
+            raise InfeasibleError(problem)
+        generate = ALGORITHMS[algorithm]
+        sched = (generate(self.topo, self.opts.collective, chunks, budget=budget)
+                 if algorithm in BUDGETED else
+                 generate(self.topo, self.opts.collective, chunks))
+        sched = _modes(sched, self.topo, self.opts)
+        if self.opts.instances != 1:
+            sched = replicate_instances(sched, self.opts.instances)
+            if self.opts.verify_each:
+                _check_or_raise(sched, self.topo, "replicate-instances")
+        return sched
 
     def estimate(self, variant: Variant) -> float:
         """Upper bound on the algbw the simulator can give (bandwidth model x efficiency).
@@ -613,7 +627,7 @@ class Compiler:
             return SimulationError(f"{variant.label} hangs with one call per chunk: "
                                    f"{found[0]}")
         least = program.nchunks * self.model.geometry[variant.protocol].call_bytes
-        size = min((s for s in self.sizes() if s >= least), default=None)
+        size = min((s for s in self.sizes(variant.protocol) if s >= least), default=None)
         if size is not None:
             try:
                 self.simulate(variant, size, program)
@@ -638,10 +652,15 @@ class Compiler:
         return out
 
     # -- simulation --------------------------------------------------------------
-    def sizes(self) -> tuple[int, ...]:
-        """The message sizes files are ranked at."""
+    def sizes(self, protocol: Protocol | None = None) -> tuple[int, ...]:
+        """The message sizes files are ranked at (of ``protocol``, when the
+        options give it a range: ``CompileOptions.protocol_ranges``)."""
         opts = self.opts
         if opts.rank_sizes:
+            ranges = {p: (lo, hi) for p, lo, hi in opts.protocol_ranges}
+            if protocol in ranges:
+                lo, hi = ranges[protocol]
+                return tuple(s for s in opts.rank_sizes if lo <= s <= hi)
             return opts.rank_sizes
         if opts.max_bytes:
             lo = max(opts.min_bytes, 1024)

@@ -149,7 +149,9 @@ def build_portfolio(topo: Topology, opts: CompileOptions,
         No variant is selectable and correct at some evaluated size.
     """
     sizes = sizes or default_sizes(topo.num_ranks)
-    opts = dataclasses.replace(opts, min_bytes=0, max_bytes=0, rank_sizes=sizes)
+    opts = dataclasses.replace(opts, min_bytes=0, max_bytes=0, rank_sizes=sizes,
+                               protocol_ranges=tuple((p, lo, hi) for p, (lo, hi)
+                                                     in STRETCHED_SIZES.items()))
     problem = rank_limit_problem(topo.num_ranks)
     if problem is not None:  # a portfolio is MSCCL files; refused before anything is built
         raise InfeasibleError(problem)

@@ -294,18 +294,43 @@ def _compare_outputs(sched: Schedule, state: dict[int, Value], inplace: bool) ->
     out: list[str] = []
     keys = _Keys(sched, inplace)
     ext = buffer_extents(sched.collective, sched.nchunks, sched.ngpus)
+    expected = _expected_outputs(sched)
+    matched: dict[int, tuple[Value, Value]] = {}  # id -> (expected value, a value equal to it)
     for r in range(sched.ngpus):
         if sched.collective is Collective.REDUCE and r != 0:
             continue
         base = keys.base(Slot(r, Buffer.OUTPUT, 0))
         for k in range(ext[Buffer.OUTPUT]):
-            want = expected_output(sched.collective, r, k, sched.nchunks, sched.ngpus)
+            want = expected(r, k)
             got = state.get(base + k)
-            if got != want:
+            seen = matched.get(id(want))
+            if seen is not None and seen[0] is want and seen[1] is got:
+                continue  # copies of one value: compared once
+            if got == want:
+                matched[id(want)] = (want, got)  # holds ``want``: its id stays its own
+            else:
                 out.append(f"rank {r} output[{k}] ends with {_show(got)}, expected {_show(want)}")
                 if len(out) >= MAX_REPORTS:
                     return out
     return out
+
+
+def _expected_outputs(sched: Schedule):
+    """``expected_output`` of ``sched`` as a function of ``(rank, k)``; where
+    ``o[k]`` is the same on every rank (allreduce, broadcast) each value is
+    built once (N values of N contributions, not N^2 of them: minutes at 1024
+    ranks)."""
+    coll, n, nchunks = sched.collective, sched.ngpus, sched.nchunks
+    if coll in (Collective.ALLREDUCE, Collective.BROADCAST):
+        memo: dict[int, Value] = {}
+
+        def same_on_every_rank(r: int, k: int) -> Value:
+            if k not in memo:
+                memo[k] = expected_output(coll, r, k, nchunks, n)
+            return memo[k]
+
+        return same_on_every_rank
+    return lambda r, k: expected_output(coll, r, k, nchunks, n)
 
 
 def _show(v: Value | None) -> str:
