@@ -174,7 +174,15 @@ class _Link:
     def refresh(self) -> bool:
         """Recompute the max-min fair level (water-filling over the caps); whether it changed."""
         remaining, n, level = self.cap, len(self.flows), _INF
-        for c in sorted(self.caps):
+        caps = self.caps
+        if len(caps) == 1:  # one cap shared by every flow (the usual case)
+            for c in caps:
+                if c * n > remaining:
+                    level = remaining / n
+            changed = level != self.level
+            self.level = level
+            return changed
+        for c in sorted(caps):
             k = self.caps[c]
             if c * n <= remaining:
                 remaining -= c * k
@@ -188,9 +196,12 @@ class _Link:
 
 
 class _Flow:
-    __slots__ = ("rem", "rate", "t", "links", "cap", "ver", "done", "total", "due")
+    __slots__ = ("rem", "rate", "t", "links", "cap", "ver", "done", "total", "due", "tb",
+                 "start")
 
     def __init__(self, nbytes: float, links: tuple[_Link, ...], cap: float, done) -> None:
+        self.tb: _Tb | None = None  # the threadblock busy with it (P2P), woken when it ends
+        self.start = 0.0
         self.rem = nbytes
         self.total = nbytes
         self.rate = 0.0
@@ -233,10 +244,11 @@ class _Engine:
     links shared by many flows).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, wake=None) -> None:
         self.now = 0.0
         self.heap: list = []
         self.seq = 0
+        self.wake = wake  # resumes a threadblock whose flow ended
 
     def at(self, t: float, fn, arg) -> None:
         self.seq += 1
@@ -267,7 +279,12 @@ class _Engine:
             link.remove(flow)
             link.carried += flow.total
         self._rebalance(flow.links)
-        flow.done()
+        tb = flow.tb
+        if tb is None:
+            flow.done()
+        else:
+            tb.busy += now - flow.start
+            self.wake(tb)
 
     def _rebalance(self, links: tuple[_Link, ...], extra: _Flow | None = None) -> None:
         touched: set[_Flow] = set()
@@ -337,7 +354,7 @@ class _Simulation:
         self.iters = [min(per_call, self.chunk_elems - g)
                       for g in range(0, self.chunk_elems, per_call)]
         self.mac = max(1, min(MAX_ALLOWED_COUNT, self.geom.call_bytes // -(-nbytes // n)))
-        self.engine = _Engine()
+        self.engine = _Engine(self.resume)
         self.links: dict[tuple[str, str], _Link] = {}
         self.router = router_for(topo)
         self.latency = _latencies(topo)
@@ -401,13 +418,8 @@ class _Simulation:
             self.engine.at(self.engine.now + req[1], self.resume, tb)
         elif kind == 1:  # flow, resume when done
             flow = req[1]
-            start = self.engine.now
-
-            def done(tb=tb, start=start) -> None:
-                tb.busy += self.engine.now - start
-                self.resume(tb)
-
-            flow.done = done
+            flow.tb = tb
+            flow.start = self.engine.now
             self.engine.start_flow(flow)
         else:  # parked on a flag (1), data (2) or a credit (3); woken by whoever changes it
             tb.since = (req[1], self.engine.now)
@@ -458,6 +470,7 @@ class _Simulation:
         nslices = geom.slices_per_call
         wire = geom.wire_factor
         local = self.local
+        delivered, arrive = self._net_delivered, self._arrive
         txs = [(t.kind.sends, t.kind.receives, t.count, t.deps, t.has_dep, t.flag,
                 _local_work(t.kind, len(t.operands)) / local) for t in ftb.transmissions]
         if out is not None:
@@ -485,7 +498,18 @@ class _Simulation:
                             while out.posted - out.credit >= out.cap:
                                 out.send_wait = tb
                                 yield (2, 3)
-                            yield from self._send(tb, out, piece, cap_wire, wire)
+                            k = out.posted  # _send, inlined (one generator less per slice)
+                            if out.net:
+                                yield (0, piece / local)  # stage into the NET buffer
+                                out.posted += 1
+                                eng.start_flow(_Flow(
+                                    piece * wire, out.links, cap_wire,
+                                    lambda out=out, k=k: eng.at(eng.now + out.hop, delivered,
+                                                                (out, k))))
+                            else:
+                                yield (1, _Flow(piece * wire, out.links, cap_wire, None))
+                                out.posted += 1
+                                eng.at(eng.now + out.hop, arrive, out)
                         else:
                             yield (0, piece * work)
                         if receives:
@@ -494,20 +518,6 @@ class _Simulation:
                     yield (0, costs.call)
                 if has_dep:
                     self._publish(tb, base + flag)
-
-    def _send(self, tb: _Tb, out: _Fifo, piece: float, cap_wire: float, wire: float) -> Iterator:
-        eng = self.engine
-        k = out.posted
-        if out.net:
-            yield (0, piece / self.local)  # stage into the NET buffer
-            out.posted += 1
-            flow = _Flow(piece * wire, out.links, cap_wire,
-                         lambda: eng.at(eng.now + out.hop, self._net_delivered, (out, k)))
-            eng.start_flow(flow)
-            return
-        yield (1, _Flow(piece * wire, out.links, cap_wire, None))
-        out.posted += 1
-        eng.at(eng.now + out.hop, self._arrive, out)
 
     # -- run ---------------------------------------------------------------------
     def run(self) -> float:
