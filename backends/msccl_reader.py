@@ -44,7 +44,7 @@ INT16_MAX = 32767
 PROTOCOLS = {"Simple": Protocol.SIMPLE, "LL": Protocol.LL, "LL128": Protocol.LL128}
 COLLECTIVES = {"allreduce": Collective.ALLREDUCE, "allgather": Collective.ALLGATHER,
                "reducescatter": Collective.REDUCESCATTER, "broadcast": Collective.BROADCAST,
-               "reduce": Collective.REDUCE}
+               "reduce": Collective.REDUCE, "alltoall": Collective.ALLTOALL}
 RUNTIME_ONLY_COLLECTIVES = ("alltoall", "alltoallv", "send", "recv", "gather", "scatter")
 STEP_TYPES = {"s": StepKind.SEND, "r": StepKind.RECV, "rcs": StepKind.RECV_COPY_SEND,
               "rrs": StepKind.RECV_REDUCE_SEND, "rrc": StepKind.RECV_REDUCE_COPY,

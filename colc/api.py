@@ -54,7 +54,7 @@ def load_topology(source: str | os.PathLike, *, boxes: int | None = None):
 
 
 #: Collectives ``compile`` and ``portfolio`` build (the CLI's ``--collective``).
-COLLECTIVES = ("allreduce", "allgather", "reducescatter")
+COLLECTIVES = ("allreduce", "allgather", "reducescatter", "alltoall")
 
 
 def _options(collective: str, algorithm: str, protocol: str, **kw):

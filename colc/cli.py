@@ -133,7 +133,7 @@ def _compile_parser() -> argparse.ArgumentParser:
                         "per message-size window; default: standard output")
     p.add_argument("--version", action="version", version=_version_text())
     p.add_argument("--collective", default="allreduce",
-                   choices=["allreduce", "allgather", "reducescatter"],
+                   choices=["allreduce", "allgather", "reducescatter", "alltoall"],
                    help="the collective to compile")
     p.add_argument("--algorithm", default="auto", choices=available_algorithms(),
                    help="schedule generator: ring, bfb (direct-connect linear programs), "
@@ -441,7 +441,7 @@ def _cmd_analyze(argv: list[str]) -> int:
     p.add_argument("--algorithm", action="append", default=[],
                    help="only this algorithm (repeatable)")
     p.add_argument("--collective", action="append", default=[],
-                   choices=["allgather", "reducescatter", "allreduce"],
+                   choices=["allgather", "reducescatter", "allreduce", "alltoall"],
                    help="only this collective (repeatable)")
     p.add_argument("--sizes", default=",".join(str(x) for x in SIZES),
                    help="simulated sizes (default 1M,16M,128M,1G)")
@@ -628,7 +628,8 @@ def _cmd_report(argv: list[str]) -> int:
                     "algbw per algorithm and size (inline SVG plots), size-window portfolio.")
     p.add_argument("topology")
     p.add_argument("-o", "--output", required=True, help="the HTML file to write")
-    p.add_argument("--collective", choices=["allgather", "reducescatter", "allreduce"],
+    p.add_argument("--collective", choices=["allgather", "reducescatter", "allreduce",
+                                            "alltoall"],
                    default="allreduce", help="collective of the portfolio (default allreduce)")
     p.add_argument("--sizes", default="1K:1G",
                    help="sizes and lo:hi power-of-two ranges (default 1K:1G; every size is "

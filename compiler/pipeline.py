@@ -75,6 +75,28 @@ CHUNKINGS: dict[str, tuple[int | None, ...]] = {
     "ring": (None,), "bfb": (None, 16, 4, 1), "trees": (16, 32, 64), "hier": (16, 32, 64),
     "rings2d": (8, 16, 32), "dimrings": (None, 2), "rails": (4, 8, 16)}
 
+#: Algorithms that build all-to-all (``compiler/alltoall/``), and their
+#: chunkings for it (rails: None sends one network message per rail peer and
+#: box, 1 one per block as soon as it is gathered).  No other algorithm
+#: builds it, and these build nothing else (``rails`` builds both).
+ALLTOALL_ALGORITHMS = frozenset({"direct", "rails", "mcf"})
+ALLTOALL_CHUNKINGS: dict[str, tuple[int | None, ...]] = {"direct": (1,), "rails": (None, 1),
+                                                         "mcf": (None,)}
+
+
+def builds(algorithm: str, collective: Collective) -> bool:
+    """Whether ``algorithm`` builds ``collective`` at all (all-to-all has its own).
+
+    >>> builds("rails", Collective.ALLTOALL), builds("ring", Collective.ALLTOALL)
+    (True, False)
+    >>> builds("direct", Collective.ALLGATHER)
+    False
+    """
+    if collective is Collective.ALLTOALL:
+        return algorithm in ALLTOALL_ALGORITHMS
+    return algorithm not in ALLTOALL_ALGORITHMS - {"rails"}
+
+
 #: Ranks above which bfb and dimrings try one chunking, one chunk per shard:
 #: each further chunking is a whole job more, and a chunk per shard costs
 #: little there (hypercube dim 9 bfb bandwidth-only: 220.7 GB/s at 1 chunk,
@@ -289,9 +311,10 @@ def _load_optional_algorithms() -> None:
         return
     from colc.compiler.bfb.algorithm import bfb_schedule_for
 
+    from colc.compiler.alltoall.direct import direct_schedule
+    from colc.compiler.alltoall.routed import mcf_schedule
     from colc.compiler.dimrings import dimrings_schedule
     from colc.compiler.nccl_baseline import nccl_rings_schedule
-    from colc.compiler.rails import rails_schedule
     from colc.compiler.rings2d import rings2d_schedule
 
     ALGORITHMS["trees"] = _trees
@@ -299,8 +322,10 @@ def _load_optional_algorithms() -> None:
     ALGORITHMS["bfb"] = bfb_schedule_for
     ALGORITHMS["rings2d"] = rings2d_schedule
     ALGORITHMS["dimrings"] = dimrings_schedule
-    ALGORITHMS["rails"] = rails_schedule
+    ALGORITHMS["rails"] = _rails
     ALGORITHMS["nccl-rings"] = nccl_rings_schedule
+    ALGORITHMS["direct"] = direct_schedule
+    ALGORITHMS["mcf"] = mcf_schedule
 
 
 def _box_switches(topo: Topology) -> bool:
@@ -321,6 +346,19 @@ def _shallow_packing(topo: Topology):
     from colc.compiler.trees.shallow_trees import shallow_packing
 
     return shallow_packing(topo)
+
+
+def _rails(topo: Topology, collective: Collective, chunks: int | None = None,
+           budget: int = DEFAULT_THREADBLOCKS) -> Schedule:
+    """Rail-aligned schedules: ``compiler/rails.py``, all-to-all in
+    ``compiler/alltoall/rails_alltoall.py``."""
+    if collective is Collective.ALLTOALL:
+        from colc.compiler.alltoall.rails_alltoall import rails_alltoall_schedule
+
+        return rails_alltoall_schedule(topo, collective, chunks, budget=budget)
+    from colc.compiler.rails import rails_schedule
+
+    return rails_schedule(topo, collective, chunks, budget=budget)
 
 
 def _trees(topo: Topology, collective: Collective, chunks: int | None = None) -> Schedule:
@@ -500,6 +538,12 @@ class Compiler:
         if algorithm not in ALGORITHMS:
             raise UnsupportedError(f"unknown algorithm '{algorithm}'; choose from "
                                    f"{', '.join(available_algorithms())}")
+        coll = self.opts.collective
+        if not builds(algorithm, coll):
+            which = (ALLTOALL_ALGORITHMS if coll is Collective.ALLTOALL
+                     else set(ALGORITHMS) - (ALLTOALL_ALGORITHMS - {"rails"}))
+            raise UnsupportedError(f"{algorithm} does not build {coll.value}; "
+                                   f"use one of {', '.join(sorted(which))}")
         problem = rank_limit_problem(self.topo.num_ranks, self.opts.backend)
         if problem is not None:
             raise InfeasibleError(problem)
@@ -563,7 +607,7 @@ class Compiler:
 
     def _lower(self, variant: Variant, first: int = 0) -> Program:
         sched = self.schedule(variant.algorithm, variant.chunks, variant.budget)
-        if variant.algorithm == "rails":
+        if variant.algorithm == "rails" and self.opts.collective is not Collective.ALLTOALL:
             from colc.compiler.rails import fifo_problem
 
             problem = fifo_problem(self.topo, self.opts.collective, variant.chunks,
@@ -726,10 +770,13 @@ def variants(compiler: Compiler, protocols: tuple[Protocol, ...] | None = None,
     protocols = protocols or (opts.protocol,)
     out = []
     for name in names:
-        if opts.algorithm == "auto" and scale_skip(compiler.topo, name, compiler.budget):
+        if opts.algorithm == "auto" and (scale_skip(compiler.topo, name, compiler.budget)
+                                         or not builds(name, opts.collective)):
             continue
         if opts.chunks is not None:
             chunks: tuple[int | None, ...] = (opts.chunks,)
+        elif opts.collective is Collective.ALLTOALL:
+            chunks = ALLTOALL_CHUNKINGS.get(name, (None,))
         elif chunkings is not None and name in ("trees", "hier"):
             chunks = scale_chunks(chunkings, compiler.topo.num_ranks)
         elif name in ("trees", "hier"):

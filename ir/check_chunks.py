@@ -259,6 +259,8 @@ def expected_output(coll: Collective, rank: int, k: int, nchunks: int, ngpus: in
         return frozenset((q, k) for q in range(ngpus))
     if coll is Collective.BROADCAST:
         return frozenset({(0, k)})
+    if coll is Collective.ALLTOALL:  # block k // cf is rank k // cf's block for this rank
+        return frozenset({(k // cf, rank * cf + k % cf)})
     return frozenset((q, k) for q in range(ngpus)) if rank == 0 else frozenset()
 
 

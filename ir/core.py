@@ -17,6 +17,7 @@ class Collective(Enum):
     ALLREDUCE = "allreduce"
     BROADCAST = "broadcast"
     REDUCE = "reduce"
+    ALLTOALL = "alltoall"
 
     @property
     def reduces(self) -> bool:
@@ -78,7 +79,7 @@ def inplace_alias(
 ) -> tuple[Buffer, int]:
     """Physical location of ``buf[index]`` on ``rank`` when the call is in-place.
 
-    allreduce/broadcast/reduce: output is input.  allgather: ``i[k]`` is
+    allreduce/broadcast/reduce/alltoall: output is input.  allgather: ``i[k]`` is
     ``o[rank*cf + k]``.  reducescatter: ``o[k]`` is ``i[rank*cf + k]``.
     Scratch never aliases.  The canonical name is returned.
 

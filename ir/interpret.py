@@ -576,6 +576,8 @@ class _Interpreter:
             return ((rank * cf + k, full),)
         if coll is Collective.BROADCAST:  # root 0
             return ((k, 1),)
+        if coll is Collective.ALLTOALL:  # o[k] = i_{k/cf}[rank*cf + k%cf]
+            return ((rank * cf + k % cf, 1 << (k // cf)),)
         if coll is Collective.REDUCE:  # root 0
             return ((k, full),) if rank == 0 else None
         raise InternalError(f"no postcondition for {coll}")

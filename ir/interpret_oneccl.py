@@ -194,6 +194,8 @@ def _check_instr(sched: ThreadSchedule, rank: int, tid: int, i: int, ins: Instr,
 def _expected(coll: Collective, rank: int, k: int, n: int, cf: int) -> Value:
     if coll is Collective.ALLGATHER:
         return frozenset({(k // cf, k % cf)})
+    if coll is Collective.ALLTOALL:
+        return frozenset({(k // cf, rank * cf + k % cf)})
     if coll is Collective.REDUCESCATTER:
         return frozenset((q, rank * cf + k) for q in range(n))
     return frozenset((q, k) for q in range(n))
@@ -425,7 +427,8 @@ class _Run:
 
     def postcondition(self) -> list[ThreadDiagnostic]:
         coll = self.s.collective
-        if coll not in (Collective.ALLGATHER, Collective.REDUCESCATTER, Collective.ALLREDUCE):
+        if coll not in (Collective.ALLGATHER, Collective.REDUCESCATTER, Collective.ALLREDUCE,
+                        Collective.ALLTOALL):
             return [_warn(f"postcondition of {coll.value} is not checked (no root in the "
                           "format)")]
         n = self.s.nranks

@@ -376,7 +376,7 @@ def _check_header(program: Program) -> list[Diagnostic]:
     if program.nchunks <= 0:
         out.append(error(f"nchunksperloop {program.nchunks} must be > 0"))
     elif program.ngpus > 0 and program.nchunks % program.ngpus and program.collective in (
-            Collective.ALLGATHER, Collective.REDUCESCATTER):
+            Collective.ALLGATHER, Collective.REDUCESCATTER, Collective.ALLTOALL):
         out.append(error(f"nchunksperloop {program.nchunks} is not a multiple of ngpus "
                          f"{program.ngpus}"))
     if not 0 < program.nchannels <= MAX_CHANNELS:

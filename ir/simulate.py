@@ -106,7 +106,7 @@ def busbw_factor(collective: Collective, n: int) -> float:
         return 1.0
     if collective is Collective.ALLREDUCE:
         return 2 * (n - 1) / n
-    return (n - 1) / n
+    return (n - 1) / n  # allgather, reducescatter, alltoall
 
 
 def selection(program: Program, nbytes: int, dtype_bytes: int) -> str:

@@ -1,0 +1,388 @@
+"""All-to-all throughput: the multi-commodity flow LP (A.1) and its bounds.
+
+Seed 001, appendix A.1.5 (inventory 1.1): every rank sends the same amount to
+every other rank; with ``y[s, e]`` the flow of source ``s`` on link ``e``,
+
+    max f   s.t.   sum_s y[s, e] <= c(e)                     for every link e
+                   f + out_s(u) <= in_s(u)                     for every rank u != s
+                   out_s(v) <= in_s(v)                         for every switch v
+                   y >= 0
+
+``f`` is then the rate at which every rank reaches every other one (GB/s with
+the links' bandwidths, or per unit of link capacity with ``unit=True``, the
+seed's convention), so an all-to-all of ``M`` bytes per rank (``M/N`` to each
+peer) takes ``M / (N f)`` and its algbw is ``N f``.
+
+Vertex-transitive fabrics (rings, circulants, tori, hypercubes, complete
+graphs) need one source: the LP is invariant under the fabric's
+automorphisms, so some optimal solution is too, and with ``pi_s`` an
+automorphism taking rank 0 to ``s`` it is ``y[s, e] = y[0, pi_s^-1(e)]``; the
+LP keeps source 0's flow, its conservation rows and one capacity row per link
+summing the translates (``E`` columns instead of ``N E``).  Other fabrics
+solve the whole LP (``MAX_FULL_COLUMNS``).
+
+Bounds: ``moore_mcf`` (the theoretical bound of the seed: ``d / sum_i i n_i``
+with ``n_i`` the layers of a Moore tree of degree ``d`` over ``N`` nodes) and
+``distance_mcf`` (``sum_e c(e) / sum_{s != t} dist(s, t)``: every byte from
+``s`` to ``t`` crosses at least ``dist(s, t)`` links; exact where shortest
+paths can be loaded evenly).
+
+Input invariant: a validated ``Topology`` whose ranks reach each other.
+Output invariant: an ``McfResult`` whose flows meet the LP's constraints
+(checked by ``check_flows`` in the tests).
+
+Complexity: one HiGHS LP of ``E`` (symmetric) or ``N E`` columns.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from fractions import Fraction
+
+import numpy as np
+
+from colc.errors import ColcError, InfeasibleError
+from colc.ir.topology import Topology
+
+#: Columns above which the full LP is not attempted (time and memory on 2 cores).
+MAX_FULL_COLUMNS = 3_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class McfResult:
+    """The optimum of LP (A.1) on one fabric.
+
+    Attributes
+    ----------
+    f : float
+        Rate from every rank to every other rank (GB/s, or per unit of link
+        capacity when solved with ``unit=True``).
+    nodes : tuple of str
+        Node ids, ranks first (in rank order), then the switches.
+    edges : tuple of (int, int)
+        Directed links as node indices.
+    capacity : tuple of float
+        Per edge, as solved.
+    flows : dict
+        Source rank -> ``numpy`` array of its flow per edge (every source when
+        ``symmetric`` is False; else source 0 only, the others its translates).
+    translates : tuple of tuple of int or None
+        For a symmetric solve, ``translates[s][e]``: the edge of source 0 that
+        carries source ``s``'s flow on edge ``e`` (``pi_s^-1(e)``).
+    method : str
+        ``"symmetric LP"`` or ``"LP"``.
+    """
+
+    f: float
+    nodes: tuple[str, ...]
+    edges: tuple[tuple[int, int], ...]
+    capacity: tuple[float, ...]
+    flows: dict[int, np.ndarray]
+    translates: tuple[tuple[int, ...], ...] | None
+    method: str
+
+    @property
+    def ranks(self) -> int:
+        """Compute nodes (commodity sources)."""
+        return len(self.flows) if self.translates is None else len(self.translates)
+
+    def flow(self, source: int) -> np.ndarray:
+        """Flow of ``source`` on every edge."""
+        if self.translates is None:
+            return self.flows[source]
+        return self.flows[0][np.asarray(self.translates[source])]
+
+    def algbw(self) -> float:
+        """All-to-all algbw (GB/s) this rate allows: ``N f``."""
+        return self.ranks * self.f
+
+
+def fabric(topo: Topology, unit: bool = False):
+    """``(nodes, edges, capacity)`` of ``topo``: ranks first, then switches;
+    capacities in GB/s (1 per link with ``unit``; parallel links add up)."""
+    nodes = tuple(topo.ranks) + tuple(n for n in topo.node if n not in set(topo.ranks))
+    index = {n: i for i, n in enumerate(nodes)}
+    caps: dict[tuple[int, int], float] = {}
+    for (u, v), c in sorted(topo.capacity().items()):
+        key = (index[u], index[v])
+        caps[key] = caps.get(key, 0.0) + (1.0 if unit else float(c))
+    edges = tuple(sorted(caps))
+    return nodes, edges, tuple(caps[e] for e in edges)
+
+
+def alltoall_mcf(topo: Topology, unit: bool = False) -> McfResult:
+    """Solve LP (A.1) on ``topo`` (see module docstring).
+
+    Parameters
+    ----------
+    topo : Topology
+    unit : bool
+        Every link of capacity 1 (the seed's tables), else the links' GB/s.
+
+    Returns
+    -------
+    McfResult
+
+    Raises
+    ------
+    InfeasibleError
+        A rank does not reach another (f would be 0), or the LP is too large
+        to solve here (no symmetry found and more than ``MAX_FULL_COLUMNS``
+        columns).
+    """
+    nodes, edges, capacity = fabric(topo, unit)
+    n = topo.num_ranks
+    _check_reach(topo, nodes, edges)
+    perms = rank_translations(topo)
+    if perms is not None:
+        return _symmetric(nodes, edges, capacity, n, perms)
+    if n * len(edges) > MAX_FULL_COLUMNS:
+        raise InfeasibleError(
+            f"the all-to-all LP of {topo.name} has {n * len(edges)} columns (no symmetry "
+            f"found), more than the {MAX_FULL_COLUMNS} solved here")
+    return _full(nodes, edges, capacity, n)
+
+
+def _check_reach(topo: Topology, nodes, edges) -> None:
+    """Every rank reaches every other (through ranks or switches)."""
+    succ: list[list[int]] = [[] for _ in nodes]
+    for u, v in edges:
+        succ[u].append(v)
+    for s in range(topo.num_ranks):
+        seen = [False] * len(nodes)
+        seen[s] = True
+        stack = [s]
+        while stack:
+            u = stack.pop()
+            for v in succ[u]:
+                if not seen[v]:
+                    seen[v] = True
+                    stack.append(v)
+        missing = next((t for t in range(topo.num_ranks) if not seen[t]), None)
+        if missing is not None:
+            raise InfeasibleError(f"{topo.name}: rank {nodes[s]} cannot reach rank "
+                                  f"{nodes[missing]}; all-to-all needs every pair connected")
+
+
+def _solve(ncol: int, cols_rows: list[np.ndarray], cols_vals: list[np.ndarray],
+           row_lo: np.ndarray, row_hi: np.ndarray, cost: np.ndarray) -> np.ndarray:
+    """Maximise ``cost . x`` (x >= 0) with column-wise sparse rows; the optimum ``x``."""
+    import highspy
+
+    from colc.compiler.highs_solver import new_highs
+
+    lp = highspy.HighsLp()
+    lp.num_col_ = ncol
+    lp.num_row_ = len(row_lo)
+    lp.col_cost_ = -cost
+    lp.col_lower_ = np.zeros(ncol)
+    lp.col_upper_ = np.full(ncol, highspy.kHighsInf)
+    lp.row_lower_ = row_lo
+    lp.row_upper_ = row_hi
+    lengths = np.array([len(r) for r in cols_rows], dtype=np.int64)
+    lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
+    lp.a_matrix_.start_ = np.concatenate(([0], np.cumsum(lengths))).astype(np.int32)
+    lp.a_matrix_.index_ = np.concatenate(cols_rows).astype(np.int32)
+    lp.a_matrix_.value_ = np.concatenate(cols_vals).astype(float)
+    h = new_highs()
+    h.passModel(lp)
+    h.run()
+    if h.getModelStatus() != highspy.HighsModelStatus.kOptimal:
+        raise ColcError(f"the all-to-all LP did not solve ({h.modelStatusToString(h.getModelStatus())})")
+    return np.asarray(h.getSolution().col_value)
+
+
+def _conservation_rows(nodes, edges, n: int, source: int, first_row: int):
+    """Per edge, its rows in source ``source``'s conservation block: ``+1`` at
+    its head (inflow), ``-1`` at its tail (outflow); rows for every node but
+    the source, numbered from ``first_row``."""
+    row_of = {}
+    r = first_row
+    for u in range(len(nodes)):
+        if u != source:
+            row_of[u] = r
+            r += 1
+    rows, vals = [], []
+    for u, v in edges:
+        rr, vv = [], []
+        if v in row_of:
+            rr.append(row_of[v])
+            vv.append(1.0)
+        if u in row_of:
+            rr.append(row_of[u])
+            vv.append(-1.0)
+        rows.append(rr)
+        vals.append(vv)
+    # f enters every rank row except the source's: in - out >= f
+    f_rows = [row_of[u] for u in range(n) if u != source]
+    return rows, vals, f_rows, r
+
+
+def _full(nodes, edges, capacity, n: int) -> McfResult:
+    m = len(edges)
+    cap_rows0 = 0  # capacity rows 0..m-1, then one conservation block per source
+    cols_rows: list[np.ndarray] = []
+    cols_vals: list[np.ndarray] = []
+    f_rows_all: list[int] = []
+    row = m
+    for s in range(n):
+        rows, vals, f_rows, row_next = _conservation_rows(nodes, edges, n, s, row)
+        for e in range(m):
+            cols_rows.append(np.array([cap_rows0 + e, *rows[e]]))
+            cols_vals.append(np.array([1.0, *vals[e]]))
+        f_rows_all += f_rows
+        row = row_next
+    f_col = np.array(f_rows_all)
+    cols_rows.append(f_col)
+    cols_vals.append(-np.ones(len(f_col)))
+    row_lo = np.concatenate((np.full(m, -np.inf), np.zeros(row - m)))
+    row_hi = np.concatenate((np.array(capacity), np.full(row - m, np.inf)))
+    cost = np.zeros(n * m + 1)
+    cost[-1] = 1.0
+    x = _solve(n * m + 1, cols_rows, cols_vals, row_lo, row_hi, cost)
+    flows = {s: np.maximum(x[s * m:(s + 1) * m], 0.0) for s in range(n)}
+    return McfResult(float(x[-1]), nodes, edges, capacity, flows, None, "LP")
+
+
+def _symmetric(nodes, edges, capacity, n: int, perms: list[list[int]]) -> McfResult:
+    """Source 0's flow; capacity row of edge e sums its translates' flows."""
+    m = len(edges)
+    index = {e: i for i, e in enumerate(edges)}
+    # translates[s][e] = pi_s^-1(e): the edge of source 0 whose image under pi_s is e
+    translates = []
+    for p in perms:
+        inv = [0] * n
+        for a, b in enumerate(p):
+            inv[b] = a
+        translates.append(tuple(index[(inv[u], inv[v])] for u, v in edges))
+    # column e0 (source 0's flow on edge e0) appears in the capacity row of every
+    # edge e with translates[s][e] == e0
+    cap_rows: list[list[int]] = [[] for _ in range(m)]
+    for t in translates:
+        for e, e0 in enumerate(t):
+            cap_rows[e0].append(e)
+    rows, vals, f_rows, row = _conservation_rows(nodes, edges, n, 0, m)
+    cols_rows = [np.array(cap_rows[e] + rows[e]) for e in range(m)]
+    cols_vals = [np.array([1.0] * len(cap_rows[e]) + vals[e]) for e in range(m)]
+    cols_rows.append(np.array(f_rows))
+    cols_vals.append(-np.ones(len(f_rows)))
+    row_lo = np.concatenate((np.full(m, -np.inf), np.zeros(row - m)))
+    row_hi = np.concatenate((np.array(capacity), np.full(row - m, np.inf)))
+    cost = np.zeros(m + 1)
+    cost[-1] = 1.0
+    x = _solve(m + 1, cols_rows, cols_vals, row_lo, row_hi, cost)
+    return McfResult(float(x[-1]), nodes, edges, capacity, {0: np.maximum(x[:m], 0.0)},
+                     tuple(translates), "symmetric LP")
+
+
+def rank_translations(topo: Topology) -> list[list[int]] | None:
+    """Automorphisms ``pi_s`` (``pi_s(0) = s``, one per rank, as permutations of
+    rank indices) of a fabric of ranks only whose links all have one
+    bandwidth, from the translations of its family's numbering (cyclic
+    shifts, torus translations in row-major order, XOR for hypercubes); None
+    when none of them is an automorphism of every link (or switches take
+    part)."""
+    n = topo.num_ranks
+    if len(topo.node) != n or n < 2:
+        return None
+    index = {r: i for i, r in enumerate(topo.ranks)}
+    caps = {(index[u], index[v]): c for (u, v), c in topo.capacity().items()}
+    for candidate in _candidate_groups(topo):
+        if all(all(caps.get((p[u], p[v])) == c for (u, v), c in caps.items())
+               for p in _generators(candidate, n)):
+            return candidate
+    return None
+
+
+def _generators(perms: list[list[int]], n: int) -> list[list[int]]:
+    """A few of the permutations: checking every one is ``O(N E)``; a group
+    generated by translations is checked by its generators, but the list
+    here is not known to be a group, so all are checked up to 256 ranks and
+    a spread sample above (the full list is checked in the tests)."""
+    if n <= 256:
+        return perms
+    step = max(1, n // 64)
+    return perms[1::step]
+
+
+def _candidate_groups(topo: Topology):
+    n = topo.num_ranks
+    yield [[(i + s) % n for i in range(n)] for s in range(n)]  # cyclic (rings, circulants)
+    if n & (n - 1) == 0:
+        yield [[i ^ s for i in range(n)] for s in range(n)]  # hypercubes
+    try:
+        from colc.compiler.dimrings import torus_dims
+
+        dims = torus_dims(topo)
+    except ColcError:
+        dims = None
+    if dims and len(dims) > 1:
+        yield [_torus_shift(dims, s) for s in range(n)]
+
+
+def _torus_shift(dims: tuple[int, ...], s: int) -> list[int]:
+    """Row-major translation by the coordinates of rank ``s``."""
+    def coords(i: int) -> list[int]:
+        out = []
+        for d in reversed(dims):
+            out.append(i % d)
+            i //= d
+        return out[::-1]
+
+    shift = coords(s)
+    out = []
+    for i in range(math.prod(dims)):
+        c = coords(i)
+        j = 0
+        for d, a, b in zip(dims, c, shift, strict=True):
+            j = j * d + (a + b) % d
+        out.append(j)
+    return out
+
+
+def moore_mcf(n: int, d: int) -> Fraction:
+    """The seed's theoretical MCF bound ``d / sum_i i n_i`` (unit links):
+    a Moore tree of degree ``d`` puts ``d^i`` nodes at distance ``i`` (the
+    rest in the last layer), the least total distance a source can have.
+
+    Examples
+    --------
+    >>> float(moore_mcf(1024, 4))  # seed Table A.1: 8.571e-4
+    0.0008570816370259267
+    >>> round(float(moore_mcf(32, 4)), 6)  # 5.797e-2
+    0.057971
+    """
+    if n < 2 or d < 1:
+        raise ColcError("the Moore bound needs at least two nodes and degree 1")
+    left, layer, total, width = n - 1, 1, 0, d
+    while left > 0:
+        here = min(width, left)
+        total += layer * here
+        left -= here
+        layer += 1
+        width *= d
+    return Fraction(d, total)
+
+
+def distance_mcf(topo: Topology, unit: bool = False) -> float:
+    """``sum_e c(e) / sum_{s != t} dist(s, t)`` (hops over links and switches
+    between ranks): an upper bound on ``f``, since every byte from ``s`` to
+    ``t`` takes at least ``dist(s, t)`` links' capacity."""
+    from scipy.sparse import csr_matrix
+    from scipy.sparse.csgraph import shortest_path
+
+    nodes, edges, capacity = fabric(topo, unit)
+    n = topo.num_ranks
+    rows = [u for u, _ in edges]
+    cols = [v for _, v in edges]
+    graph = csr_matrix((np.ones(len(edges)), (rows, cols)), shape=(len(nodes), len(nodes)))
+    dist = shortest_path(graph, unweighted=True, indices=list(range(n)))[:, :n]
+    total = float(dist.sum())
+    if not math.isfinite(total):
+        raise InfeasibleError(f"{topo.name}: some rank cannot reach another")
+    return sum(capacity) / total
+
+
+__all__ = ["MAX_FULL_COLUMNS", "McfResult", "alltoall_mcf", "distance_mcf", "fabric",
+           "moore_mcf", "rank_translations"]

@@ -1,0 +1,186 @@
+"""All-to-all (issue 19): postcondition, LP (A.1), generators, pipeline, refusals."""
+
+from __future__ import annotations
+
+import pytest
+
+from colc.compiler.alltoall.direct import direct_schedule, relays
+from colc.compiler.alltoall.mcf import alltoall_mcf, distance_mcf, moore_mcf, rank_translations
+from colc.compiler.alltoall.rails_alltoall import plan_rails_alltoall, rails_alltoall_schedule
+from colc.compiler.alltoall.routed import chunk_routes, mcf_schedule
+from colc.compiler.bfb.expand_topology import line_graph
+from colc.compiler.estimate_bandwidth import schedule_algbw
+from colc.errors import InfeasibleError, UnsupportedError
+from colc.frontends.families import (
+    circulant,
+    complete_bipartite,
+    dgx_a100,
+    generalized_kautz,
+    hypercube,
+    ring,
+    torus,
+)
+from colc.ir.check_chunks import check_schedule
+from colc.ir.chunks import Op, OpKind, Schedule, Slot
+from colc.ir.core import Buffer, Collective
+
+IN, OUT = Buffer.INPUT, Buffer.OUTPUT
+A2A = Collective.ALLTOALL
+
+
+def _swap_schedule(wrong: bool) -> Schedule:
+    """Two ranks by hand: each keeps block r and sends block 1-r to the other."""
+    ops = [Op(0, OpKind.COPY, Slot(0, IN, 0), Slot(0, OUT, 0)),
+           Op(1, OpKind.COPY, Slot(1, IN, 1), Slot(1, OUT, 1)),
+           Op(2, OpKind.COPY, Slot(0, IN, 0 if wrong else 1), Slot(1, OUT, 0)),
+           Op(3, OpKind.COPY, Slot(1, IN, 0), Slot(0, OUT, 1))]
+    return Schedule(A2A, 2, 2, 0, tuple(ops), inplace=False)
+
+
+def test_postcondition_by_hand():
+    """o[k] on rank r must be block r of rank k's input: i_k[r]."""
+    assert check_schedule(_swap_schedule(False)) == []
+    problems = check_schedule(_swap_schedule(True))
+    assert problems and "rank 1 output[0]" in problems[0]
+    # in place, the same ops race (rank 1 overwrites i[0] that rank 1 sends)
+    inplace = Schedule(A2A, 2, 2, 0, _swap_schedule(False).ops, inplace=True, outofplace=False)
+    assert check_schedule(inplace) != []
+
+
+def test_lp_reproduces_the_seed_table():
+    """Seed Table A.1: f = 5.714e-2 for L(K_{4,4}), 2.171e-2 for Pi_{4,64}
+    (unit links), within 0.5%; the Moore-tree bounds 8.571e-4 and 5.797e-2."""
+    lk = alltoall_mcf(line_graph(complete_bipartite(8, 1)), unit=True)
+    assert lk.f == pytest.approx(5.714e-2, rel=5e-3)
+    pi = alltoall_mcf(generalized_kautz(64, 4, 1), unit=True)
+    assert pi.f == pytest.approx(2.171e-2, rel=5e-3)
+    assert float(moore_mcf(1024, 4)) == pytest.approx(8.571e-4, rel=5e-4)
+    assert float(moore_mcf(32, 4)) == pytest.approx(5.797e-2, rel=5e-4)
+    # every optimum is below both upper bounds
+    for topo, res in ((line_graph(complete_bipartite(8, 1)), lk),
+                      (generalized_kautz(64, 4, 1), pi)):
+        assert res.f <= distance_mcf(topo, unit=True) * (1 + 1e-9)
+        assert res.f <= float(moore_mcf(topo.num_ranks, 4)) * (1 + 1e-9)
+
+
+@pytest.mark.parametrize("topo", [torus([4, 4], 1), torus([3, 5], 1), hypercube(4, 1),
+                                  circulant(12, [1, 3], 1), ring(6, 1, bidirectional=False)],
+                         ids=["torus4x4", "torus3x5", "hypercube4", "circulant12", "uniring6"])
+def test_symmetric_lp_equals_the_full_lp(topo):
+    """One source and its translates give the optimum of the whole LP, and every
+    permutation found is an automorphism taking rank 0 to its rank."""
+    from colc.compiler.alltoall.mcf import _full, fabric
+
+    perms = rank_translations(topo)
+    assert perms is not None
+    caps = {(topo.ranks.index(u), topo.ranks.index(v)) for u, v in topo.capacity()}
+    for s, p in enumerate(perms):
+        assert p[0] == s and sorted(p) == list(range(topo.num_ranks))
+        assert {(p[u], p[v]) for u, v in caps} == caps
+    sym = alltoall_mcf(topo, unit=True)
+    assert sym.method == "symmetric LP"
+    full = _full(*fabric(topo, True), topo.num_ranks)
+    assert sym.f == pytest.approx(full.f, rel=1e-7)
+
+
+def _loads_within_capacity(res):
+    """The flows of every source meet LP (A.1)'s capacity rows."""
+    total = sum(res.flow(s) for s in range(res.ranks))
+    return all(x <= c * (1 + 1e-6) + 1e-9 for x, c in zip(total, res.capacity, strict=True))
+
+
+def test_routes_cover_every_block():
+    topo = generalized_kautz(12, 2, 10)
+    res = alltoall_mcf(topo)
+    assert _loads_within_capacity(res)
+    routes = chunk_routes(res, 4)
+    n = topo.num_ranks
+    assert set(routes) == {(s, t) for s in range(n) for t in range(n) if s != t}
+    for (s, t), split in routes.items():
+        assert sum(k for _, k in split) == 4
+        for path, _ in split:
+            assert path[0] == s and path[-1] == t
+
+
+@pytest.mark.parametrize("topo", [torus([3, 3], 10), hypercube(3, 10), circulant(8, [1, 2], 10),
+                                  generalized_kautz(12, 2, 10)],
+                         ids=["torus3x3", "hypercube3", "circulant8", "kautz12"])
+def test_mcf_schedules_verify_and_reach_the_lp(topo):
+    """Every emitted all-to-all passes the verifier; its traffic-implied algbw is
+    within 5% of the LP's N f."""
+    sched = mcf_schedule(topo, A2A, 8)
+    assert check_schedule(sched, topo) == []
+    result = _compiled(topo, "mcf", 8)
+    lp = alltoall_mcf(topo).algbw()
+    assert float(schedule_algbw(sched, topo)) >= 0.95 * lp
+    assert float(result.algbw) == float(schedule_algbw(sched, topo))
+
+
+def _compiled(topo, algorithm: str, chunks: int | None = None):
+    """The pipeline's file for ``algorithm`` (strategies, budget, proof), verified again."""
+    from colc.backends.verify import verify_text
+    from colc.compiler.pipeline import CompileOptions, compile_topology
+
+    result = compile_topology(topo, CompileOptions(collective=A2A, algorithm=algorithm,
+                                                   chunks=chunks, jobs=1))
+    report = verify_text(result.text, "<test>", backend="msccl")
+    assert report.ok, report.errors[:3]
+    assert result.program.max_threadblocks <= 32
+    return result
+
+
+def test_direct_and_rails_on_boxes_verify():
+    topo = dgx_a100(2)
+    direct = direct_schedule(topo, A2A)
+    assert check_schedule(direct, topo) == []
+    _compiled(topo, "direct")
+    # cross-rail pairs relay through the box peer on the destination's rail (PXN)
+    relay = relays(topo)
+    assert relay[(0, 9)] == 1  # b0g0 -> b1g1 through b0g1
+    for chunks in (None, 2):
+        assert check_schedule(rails_alltoall_schedule(topo, A2A, chunks), topo) == []
+        _compiled(topo, "rails", chunks)
+    # one network message per rail peer and box with the default
+    sched = rails_alltoall_schedule(topo, A2A)
+    net = [op for op in sched.ops if op.is_transfer and op.src.rank // 8 != op.dst.rank // 8]
+    assert len(net) == 16 and all(op.count == 8 for op in net)
+
+
+def test_rails_refuses_a_budget_below_one_lane_per_peer():
+    with pytest.raises(InfeasibleError, match="needs at least 15 threadblocks"):
+        plan_rails_alltoall(dgx_a100(8), 14)
+    assert plan_rails_alltoall(dgx_a100(8), 32).threadblocks <= 32
+
+
+def test_other_generators_refuse_alltoall_and_alltoall_ones_the_rest():
+    from colc.compiler.pipeline import CompileOptions, Compiler
+
+    c = Compiler(torus([3, 3], 10), CompileOptions(collective=A2A))
+    with pytest.raises(UnsupportedError, match="ring does not build alltoall"):
+        c.schedule("ring", None)
+    with pytest.raises(UnsupportedError, match="builds all-to-all only"):
+        mcf_schedule(torus([3, 3], 10), Collective.ALLGATHER)
+
+
+def test_unreachable_pair_is_named(tmp_path):
+    """A one-way chain: the input is refused in one line naming the pair (the
+    frontend's check); a Topology built past it is refused by the LP, naming it."""
+    import subprocess
+    import sys
+    from fractions import Fraction
+
+    from colc.ir.topology import Link, Node, Topology
+
+    src = tmp_path / "chain.yaml"
+    src.write_text("name: chain\nnodes:\n  - {id: a, kind: gpu}\n  - {id: b, kind: gpu}\n"
+                   "links:\n  - {src: a, dst: b, bandwidth: 1}\n")
+    out = tmp_path / "x.xml"
+    proc = subprocess.run([sys.executable, "-m", "colc.cli", str(src), "--collective",
+                           "alltoall", "-o", str(out)], capture_output=True, text=True)
+    assert proc.returncode == 1 and not out.exists()
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "chain.yaml" in lines[0] and "'b'" in lines[0] and "'a'" in lines[0]
+    topo = Topology("chain", (Node("a", "gpu"), Node("b", "gpu"), Node("c", "gpu")),
+                    (Link("a", "b", Fraction(1)), Link("b", "c", Fraction(1))))
+    with pytest.raises(InfeasibleError, match="rank b cannot reach rank a"):
+        alltoall_mcf(topo)
