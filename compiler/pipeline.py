@@ -740,12 +740,7 @@ class Compiler:
         simulated figures are recomputed).
         """
         while True:
-            program = self.program(variant)
-            changes: dict[str, object] = {"comment": comment() if callable(comment) else comment}
-            if window is not None:
-                changes.update(min_bytes=window[0], max_bytes=window[1])
-            program = dataclasses.replace(program, **changes)
-            text = _emit(program, self.opts.backend)
+            program, text = self.emit(variant, comment, window)
             progress_report(f"verifying {variant.label}", self._work, 0)
             report = _verify_text(text, self.opts.backend)
             if report.ok:
@@ -753,6 +748,27 @@ class Compiler:
             if not self._next_strategy(variant):
                 raise VerificationFailed(f"{variant.label}: generated file failed "
                                          "verification: " + "; ".join(report.errors[:3]))
+
+
+    def emit(self, variant: Variant, comment: str | Callable[[], str] = "",
+             window: tuple[int, int] | None = None) -> tuple[Program, str]:
+        """``variant``'s program with its comment and window, and its text
+        (not verified: ``finish`` verifies)."""
+        program = self.program(variant)
+        changes: dict[str, object] = {"comment": comment() if callable(comment) else comment}
+        if window is not None:
+            changes.update(min_bytes=window[0], max_bytes=window[1])
+        program = dataclasses.replace(program, **changes)
+        return program, _emit(program, self.opts.backend)
+
+    def verify_all(self, texts: list[str]) -> list[bool]:
+        """Whether each text passes ``colc verify``, on ``--jobs`` processes (a
+        portfolio's files at 1024 ranks: about a minute each)."""
+        from colc.forked import default_jobs, fork_map
+
+        jobs = (self.opts.jobs or default_jobs()) if self.opts.executor == "local" else 1
+        backend = self.opts.backend
+        return fork_map(lambda t: _verify_text(t, backend).ok, texts, jobs)
 
 
 class VerificationFailed(InternalError):
