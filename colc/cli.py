@@ -519,15 +519,31 @@ def _cmd_find(argv: list[str]) -> int:
                    help="allreduce size the frontier is ranked at, bytes (suffixes K, M, G)")
     p.add_argument("--alpha", default="10", help="per-hop latency in us")
     p.add_argument("--bandwidth", default="12.5", help="egress bandwidth per rank, GB/s")
+    p.add_argument("--alltoall-share", default="0",
+                   help="weight of the all-to-all time against the allreduce time in the "
+                        "ranking, 0..1 (the seed's workload mix)")
+    p.add_argument("--alltoall-size", type=lambda t: parse_size(t, "colc find: error: "
+                                                               "--alltoall-size"),
+                   default=1 << 20, help="bytes per rank of the all-to-all column")
+    p.add_argument("--json", action="store_true",
+                   help="print one JSON object per candidate instead of the table")
     p.add_argument("-o", "--output", help="write the chosen topology here (colc YAML)")
     args = p.parse_args(argv)
     try:
         alpha, bandwidth = Fraction(args.alpha), Fraction(args.bandwidth)
+        share = Fraction(args.alltoall_share)
     except (ValueError, ZeroDivisionError) as err:
-        raise ColcError(f"colc find: error: --alpha/--bandwidth must be numbers ({err})") from err
+        raise ColcError(f"colc find: error: --alpha/--bandwidth/--alltoall-share must be "
+                        f"numbers ({err})") from err
     result = find_topology(args.ranks, args.degree, size=args.size, alpha=alpha,
-                           bandwidth=bandwidth)
-    print(result.table())
+                           bandwidth=bandwidth, alltoall_share=share,
+                           alltoall_size=args.alltoall_size)
+    if args.json:
+        import json
+
+        print(json.dumps(result.records(), indent=1))
+    else:
+        print(result.table())
     if args.output:
         write_atomically(args.output, result.yaml())
         print(f"colc: wrote {args.output}", file=sys.stderr)

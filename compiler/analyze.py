@@ -55,7 +55,8 @@ from colc.ir.trees import TreePacking
 MULTICAST_RUNTIME = ("analysis only: MSCCL XML has no switch multicast/aggregation "
                      "primitive, compiled files send unicast")
 
-COLLECTIVES = (Collective.ALLGATHER, Collective.REDUCESCATTER, Collective.ALLREDUCE)
+COLLECTIVES = (Collective.ALLGATHER, Collective.REDUCESCATTER, Collective.ALLREDUCE,
+               Collective.ALLTOALL)
 
 
 def per_rank_bounds(topo: Topology) -> dict[str, Fraction]:
@@ -73,7 +74,8 @@ def per_rank_bounds(topo: Topology) -> dict[str, Fraction]:
     ingress = min(topo.ingress(r) for r in topo.ranks)
     egress = min(topo.egress(r) for r in topo.ranks)
     return {"allgather": ingress * factor, "reducescatter": egress * factor,
-            "allreduce": min(ingress, egress) * factor / 2}
+            "allreduce": min(ingress, egress) * factor / 2,
+            "alltoall": min(ingress, egress) * factor}
 
 
 def _bounds(topo: Topology) -> dict[str, dict]:
@@ -82,6 +84,13 @@ def _bounds(topo: Topology) -> dict[str, dict]:
     out = {c: {"algbw": _num(v), "method": "per-rank ingress/egress"} for c, v in simple.items()}
     if topo.num_ranks < 2:
         return out
+    from colc.compiler.alltoall.mcf import alltoall_bound
+
+    try:
+        a2a = alltoall_bound(topo)
+    except ColcError as err:
+        a2a = {"algbw": 0.0, "method": f"not computed: {err}"}
+    out["alltoall"] = {k: (round(v, 3) if k == "algbw" else v) for k, v in a2a.items()}
     if topo.num_ranks > EXACT_BOUND_UP_TO:
         for b in out.values():
             b["method"] += f" (exact cut bound not computed above {EXACT_BOUND_UP_TO} ranks)"
@@ -179,6 +188,12 @@ class _Estimator:
 
         return dimrings_estimate(self.topo, coll)
 
+    def _mcf(self, coll: Collective) -> tuple[int | None, Fraction]:
+        b = self.bounds["alltoall"]
+        if not b["method"].startswith("all-to-all LP"):
+            raise ColcError(f"not estimated: {b['method']}")
+        return None, Fraction(b["algbw"]).limit_denominator(1000)
+
     def _hier(self, coll: Collective) -> tuple[int, Fraction]:
         from colc.ir.topology import boxes
 
@@ -239,7 +254,10 @@ def analyze_topology(topo: Topology, *, algorithms: tuple[str, ...] = (),
     simulate = simulate and not estimate
     model = model_named(machine) if machine else model_for(topo)
     problem = rank_limit_problem(topo.num_ranks)
-    tasks = [(name, coll) for name in names for coll in colls]
+    from colc.compiler.pipeline import builds
+
+    tasks = [(name, coll) for name in names for coll in colls
+             if algorithms or builds(name, coll)]
     if estimate or problem is not None:  # not built: an estimate, or no file anyway
         bounds = _bounds(topo)
         estimator = _Estimator(topo, bounds)
@@ -568,7 +586,9 @@ def format_table(report: dict) -> str:
     for coll, b in report["bounds"].items():
         cols = "".join(f"{row['algbw']:>10.2f}" for row in b.get("by_size", []))
         lat = f"{b['latency_us']:>9.1f}" if "latency_us" in b else f"{'':>9}"
-        lines.append(f"{coll:<15}{b['algbw']:>10.2f}{lat}{cols}  {b['method']}")
+        extra = "".join(f"; {k} f = {b[k]:.4g}" for k in ("mcf", "moore_mcf")
+                        if b.get(k) is not None)
+        lines.append(f"{coll:<15}{b['algbw']:>10.2f}{lat}{cols}  {b['method']}{extra}")
     how = ("of the best file colc writes with it, every chunking and protocol searched"
            if report.get("search") else
            "of one representative file, at each size under the protocol a closed "
@@ -624,5 +644,8 @@ LEGEND = (
     "longest path (latency steps); exact cut bound = the most data that must cross any cut",
     "of the network divided by the cut's bandwidth, reached by tree packing (seed 001 ch. 4);",
     "allreduce LP bound = a linear program's lower bound on allreduce time (seed 001 B.7);",
-    "hops us = the hop latency of the fastest protocol on the shortest paths.",
+    "hops us = the hop latency of the fastest protocol on the shortest paths;",
+    "all-to-all LP (A.1) = the multi-commodity flow optimum f (seed 001 A.1.5), algbw N f;",
+    "mcf f = that optimum with unit links (the seed's tables), moore_mcf f = the Moore-tree",
+    "bound on it for the ranks' degree.",
 )

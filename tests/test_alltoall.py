@@ -184,3 +184,33 @@ def test_unreachable_pair_is_named(tmp_path):
                     (Link("a", "b", Fraction(1)), Link("b", "c", Fraction(1))))
     with pytest.raises(InfeasibleError, match="rank b cannot reach rank a"):
         alltoall_mcf(topo)
+
+
+def test_find_reports_alltoall_columns_and_weights_them():
+    """colc find: MCF f, all-to-all time at 1 MB per rank and the diameter per
+    candidate; --alltoall-share 1 ranks by all-to-all time; --json records."""
+    import json
+
+    from colc.cli import main
+    from colc.compiler.bfb.find_topology import find_topology
+
+    r = find_topology(64, 4)
+    assert "mcf_f" in r.table() and "alltoall_us" in r.table()
+    records = r.records()
+    by_name = {x["name"]: x for x in records}
+    # the LP on the built graphs; a2a time = (M/B) d / (N f) with B = 12.5 GB/s
+    for x in records:
+        assert x["mcf_exact"] and 0 < x["mcf"] <= float(moore_mcf(64, 4))
+        assert x["alltoall_us"] == pytest.approx((1 << 20) / 12500 * 4 / (64 * x["mcf"]))
+        assert x["diameter"] >= x["hops"] - 1
+    best_a2a = min(records, key=lambda x: x["alltoall_us"])["name"]
+    assert find_topology(64, 4, alltoall_share=1).chosen.name == best_a2a
+    assert by_name[r.chosen.name]["chosen"]
+    import io
+    import contextlib
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(["find", "--ranks", "32", "--degree", "4", "--json"]) == 0
+    rows = json.loads(out.getvalue())
+    assert {"name", "mcf", "alltoall_us", "diameter", "hops", "tau"} <= set(rows[0])

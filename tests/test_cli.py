@@ -103,9 +103,16 @@ def test_analyze_json(capsys) -> None:
     assert main(["analyze", os.path.join(EXAMPLES, "ring-4.yaml"), "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["topology"] == "ring-4" and report["ranks"] == 4
-    assert set(report["bounds"]) == {"allgather", "reducescatter", "allreduce"}
+    assert set(report["bounds"]) == {"allgather", "reducescatter", "allreduce", "alltoall"}
     rings = [s for s in report["schedules"] if s["algorithm"] == "ring"]
     assert {s["collective"] for s in rings} == {"allgather", "reducescatter", "allreduce"}
+    # LP (A.1) with unit links: 3 links out of each rank (ring + switch) carry f to
+    # each of the 3 others, f = 1; with 25 GB/s links, algbw N f 25 = 100 GB/s
+    a2a = report["bounds"]["alltoall"]
+    assert a2a["mcf"] == pytest.approx(1.0) and a2a["algbw"] == pytest.approx(100.0)
+    assert a2a["moore_mcf"] is None  # a switch: no Moore tree
+    assert {s["algorithm"] for s in report["schedules"] if s["collective"] == "alltoall"} == {
+        "direct", "mcf", "rails"}
     for s in rings:
         bound = report["bounds"][s["collective"]]["algbw"]
         assert 0 < s["algbw"] <= bound + 1e-9

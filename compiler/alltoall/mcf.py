@@ -369,20 +369,109 @@ def distance_mcf(topo: Topology, unit: bool = False) -> float:
     """``sum_e c(e) / sum_{s != t} dist(s, t)`` (hops over links and switches
     between ranks): an upper bound on ``f``, since every byte from ``s`` to
     ``t`` takes at least ``dist(s, t)`` links' capacity."""
+    _, _, capacity = fabric(topo, unit)
+    return sum(capacity) / float(rank_distances(topo).sum())
+
+
+def rank_distances(topo: Topology) -> np.ndarray:
+    """Hop counts between ranks (``N x N``, through links and switches).
+
+    Raises
+    ------
+    InfeasibleError
+        Some rank does not reach another.
+    """
     from scipy.sparse import csr_matrix
     from scipy.sparse.csgraph import shortest_path
 
-    nodes, edges, capacity = fabric(topo, unit)
+    nodes, edges, _ = fabric(topo)
     n = topo.num_ranks
     rows = [u for u, _ in edges]
     cols = [v for _, v in edges]
     graph = csr_matrix((np.ones(len(edges)), (rows, cols)), shape=(len(nodes), len(nodes)))
     dist = shortest_path(graph, unweighted=True, indices=list(range(n)))[:, :n]
-    total = float(dist.sum())
-    if not math.isfinite(total):
+    if not np.isfinite(dist).all():
         raise InfeasibleError(f"{topo.name}: some rank cannot reach another")
-    return sum(capacity) / total
+    return dist
 
 
-__all__ = ["MAX_FULL_COLUMNS", "McfResult", "alltoall_mcf", "distance_mcf", "fabric",
-           "moore_mcf", "rank_translations"]
+#: Columns up to which ``alltoall_bound`` solves the LP (a few seconds);
+#: beyond it (and without symmetry) it gives the cut bounds.
+BOUND_COLUMNS = 200_000
+
+
+def alltoall_bound(topo: Topology) -> dict:
+    """The all-to-all bounds ``colc analyze`` prints (``bounds.alltoall``).
+
+    Returns
+    -------
+    dict
+        ``algbw`` (GB/s: ``N f`` of LP (A.1) with the links' bandwidths when
+        the LP is solved, else the best cut bound), ``method``, ``mcf`` (f of
+        LP (A.1) with unit links, the seed's convention; None when not
+        solved), ``moore_mcf`` (the Moore-tree bound for the ranks' degree on
+        direct-connect fabrics; None with switches), ``cut`` (the per-rank
+        and per-box cut bound, GB/s).
+    """
+    n = topo.num_ranks
+    cut = cut_bound(topo)
+    out = {"algbw": cut, "method": "per-rank and per-box cut", "mcf": None,
+           "moore_mcf": None, "cut": round(cut, 3)}
+    direct = len(topo.node) == n
+    if direct:
+        degree = max(sum(1 for (u, _v) in topo.capacity() if u == r) for r in topo.ranks)
+        out["moore_mcf"] = float(moore_mcf(n, degree))
+    _, edges, _ = fabric(topo)
+    if rank_translations(topo) is None and n * len(edges) > BOUND_COLUMNS:
+        out["method"] += f" (the LP has {n * len(edges)} columns: not solved here)"
+        return out
+    real = alltoall_mcf(topo)
+    out.update(algbw=real.algbw(), method=f"all-to-all LP (A.1), {real.method}",
+               mcf=alltoall_mcf(topo, unit=True).f)
+    return out
+
+
+def cut_bound(topo: Topology) -> float:
+    """Least of the per-rank (egress, ingress) and per-box cut bounds on
+    all-to-all algbw (GB/s): a set ``S`` of ``g`` ranks sends ``g (N - g) / N``
+    of the per-rank buffer across its cut."""
+    from colc.ir.topology import boxes
+
+    n = topo.num_ranks
+    if n < 2:
+        return 0.0
+    best = min(float(min(topo.egress(r), topo.ingress(r))) * n / (n - 1) for r in topo.ranks)
+    groups = boxes(topo)
+    if len(groups) > 1:
+        caps = topo.capacity()
+        where: dict[str, int] = {}
+        for i, members in enumerate(groups):
+            for r in members:
+                where[topo.ranks[r]] = i
+        inside = _box_nodes(topo, where)
+        for i, members in enumerate(groups):
+            g = len(members)
+            out_cap = sum(float(c) for (u, v), c in caps.items()
+                          if inside.get(u) == i and inside.get(v) != i)
+            if out_cap:
+                best = min(best, out_cap * n / (g * (n - g)))
+    return best
+
+
+def _box_nodes(topo: Topology, where: dict[str, int]) -> dict[str, int]:
+    """Box of every node that is not a network node (ranks and box switches)."""
+    out = dict(where)
+    changed = True
+    while changed:
+        changed = False
+        for (u, v) in topo.capacity():
+            for a, b in ((u, v), (v, u)):
+                if a in out and b not in out and not topo.node[b].is_network:
+                    out[b] = out[a]
+                    changed = True
+    return out
+
+
+__all__ = ["BOUND_COLUMNS", "MAX_FULL_COLUMNS", "McfResult", "alltoall_bound", "alltoall_mcf",
+           "cut_bound", "distance_mcf", "fabric", "moore_mcf", "rank_distances",
+           "rank_translations"]

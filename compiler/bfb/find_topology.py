@@ -252,6 +252,35 @@ def build_candidate(recipe: tuple, bandwidth: Fraction = Fraction(1)) -> Topolog
 
 
 @dataclass(frozen=True)
+class AlltoallFigures:
+    """All-to-all figures of one candidate (seed 001 A.1.5, Table 3.4).
+
+    Attributes
+    ----------
+    mcf : float
+        ``f`` of LP (A.1) with unit links; when ``exact`` is False, the
+        distance bound instead (the LP was too large: an upper bound on f).
+    exact : bool
+    diameter : int
+    """
+
+    mcf: float
+    exact: bool
+    diameter: int
+
+    def time_us(self, size: int, ranks: int, degree: int, bandwidth: Fraction) -> float:
+        """All-to-all time for ``size`` bytes per rank: ``(M / B) d / (N f)``
+        (links of ``B/d``; no latency term, as the seed's tables).
+
+        >>> round(AlltoallFigures(8.01e-4, True, 5).time_us(1 << 20, 1024, 4, Fraction(25, 2)), 1)
+        409.1
+        """
+        if not self.mcf:
+            return 0.0
+        return float(size / (bandwidth * 1000)) * degree / (ranks * self.mcf)
+
+
+@dataclass(frozen=True)
 class FindResult:
     """The finder's answer (see ``find_topology``)."""
 
@@ -262,22 +291,55 @@ class FindResult:
     size: int
     alpha: Fraction
     bandwidth: Fraction
+    alltoall: tuple[AlltoallFigures, ...] = ()
+    alltoall_share: Fraction = Fraction(0)
+    alltoall_size: int = 1 << 20
+
+    def alltoall_us(self, i: int) -> float:
+        """All-to-all time of frontier candidate ``i`` at ``alltoall_size`` per rank."""
+        c = self.frontier[i]
+        return self.alltoall[i].time_us(self.alltoall_size, c.num_ranks, c.degree,
+                                        self.bandwidth)
 
     def table(self) -> str:
         """The frontier as text, one candidate per line, the chosen one starred."""
-        rows = [f"{'':2}{'topology':40} {'hops':>4} {'tau':>8} {'allreduce_us':>13}"]
-        for c in self.frontier:
+        rows = [f"{'':2}{'topology':40} {'hops':>4} {'tau':>8} {'allreduce_us':>13} "
+                f"{'mcf_f':>10} {'alltoall_us':>12} {'diam':>4}"]
+        for i, c in enumerate(self.frontier):
             mark = "* " if c is self.chosen else "  "
             tau = f"{float(c.tau):.4f}" + ("" if c.exact else "+")
             us = float(c.allreduce_us(self.size, self.alpha, self.bandwidth))
-            rows.append(f"{mark}{c.name:40} {c.hops:>4} {tau:>8} {us:>13.1f}")
+            a = self.alltoall[i]
+            f = f"{a.mcf:.4g}" + ("" if a.exact else "+")
+            rows.append(f"{mark}{c.name:40} {c.hops:>4} {tau:>8} {us:>13.1f} {f:>10} "
+                        f"{self.alltoall_us(i):>12.1f} {a.diameter:>4}")
         lb = 2 * (self.bound_hops * self.alpha + self.bound_tau * self.size / (self.bandwidth * 1000))
+        moore = float(_moore_mcf(self.chosen.num_ranks, self.chosen.degree))
+        a2a_lb = AlltoallFigures(moore, True, self.bound_hops).time_us(
+            self.alltoall_size, self.chosen.num_ranks, self.chosen.degree, self.bandwidth)
         rows.append(f"  {'(bound)':40} {self.bound_hops:>4} {float(self.bound_tau):>8.4f} "
-                    f"{float(lb):>13.1f}")
+                    f"{float(lb):>13.1f} {moore:>10.4g} {a2a_lb:>12.1f} {self.bound_hops:>4}")
         rows.append("hops = latency steps of the BFB schedule; tau = its bandwidth time in "
                     "units of M/B (M bytes per rank, B egress GB/s; + = an upper bound); "
-                    "allreduce_us = 2 (hops alpha + tau M/B) at --size; * = chosen")
+                    "allreduce_us = 2 (hops alpha + tau M/B) at --size; mcf_f = all-to-all "
+                    "throughput f of LP (A.1), unit links (+ = the distance bound, the LP "
+                    "being too large); alltoall_us = (M/B) d / (N f) at --alltoall-size; "
+                    "diam = diameter; * = chosen")
         return "\n".join(rows) + "\n"
+
+    def records(self) -> list[dict]:
+        """One JSON-ready object per candidate (``colc find --json``)."""
+        out = []
+        for i, c in enumerate(self.frontier):
+            a = self.alltoall[i]
+            out.append({"name": c.name, "ranks": c.num_ranks, "degree": c.degree,
+                        "hops": c.hops, "tau": float(c.tau), "tau_exact": c.exact,
+                        "allreduce_us": float(c.allreduce_us(self.size, self.alpha,
+                                                             self.bandwidth)),
+                        "mcf": a.mcf, "mcf_exact": a.exact,
+                        "alltoall_us": self.alltoall_us(i), "diameter": a.diameter,
+                        "chosen": c is self.chosen})
+        return out
 
     def topology(self) -> Topology:
         """The chosen topology, links of ``B/d`` GB/s, ranks renamed ``r0..``."""
@@ -313,6 +375,8 @@ def find_topology(
     size: int = 1 << 20,
     alpha: Fraction | int | str = 10,
     bandwidth: Fraction | int | str = Fraction(25, 2),
+    alltoall_share: Fraction | int | str = 0,
+    alltoall_size: int = 1 << 20,
 ) -> FindResult:
     """Search bases and expansions for ``(ranks, degree)`` and pick one.
 
@@ -325,6 +389,12 @@ def find_topology(
         Per-hop latency in us (default 10).
     bandwidth : number
         Node egress bandwidth ``B`` in GB/s (default 12.5 = 100 Gbps).
+    alltoall_share : number
+        Weight of the all-to-all time (at ``alltoall_size`` bytes per rank)
+        against the allreduce time in the ranking, 0..1 (the seed's
+        workload: ``(1 - w) allreduce + w all-to-all``; default 0).
+    alltoall_size : int
+        Bytes per rank of the all-to-all column (default 1 MiB, Table 3.4).
 
     Returns
     -------
@@ -352,11 +422,51 @@ def find_topology(
     a, b = Fraction(str(alpha)), Fraction(str(bandwidth))
     if a < 0 or b <= 0:
         raise SpecError(src, f"--alpha must be >= 0 and --bandwidth > 0, got {alpha}, {bandwidth}")
+    share = Fraction(str(alltoall_share))
+    if not 0 <= share <= 1:
+        raise SpecError(src, f"--alltoall-share must be between 0 and 1, got {alltoall_share}")
     front = frontier(ranks, degree)
     if not front:
         raise SpecError(src, f"no topology with {ranks} ranks and degree {degree} in the search space")
-    chosen = min(front, key=lambda c: (c.allreduce_us(size, a, b), c.hops, c.name))
-    return FindResult(front, chosen, moore_hops(ranks, degree), _bw_opt(ranks), size, a, b)
+    figures = tuple(alltoall_figures(c) for c in front)
+
+    def cost(i: int) -> tuple:
+        c = front[i]
+        a2a = figures[i].time_us(alltoall_size, c.num_ranks, c.degree, b)
+        mixed = (1 - share) * float(c.allreduce_us(size, a, b)) + float(share) * a2a
+        return (mixed, c.hops, c.name)
+
+    chosen = front[min(range(len(front)), key=cost)]
+    return FindResult(front, chosen, moore_hops(ranks, degree), _bw_opt(ranks), size, a, b,
+                      figures, share, alltoall_size)
+
+
+@lru_cache(maxsize=64)
+def alltoall_figures(c: Candidate) -> AlltoallFigures:
+    """MCF throughput (LP (A.1), unit links) and diameter of a candidate's graph;
+    the distance bound where the LP is too large to solve here."""
+    from colc.compiler.alltoall.mcf import BOUND_COLUMNS, alltoall_mcf, distance_mcf, fabric
+    from colc.compiler.alltoall.mcf import rank_translations
+
+    topo = build_candidate(c.recipe)
+    diameter = _diameter(topo)
+    _, edges, _ = fabric(topo)
+    if rank_translations(topo) is not None or topo.num_ranks * len(edges) <= BOUND_COLUMNS:
+        return AlltoallFigures(alltoall_mcf(topo, unit=True).f, True, diameter)
+    return AlltoallFigures(distance_mcf(topo, unit=True), False, diameter)
+
+
+def _diameter(topo: Topology) -> int:
+    """Largest hop count between two ranks (all-pairs BFS in scipy)."""
+    from colc.compiler.alltoall.mcf import rank_distances
+
+    return int(rank_distances(topo).max())
+
+
+def _moore_mcf(n: int, d: int) -> Fraction:
+    from colc.compiler.alltoall.mcf import moore_mcf
+
+    return moore_mcf(n, d)
 
 
 def check_prediction(c: Candidate) -> tuple[int, Fraction]:
