@@ -57,6 +57,10 @@ MULTICAST_RUNTIME = ("analysis only: MSCCL XML has no switch multicast/aggregati
 
 COLLECTIVES = (Collective.ALLGATHER, Collective.REDUCESCATTER, Collective.ALLREDUCE,
                Collective.ALLTOALL)
+#: Collectives whose schedule rows ``colc analyze`` builds unless
+#: ``--collective`` says otherwise (the all-to-all bound is always given; its
+#: rows on request, keeping the default within seconds).
+DEFAULT_COLLECTIVES = COLLECTIVES[:3]
 
 
 def per_rank_bounds(topo: Topology) -> dict[str, Fraction]:
@@ -247,7 +251,8 @@ def analyze_topology(topo: Topology, *, algorithms: tuple[str, ...] = (),
             raise ColcError(f"--algorithm: unknown algorithm '{name}'; choose from "
                             f"{', '.join(sorted(ALGORITHMS))}")
     names = algorithms or tuple(sorted(ALGORITHMS))
-    colls = collectives or COLLECTIVES
+    colls = collectives or DEFAULT_COLLECTIVES
+    shown = {c.value for c in colls} | {Collective.ALLTOALL.value}
     estimate = not algorithms and topo.num_ranks > BUILD_UP_TO
     if simulate is None:
         simulate = topo.num_ranks <= SIMULATE_UP_TO
@@ -286,12 +291,12 @@ def analyze_topology(topo: Topology, *, algorithms: tuple[str, ...] = (),
         for i, row in zip(order, done[1:], strict=True):
             schedules[i] = row
     for coll, b in bounds.items():
-        if coll in {c.value for c in colls}:
+        if coll in shown:
             b.update(_latency_bound(topo, model, b["algbw"], sizes))
     report = {"topology": topo.name, "ranks": topo.num_ranks, "machine": model.name,
               "sizes": list(sizes), "simulated": simulate, "search": bool(simulate and search),
               "estimated": estimate,
-              "bounds": {c: b for c, b in bounds.items() if c in {x.value for x in colls}},
+              "bounds": {c: b for c, b in bounds.items() if c in shown},
               "schedules": schedules}
     if budgets:
         report["budgets"] = {c.value: budget_rows(topo, c, sizes, budgets, machine)

@@ -99,7 +99,10 @@ def plan_rails_alltoall(topo: Topology, budget: int) -> AlltoallPlan:
             f"rails all-to-all needs at least {need} threadblocks per GPU here ({size - 1} "
             f"box peers and {nb - 1} rail peers), more than the budget of {budget}; use "
             f"--max-threadblocks {need} or more")
-    net_lanes = 2 if nb == 2 and need + 1 <= budget else 1
+    # two lanes per rail peer where two per box peer fit beside them: more
+    # network transfers in flight hide the network hop's latency (DGX A100 x4
+    # at 16 MiB) and one connection does not fill a NIC
+    net_lanes = 2 if 1 + 2 * (nb - 1) + 2 * (size - 1) <= budget else 1
     lanes = 1
     if size > 1:
         room = (budget - 1 - (nb - 1) * net_lanes) // (size - 1)

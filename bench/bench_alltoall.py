@@ -1,0 +1,167 @@
+"""All-to-all speed (issue 19; run by hand, prints tables).
+
+    python bench/bench_alltoall.py                       # DGX A100 x2 x4 x8 portfolios
+    python bench/bench_alltoall.py --boxes 2 --budget 32
+    python bench/bench_alltoall.py --fabrics             # direct-connect fabrics, mcf
+
+Boxes: for each box count, in a child process (its own peak memory), the
+size-window portfolio ``colc TOPO --collective alltoall -o DIR/`` is built
+(timed) within ``--budget`` threadblocks, and at 1M, 16M, 128M and 1G (fp32)
+the file the runtime selects is simulated with colc's calibrated simulator;
+beside it the ``direct`` file (every block straight to its rank, PXN-style
+relays across rails: NCCL's all-to-all written as a file) at the GPU's
+threadblock limit, the ratio, and the LP (A.1) bound.
+
+Fabrics: torus 4x4 and 8x8, hypercube dim 4 and 6, a circulant and a
+generalized Kautz graph (25 GB/s links): the ``mcf`` file's bandwidth-only
+algbw (the throughput its traffic implies) and simulated algbw at 1 GiB
+against the LP's ``N f``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import time
+
+SIZES = (1 << 20, 16 << 20, 128 << 20, 1 << 30)
+
+
+def boxes_row(spec: dict) -> dict:
+    """Build and measure one DGX A100 box count in this process."""
+    from colc.compiler.alltoall.mcf import alltoall_bound
+    from colc.compiler.pipeline import CompileOptions, compile_topology
+    from colc.compiler.portfolio import build_portfolio
+    from colc.errors import ColcError
+    from colc.frontends.families import build_family
+    from colc.ir.core import Collective
+    from colc.ir.runtime_model import model_for
+    from colc.ir.simulate import simulate
+
+    topo = build_family({"family": spec["family"], "boxes": spec["boxes"]}, "<bench>")
+    model = model_for(topo)
+    out: dict = {"ranks": topo.num_ranks}
+    t0 = time.perf_counter()
+    try:
+        port = build_portfolio(topo, CompileOptions(
+            collective=Collective.ALLTOALL, max_threadblocks=spec["budget"], jobs=spec["jobs"]))
+    except ColcError as err:
+        out["error"] = " ".join(str(err).split())[:200]
+        return out
+    out["build_s"] = time.perf_counter() - t0
+    out["rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    rows = []
+    for size in SIZES:
+        w = next(w for w in port.windows if w.lo <= size and (w.hi == 0 or size <= w.hi))
+        res = simulate(w.program, topo, model, size)
+        rows.append({"algbw": res.algbw if res.selected else 0.0,
+                     "file": w.variant.label, "tbs": w.program.max_threadblocks})
+    out["colc"] = rows
+    try:
+        direct = compile_topology(topo, CompileOptions(
+            collective=Collective.ALLTOALL, algorithm="direct", max_threadblocks=0, jobs=1,
+            rank_sizes=SIZES))
+        out["direct"] = [simulate(direct.program, topo, model, s).algbw for s in SIZES]
+        out["direct_tbs"] = direct.program.max_threadblocks
+    except ColcError as err:
+        out["direct_error"] = " ".join(str(err).split())[:120]
+    out["bound"] = alltoall_bound(topo)["algbw"]
+    return out
+
+
+def fabric_row(spec: dict) -> dict:
+    """The mcf file of one direct-connect fabric against the LP."""
+    from colc.compiler.alltoall.mcf import alltoall_mcf
+    from colc.compiler.pipeline import CompileOptions, compile_topology
+    from colc.frontends.families import build_family
+    from colc.ir.core import Collective
+
+    topo = build_family(spec["family"], "<bench>")
+    t0 = time.perf_counter()
+    result = compile_topology(topo, CompileOptions(collective=Collective.ALLTOALL,
+                                                   algorithm="mcf", jobs=1))
+    lp = alltoall_mcf(topo).algbw()
+    sim = dict(result.predicted)[1 << 30].algbw
+    return {"ranks": topo.num_ranks, "lp": lp, "traffic": float(result.algbw), "sim": sim,
+            "tbs": result.program.max_threadblocks, "build_s": time.perf_counter() - t0}
+
+
+FABRICS = (
+    ("torus 4x4", {"family": "torus", "dims": [4, 4], "bandwidth": 25}),
+    ("torus 8x8", {"family": "torus", "dims": [8, 8], "bandwidth": 25}),
+    ("hypercube 4", {"family": "hypercube", "dim": 4, "bandwidth": 25}),
+    ("hypercube 6", {"family": "hypercube", "dim": 6, "bandwidth": 25}),
+    ("circulant 32 {1,5}", {"family": "circulant", "ranks": 32, "offsets": [1, 5],
+                            "bandwidth": 25}),
+    ("gen. Kautz 2-48", {"family": "generalized-kautz", "ranks": 48, "degree": 2,
+                         "bandwidth": 25}),
+)
+
+
+def run(kind: str, spec: dict, timeout: float) -> dict:
+    try:
+        proc = subprocess.run([sys.executable, __file__, "--one", kind, json.dumps(spec)],
+                              capture_output=True, text=True, timeout=timeout, check=False)
+    except subprocess.TimeoutExpired:
+        return {"error": f"did not finish in {timeout:.0f} s"}
+    if proc.returncode != 0:
+        return {"error": (proc.stderr.strip().splitlines() or ["failed"])[-1][:200]}
+    return json.loads(proc.stdout)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--boxes", type=int, nargs="*", default=[2, 4, 8])
+    p.add_argument("--family", default="dgx-a100")
+    p.add_argument("--budget", type=int, default=32)
+    p.add_argument("--jobs", type=int, default=0)
+    p.add_argument("--fabrics", action="store_true")
+    p.add_argument("--timeout", type=float, default=3600)
+    p.add_argument("--one", nargs=2, help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.one:
+        kind, spec = args.one
+        print(json.dumps((boxes_row if kind == "boxes" else fabric_row)(json.loads(spec))))
+        return
+    if args.fabrics:
+        print(f"{'fabric':<20}{'ranks':>6}{'LP N f':>9}{'traffic':>9}{'%':>6}{'sim 1G':>9}"
+              f"{'%':>6}{'tbs':>5}{'build s':>9}")
+        for name, fam in FABRICS:
+            r = run("fabric", {"family": fam}, args.timeout)
+            if "error" in r:
+                print(f"{name:<20}  {r['error']}")
+                continue
+            print(f"{name:<20}{r['ranks']:>6}{r['lp']:>9.2f}{r['traffic']:>9.2f}"
+                  f"{100 * r['traffic'] / r['lp']:>6.1f}{r['sim']:>9.2f}"
+                  f"{100 * r['sim'] / r['lp']:>6.1f}{r['tbs']:>5}{r['build_s']:>9.1f}", flush=True)
+        return
+    head = "".join(f"{s >> 20:>7}M" for s in SIZES)
+    print(f"all-to-all, budget {args.budget}: simulated algbw GB/s at{head}")
+    for nb in args.boxes:
+        r = run("boxes", {"family": args.family, "boxes": nb, "budget": args.budget,
+                          "jobs": args.jobs}, args.timeout)
+        name = f"{args.family} x{nb}"
+        if "error" in r:
+            print(f"{name:<16} {r['error']}")
+            continue
+        colc = "".join(f"{x['algbw']:>8.1f}" for x in r["colc"])
+        tbs = max(x["tbs"] for x in r["colc"])
+        print(f"{name:<16} colc  {colc}   {tbs} tbs/GPU, built in {r['build_s']:.0f} s, "
+              f"{r['rss_mb']:.0f} MB; files: "
+              + ", ".join(dict.fromkeys(x["file"] for x in r["colc"])))
+        if "direct" in r:
+            print(f"{'':<16} direct{''.join(f'{x:>8.1f}' for x in r['direct'])}   "
+                  f"{r['direct_tbs']} tbs/GPU")
+            ratio = "".join(f"{c['algbw'] / d:>8.2f}" for c, d in zip(r["colc"], r["direct"],
+                                                                    strict=True))
+            print(f"{'':<16} ratio {ratio}")
+        else:
+            print(f"{'':<16} direct: {r['direct_error']}")
+        print(f"{'':<16} LP (A.1) bound {r['bound']:.1f} GB/s", flush=True)
+
+
+if __name__ == "__main__":
+    main()
