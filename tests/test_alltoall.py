@@ -78,9 +78,21 @@ def test_symmetric_lp_equals_the_full_lp(topo):
         assert p[0] == s and sorted(p) == list(range(topo.num_ranks))
         assert {(p[u], p[v]) for u, v in caps} == caps
     sym = alltoall_mcf(topo, unit=True)
-    assert sym.method == "symmetric LP"
+    assert sym.method.startswith("symmetric LP")
     full = _full(*fabric(topo, True), topo.num_ranks)
     assert sym.f == pytest.approx(full.f, rel=1e-7)
+
+
+def test_even_shortest_path_flow_is_used_where_it_is_optimal():
+    """Tori and hypercubes: the flow is the even split over shortest paths (the
+    same whatever vertex HiGHS returns) and it meets LP (A.1)'s rows at f."""
+    for topo in (torus([3, 5], 10), hypercube(4, 10)):
+        res = alltoall_mcf(topo)
+        assert res.method.endswith("even shortest paths")
+        assert _loads_within_capacity(res)
+    # Pi_{2,12}: no even split reaches the optimum; the LP's own flow, still feasible
+    res = alltoall_mcf(generalized_kautz(12, 2, 10))
+    assert _loads_within_capacity(res)
 
 
 def _loads_within_capacity(res):

@@ -136,12 +136,67 @@ def alltoall_mcf(topo: Topology, unit: bool = False) -> McfResult:
     _check_reach(topo, nodes, edges)
     perms = rank_translations(topo)
     if perms is not None:
-        return _symmetric(nodes, edges, capacity, n, perms)
+        return _canonical(_symmetric(nodes, edges, capacity, n, perms))
     if n * len(edges) > MAX_FULL_COLUMNS:
         raise InfeasibleError(
             f"the all-to-all LP of {topo.name} has {n * len(edges)} columns (no symmetry "
             f"found), more than the {MAX_FULL_COLUMNS} solved here")
-    return _full(nodes, edges, capacity, n)
+    return _canonical(_full(nodes, edges, capacity, n))
+
+
+def _canonical(res: McfResult) -> McfResult:
+    """The LP's optimum with a flow that does not depend on which optimal vertex
+    the solver returns, when there is one: every block split evenly over all
+    its shortest paths, if that reaches ``f`` (tori, hypercubes, circulants,
+    complete graphs; a file's bytes then do not change with the HiGHS
+    release).  Otherwise the solver's flow."""
+    sources = [0] if res.translates is not None else list(range(res.ranks))
+    split = {s: _shortest_path_split(res, s) for s in sources}
+    total = (sum(split[0][np.asarray(t)] for t in res.translates)
+             if res.translates is not None else sum(split.values()))
+    cap = np.asarray(res.capacity)
+    used = total > 0
+    reach = float(np.min(cap[used] / total[used])) if used.any() else 0.0
+    if reach < res.f * (1 - 1e-9):
+        return res
+    flows = {s: y * res.f for s, y in split.items()}
+    return McfResult(res.f, res.nodes, res.edges, res.capacity, flows, res.translates,
+                     res.method + ", even shortest paths")
+
+
+def _shortest_path_split(res: McfResult, s: int) -> np.ndarray:
+    """Per edge, the flow of one unit from ``s`` to every other rank split
+    evenly over all shortest paths (each path carries its share of the
+    pair's unit: ``sigma(s, u) sigma(v, t) / sigma(s, t)`` on edge ``(u, v)``)."""
+    from scipy.sparse import csr_matrix
+    from scipy.sparse.csgraph import shortest_path
+
+    m = len(res.nodes)
+    us = np.array([u for u, _ in res.edges])
+    vs = np.array([v for _, v in res.edges])
+    graph = csr_matrix((np.ones(len(us)), (us, vs)), shape=(m, m))
+    dist = shortest_path(graph, unweighted=True)
+    sigma_from_s = _path_counts(dist[s], us, vs, m)
+    ranks = np.arange(res.ranks)
+    # sigma(v, t) for every node v and rank t: paths counted backwards from t
+    sigma_to = np.stack([_path_counts(dist[:, t], vs, us, m) for t in ranks], axis=1)
+    d_st = dist[s, ranks]
+    on = dist[s, us][:, None] + 1 + dist[vs][:, ranks] == d_st[None, :]
+    share = sigma_from_s[us][:, None] * sigma_to[vs] / np.maximum(sigma_from_s[ranks], 1)[None, :]
+    share[:, s] = 0.0
+    return np.where(on, share, 0.0).sum(axis=1)
+
+
+def _path_counts(dist: np.ndarray, us: np.ndarray, vs: np.ndarray, m: int) -> np.ndarray:
+    """Shortest paths from the node at distance 0 to every node, over the edges
+    ``us -> vs`` (dist: distances from that node)."""
+    count = np.zeros(m)
+    count[np.flatnonzero(dist == 0)] = 1.0
+    finite = np.isfinite(dist)
+    for d in range(1, int(dist[finite].max()) + 1 if finite.any() else 0):
+        step = (dist[vs] == d) & (dist[us] == d - 1)
+        np.add.at(count, vs[step], count[us[step]])
+    return count
 
 
 def _check_reach(topo: Topology, nodes, edges) -> None:
