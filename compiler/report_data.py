@@ -38,7 +38,7 @@ The same input gives the same dict (no clocks, no paths, fixed order).
 
 from __future__ import annotations
 
-from colc.compiler.analyze import COLLECTIVES, analyze_topology
+from colc.compiler.analyze import DEFAULT_COLLECTIVES, analyze_topology
 from colc.compiler.pipeline import DEFAULT_THREADBLOCKS
 from colc.errors import ColcError
 from colc.ir.core import Collective
@@ -82,7 +82,9 @@ def gather_report(topo: Topology, *, collective: Collective = Collective.ALLREDU
     sizes = tuple(sorted(set(sizes)))
     if not sizes or sizes[0] <= 0:
         raise ColcError("colc report: error: sizes must be positive and at least one is needed")
-    analysis = analyze_topology(topo, sizes=sizes, machine=machine,
+    # the default collectives, and the portfolio's when it is all-to-all
+    colls = tuple(dict.fromkeys((*DEFAULT_COLLECTIVES, collective)))
+    analysis = analyze_topology(topo, sizes=sizes, machine=machine, collectives=colls,
                                 max_threadblocks=max_threadblocks)
     notes: list[str] = []
     if analysis.get("simulated", True):
@@ -96,7 +98,7 @@ def gather_report(topo: Topology, *, collective: Collective = Collective.ALLREDU
     port = (_portfolio(topo, collective, sizes, machine, notes, max_threadblocks)
             if portfolio else None)
     plots = []
-    for coll in COLLECTIVES:
+    for coll in colls:
         plot = _plot(coll.value, analysis, port if coll is collective else None, notes)
         if plot["series"]:
             plots.append(plot)
@@ -116,7 +118,7 @@ def gather_report(topo: Topology, *, collective: Collective = Collective.ALLREDU
         "simulated": bool(analysis.get("simulated", True)),
         "bounds": [{"collective": c, "algbw": b["algbw"], "method": b["method"],
                     "latency_us": b.get("latency_us")}
-                   for c, b in analysis["bounds"].items()],
+                   for c, b in analysis["bounds"].items() if c in {x.value for x in colls}],
         "schedules": [_schedule_row(s) for s in analysis["schedules"]],
         "plots": plots,
         "portfolio": port,

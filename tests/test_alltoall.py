@@ -226,3 +226,15 @@ def test_find_reports_alltoall_columns_and_weights_them():
         assert main(["find", "--ranks", "32", "--degree", "4", "--json"]) == 0
     rows = json.loads(out.getvalue())
     assert {"name", "mcf", "alltoall_us", "diameter", "hops", "tau"} <= set(rows[0])
+
+
+def test_mcf_refuses_fabrics_whose_relays_exceed_a_file_at_once():
+    """A 1024-rank generalized Kautz graph: every rank would relay about 5000
+    transfers, more than an MSCCL file holds per rank; refused in one line,
+    before the LP (seconds, not minutes)."""
+    import time
+
+    t0 = time.perf_counter()
+    with pytest.raises(InfeasibleError, match=r"more than the 3456 steps an MSCCL file holds"):
+        mcf_schedule(generalized_kautz(1024, 4, 10), A2A)
+    assert time.perf_counter() - t0 < 30

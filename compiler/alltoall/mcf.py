@@ -453,6 +453,10 @@ def rank_distances(topo: Topology) -> np.ndarray:
 #: Columns up to which ``alltoall_bound`` solves the LP (a few seconds);
 #: beyond it (and without symmetry) it gives the cut bounds.
 BOUND_COLUMNS = 200_000
+#: Ranks above which ``alltoall_bound`` gives the cut and distance bounds
+#: only (the symmetric LP's capacity rows hold N E entries: a 50x50 torus,
+#: 25 million).
+BOUND_RANKS = 256
 
 
 def alltoall_bound(topo: Topology) -> dict:
@@ -474,11 +478,18 @@ def alltoall_bound(topo: Topology) -> dict:
            "moore_mcf": None, "cut": round(cut, 3)}
     direct = len(topo.node) == n
     if direct:
-        degree = max(sum(1 for (u, _v) in topo.capacity() if u == r) for r in topo.ranks)
+        out_degree: dict[str, int] = {}
+        for u, _v in topo.capacity():
+            out_degree[u] = out_degree.get(u, 0) + 1
+        degree = max(out_degree.values())
         out["moore_mcf"] = float(moore_mcf(n, degree))
     _, edges, _ = fabric(topo)
-    if rank_translations(topo) is None and n * len(edges) > BOUND_COLUMNS:
-        out["method"] += f" (the LP has {n * len(edges)} columns: not solved here)"
+    if n > BOUND_RANKS or (rank_translations(topo) is None
+                           and n * len(edges) > BOUND_COLUMNS):
+        if direct:
+            out["algbw"] = min(cut, n * distance_mcf(topo))
+            out["method"] += " and distance"
+        out["method"] += f" bounds (LP (A.1) not solved here: {n} ranks, {len(edges)} links)"
         return out
     real = alltoall_mcf(topo)
     out.update(algbw=real.algbw(), method=f"all-to-all LP (A.1), {real.method}",

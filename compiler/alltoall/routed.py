@@ -35,7 +35,7 @@ import numpy as np
 from colc.compiler.alltoall.direct import MAX_COUNT, pieces, require_alltoall
 from colc.compiler.alltoall.mcf import McfResult, alltoall_mcf
 from colc.compiler.lowering.infer_dependencies import infer_dependencies
-from colc.errors import InternalError, UnsupportedError
+from colc.errors import InfeasibleError, InternalError, UnsupportedError
 from colc.ir.chunks import Op, OpKind, Schedule, Slot
 from colc.ir.core import Buffer, Collective
 from colc.ir.topology import Topology
@@ -68,16 +68,38 @@ def mcf_schedule(topo: Topology, collective: Collective, chunks: int | None = No
         Another collective, or a fabric with switches (``direct`` and
         ``rails`` serve those).
     InfeasibleError
-        A pair of ranks is not connected, or the LP is too large.
+        A pair of ranks is not connected, the LP is too large, or the ranks
+        would send more transfers than a file holds (``MAX_SENDS_PER_RANK``).
     """
     require_alltoall(collective, NAME)
     if len(topo.node) != topo.num_ranks:
         raise UnsupportedError("mcf routes over direct-connect fabrics (links between ranks); "
                                "this one has switches: use --algorithm direct or rails")
     cf = chunks or DEFAULT_CHUNKS
+    _check_steps(topo)
     result = alltoall_mcf(topo)
     routes = chunk_routes(result, cf)
     return _schedule(topo.num_ranks, cf, routes)
+
+
+#: Steps one rank can hold in an MSCCL file: 64 per threadblock, at most 108
+#: threadblocks (an A100), half of them sends on paired threadblocks.
+MAX_SENDS_PER_RANK = 64 * 108 // 2
+
+
+def _check_steps(topo: Topology) -> None:
+    """Refuse, before the LP and the routes, a fabric on which every rank would
+    send more transfers than a file holds: at least one per hop of every block
+    it sends or relays, ``sum_t dist(s, t)`` (a 32x32 torus: 16384)."""
+    from colc.compiler.alltoall.mcf import rank_distances
+
+    sends = int(rank_distances(topo).sum(axis=1).max())
+    if sends > MAX_SENDS_PER_RANK:
+        raise InfeasibleError(
+            f"mcf all-to-all on {topo.num_ranks} ranks: a rank sends or relays at least "
+            f"{sends} transfers (one per hop of every block), more than the "
+            f"{MAX_SENDS_PER_RANK} steps an MSCCL file holds per rank (64 per threadblock, "
+            f"half of 108 threadblocks); a fabric of fewer or nearer ranks is needed")
 
 
 def chunk_routes(result: McfResult, cf: int) -> dict[tuple[int, int], list[tuple[tuple[int, ...], int]]]:
