@@ -30,7 +30,7 @@ SIZES = (1 << 20, 16 << 20, 128 << 20, 1 << 30)
 def one(spec: dict) -> dict:
     """Build and measure one (family, boxes, collective) in this process."""
     from colc.compiler.analyze import _bounds
-    from colc.compiler.nccl_baseline import nccl_ring_program
+    from colc.compiler.rings.nccl_baseline import nccl_ring_program
     from colc.compiler.pipeline import CompileOptions
     from colc.compiler.portfolio import build_portfolio
     from colc.errors import ColcError

@@ -20,7 +20,7 @@ import argparse
 import sys
 import time
 
-from colc.compiler.nccl_baseline import nccl_ring_program
+from colc.compiler.rings.nccl_baseline import nccl_ring_program
 from colc.compiler.pipeline import CompileOptions
 from colc.compiler.portfolio import build_portfolio
 from colc.compiler.published_results import MACHINES, MEASURED, RING_CHANNELS, SIZES

@@ -6,7 +6,7 @@ Run by hand::
     python bench/calibrate.py --check    # only the error table of the presets
 
 NCCL's (RCCL's) ring is written as a runtime program
-(``colc.compiler.nccl_baseline``: 16 NIC-aligned rings, Simple protocol, as
+(``colc.compiler.rings.nccl_baseline``: 16 NIC-aligned rings, Simple protocol, as
 in the measured runs; see docs/cost-model.md for why Simple) and simulated at
 the published sizes.  Three numbers per machine are fitted, everything else
 comes from the runtime's sources: ``latency_scale`` (factor on the tuning
@@ -29,7 +29,7 @@ import sys
 import time
 from dataclasses import replace
 
-from colc.compiler.nccl_baseline import nccl_ring_program
+from colc.compiler.rings.nccl_baseline import nccl_ring_program
 from colc.compiler.published_results import MACHINES, MEASURED, RING_CHANNELS, SIZES
 from colc.frontends.families import build_family
 from colc.ir.core import Collective, Protocol

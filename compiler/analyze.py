@@ -158,7 +158,7 @@ class _Estimator:
         return {**entry, "steps": steps, "algbw": _num(algbw)}
 
     def _ring(self, coll: Collective) -> tuple[int, Fraction]:
-        from colc.compiler.ring import _ring_algbw, plan_rings
+        from colc.compiler.rings.ring import _ring_algbw, plan_rings
         from colc.ir.routing import Router
 
         n = self.topo.num_ranks
@@ -188,7 +188,7 @@ class _Estimator:
         return None, Fraction(b.get("trees", b["algbw"]))
 
     def _dimrings(self, coll: Collective) -> tuple[int, Fraction]:
-        from colc.compiler.dimrings import dimrings_estimate
+        from colc.compiler.rings.dimrings import dimrings_estimate
 
         return dimrings_estimate(self.topo, coll)
 

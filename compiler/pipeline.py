@@ -44,7 +44,7 @@ from colc.compiler.lowering.lower_to_program import (
     lower_to_program,
 )
 from colc.compiler.lowering.replicate_instances import replicate_instances
-from colc.compiler.ring import ring_schedule
+from colc.compiler.rings.ring import ring_schedule
 from colc.errors import (
     ColcError,
     InfeasibleError,
@@ -313,9 +313,9 @@ def _load_optional_algorithms() -> None:
 
     from colc.compiler.alltoall.direct import direct_schedule
     from colc.compiler.alltoall.routed import mcf_schedule
-    from colc.compiler.dimrings import dimrings_schedule
-    from colc.compiler.nccl_baseline import nccl_rings_schedule
-    from colc.compiler.rings2d import rings2d_schedule
+    from colc.compiler.rings.dimrings import dimrings_schedule
+    from colc.compiler.rings.nccl_baseline import nccl_rings_schedule
+    from colc.compiler.rings.rings2d import rings2d_schedule
 
     ALGORITHMS["trees"] = _trees
     ALGORITHMS["hier"] = _hier
@@ -350,13 +350,13 @@ def _shallow_packing(topo: Topology):
 
 def _rails(topo: Topology, collective: Collective, chunks: int | None = None,
            budget: int = DEFAULT_THREADBLOCKS) -> Schedule:
-    """Rail-aligned schedules: ``compiler/rails.py``, all-to-all in
+    """Rail-aligned schedules: ``compiler/hierarchical/rails.py``, all-to-all in
     ``compiler/alltoall/rails_alltoall.py``."""
     if collective is Collective.ALLTOALL:
         from colc.compiler.alltoall.rails_alltoall import rails_alltoall_schedule
 
         return rails_alltoall_schedule(topo, collective, chunks, budget=budget)
-    from colc.compiler.rails import rails_schedule
+    from colc.compiler.hierarchical.rails import rails_schedule
 
     return rails_schedule(topo, collective, chunks, budget=budget)
 
@@ -608,7 +608,7 @@ class Compiler:
     def _lower(self, variant: Variant, first: int = 0) -> Program:
         sched = self.schedule(variant.algorithm, variant.chunks, variant.budget)
         if variant.algorithm == "rails" and self.opts.collective is not Collective.ALLTOALL:
-            from colc.compiler.rails import fifo_problem
+            from colc.compiler.hierarchical.rails import fifo_problem
 
             problem = fifo_problem(self.topo, self.opts.collective, variant.chunks,
                                    variant.budget or self.budget, variant.protocol.fifo_depth)

@@ -70,7 +70,7 @@ def test_closed_form_of_a_two_rank_exchange() -> None:
     """allgather on 2 ranks over one 10 GB/s duplex link: each rank sends M/2
     in one hop, so time = base + hop + call + (M/2) / (10 * eff) (link-bound:
     one threadblock's rate is higher)."""
-    from colc.compiler.ring import ring_schedule
+    from colc.compiler.rings.ring import ring_schedule
 
     topo = torus([2], 10)
     sched = ring_schedule(topo, Collective.ALLGATHER)

@@ -113,7 +113,7 @@ def test_analyze_shows_the_trade_off_by_budget(capsys) -> None:
 def test_the_vendor_ring_is_a_candidate() -> None:
     """nccl-rings is NCCL's ring written as a file: a candidate of auto, so colc
     never picks slower than the vendor's ring under the simulator."""
-    from colc.compiler.nccl_baseline import nccl_ring_program
+    from colc.compiler.rings.nccl_baseline import nccl_ring_program
     from colc.ir.runtime_model import model_for
     from colc.ir.simulate import simulate
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from fractions import Fraction
 
-from colc.compiler.ring import ring_schedule
+from colc.compiler.rings.ring import ring_schedule
 from colc.frontends import families as fam
 from colc.ir.check_chunks import check_schedule
 from colc.ir.chunks import Op, OpKind, Schedule, Slot

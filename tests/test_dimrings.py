@@ -12,7 +12,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from colc.backends.verify import verify_text  # noqa: E402
 from colc.compiler.analyze import analyze_topology  # noqa: E402
-from colc.compiler.dimrings import (  # noqa: E402
+from colc.compiler.rings.dimrings import (  # noqa: E402
     MAX_COUNT,
     dimrings_estimate,
     dimrings_schedule,
@@ -75,7 +75,7 @@ def test_lane_balancing_keeps_dependencies_when_it_cuts_some_ops(monkeypatch) ->
     # cuts the multi-chunk transfers of pairs with fewer ops than lanes, and
     # must renumber the ops it does not cut (it used to keep their old ids:
     # dependencies on later ops)
-    from colc.compiler import dimrings
+    from colc.compiler.rings import dimrings
     from colc.compiler.pipeline import CompileOptions, Compiler, Variant
     from colc.ir.core import Protocol
 
@@ -132,7 +132,7 @@ def _most_sends(sched) -> int:
 
 
 def test_steps_grow_with_the_sides_not_the_ranks(monkeypatch) -> None:
-    from colc.compiler import dimrings
+    from colc.compiler.rings import dimrings
 
     topo = torus([12, 12], 10)
     pieces = _most_sends(dimrings_schedule(topo, Collective.ALLGATHER))
@@ -146,7 +146,7 @@ def test_steps_grow_with_the_sides_not_the_ranks(monkeypatch) -> None:
 
 
 def test_pieces_fit_the_node_limit() -> None:
-    from colc.compiler.dimrings import _pieces
+    from colc.compiler.rings.dimrings import _pieces
 
     for coll in (Collective.ALLGATHER, Collective.ALLREDUCE):
         assert _pieces((16, 16), 1, coll) == 4

@@ -8,8 +8,8 @@ import pytest
 
 from colc.compiler.lowering.lower_to_program import LoweringOptions, lower_to_program
 from colc.compiler.pipeline import CompileOptions, compile_topology
-from colc.compiler import rails
-from colc.compiler.rails import carrier_place, plan_rails, rail_peers, rails_schedule
+from colc.compiler.hierarchical import rails
+from colc.compiler.hierarchical.rails import carrier_place, plan_rails, rail_peers, rails_schedule
 from colc.errors import InfeasibleError, UnsupportedError
 from colc.frontends.families import dgx_a100, mi250, torus
 from colc.ir.core import Collective, Protocol
@@ -41,7 +41,7 @@ def test_segments_of_several_shards_are_proved(nboxes, budget, segments, coll) -
 def test_pieces_of_several_shards_are_proved(coll, monkeypatch) -> None:
     """Where a lane would take too many steps, pieces grow past a shard (what
     1024 GPUs need): a piece that crosses a rail then holds several owners' data."""
-    from colc.compiler import rails
+    from colc.compiler.hierarchical import rails
 
     monkeypatch.setattr(rails, "STEPS_PER_LANE", 2)
     topo = dgx_a100(6)

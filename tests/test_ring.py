@@ -7,7 +7,7 @@ from fractions import Fraction
 import pytest
 
 from colc.compiler.estimate_bandwidth import schedule_algbw, schedule_steps
-from colc.compiler.ring import ring_schedule
+from colc.compiler.rings.ring import ring_schedule
 from colc.frontends import families as fam
 from colc.frontends import load_topology
 from colc.ir.core import Collective, Protocol

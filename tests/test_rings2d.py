@@ -7,7 +7,7 @@ from fractions import Fraction
 import pytest
 
 from colc.compiler.pipeline import CompileOptions, compile_topology
-from colc.compiler.rings2d import rings2d_schedule
+from colc.compiler.rings.rings2d import rings2d_schedule
 from colc.errors import UnsupportedError
 from colc.frontends.families import dgx_a100, mi250, ring
 from colc.ir.core import Collective, Protocol

@@ -122,7 +122,7 @@ def test_dependency_waits_for_the_flag() -> None:
 def test_ring_matches_the_closed_form_within_2_percent() -> None:
     """A bidirectional ring on a ring topology, one channel per direction, 1 GiB."""
     from colc.compiler.lowering.lower_to_program import LoweringOptions, lower_to_program
-    from colc.compiler.ring import ring_schedule
+    from colc.compiler.rings.ring import ring_schedule
 
     topo = ring(8, 10, bidirectional=True)
     sched = ring_schedule(topo, Collective.ALLGATHER)

@@ -367,7 +367,7 @@ def _candidate_groups(topo: Topology):
     if n & (n - 1) == 0:
         yield [[i ^ s for i in range(n)] for s in range(n)]  # hypercubes
     try:
-        from colc.compiler.dimrings import torus_dims
+        from colc.compiler.rings.dimrings import torus_dims
 
         dims = torus_dims(topo)
     except ColcError:

@@ -1,7 +1,7 @@
 """Pass ``rails`` for all-to-all: aggregate inside the box, one message per box on the rail.
 
 Boxes of ``G`` ranks behind a box switch joined by rails (rank ``(b, g)``
-reaches ``(b', g)`` of every box; see ``colc.compiler.rails``).  Rank
+reaches ``(b', g)`` of every box; see ``colc.compiler.hierarchical.rails``).  Rank
 ``(b, g)``:
 
 1. copies its own block and sends each box peer ``(b, h)`` its block;
@@ -88,7 +88,7 @@ def plan_rails_alltoall(topo: Topology, budget: int) -> AlltoallPlan:
         Not one lane per peer fits ``budget``; the message names the budget
         that does.
     """
-    from colc.compiler.rails import _contiguous, _layout, RailPlan
+    from colc.compiler.hierarchical.rails import _contiguous, _layout, RailPlan
 
     groups = tuple(map(tuple, _layout(topo)))
     _contiguous(RailPlan(groups, 1, (1, 1), 1, 1, 1))

@@ -43,7 +43,7 @@ Complexity: O(N * cf) ops per phase; ring search per box as in
 from __future__ import annotations
 
 from colc.compiler.lowering.infer_dependencies import infer_dependencies
-from colc.compiler.nccl_baseline import nccl_rings
+from colc.compiler.rings.nccl_baseline import nccl_rings
 from colc.errors import UnsupportedError
 from colc.ir.chunks import Op, OpKind, Schedule, Slot
 from colc.ir.core import Buffer, Collective

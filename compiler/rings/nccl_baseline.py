@@ -28,7 +28,7 @@ from __future__ import annotations
 import dataclasses
 
 from colc.compiler.lowering.lower_to_program import LoweringOptions, lower_to_program
-from colc.compiler.ring import Ring, build_ring_schedule
+from colc.compiler.rings.ring import Ring, build_ring_schedule
 from colc.errors import UnsupportedError
 from colc.ir.core import Collective, Protocol
 from colc.ir.chunks import Schedule
