@@ -132,11 +132,12 @@ SPREAD_TREES = ("trees", "hier")
 def scale_skip(topo: Topology, algorithm: str, budget: int) -> str | None:
     """Why ``auto`` does not try ``algorithm`` here (before building it), or None.
 
-    Trees and hierarchical trees on boxes behind box switches take a
-    threadblock per box peer and per rail peer (spread splitting rotates a
-    GPU's trees over every other box: DGX A100 x32, 38 peers per GPU), so
-    ``nb - 1 + G - 1`` above the budget rules them out before the packing
-    (minutes and gigabytes past 256 GPUs).  Ring-shaped schedules are left
+    Trees and hierarchical trees on boxes joined by a network (behind box
+    switches, or on their own links as MI250) take a threadblock per box
+    peer and per rail peer (spread splitting rotates a GPU's trees over
+    every other box: DGX A100 x32, 38 peers per GPU), so ``nb - 1 + G - 1``
+    above the budget rules them out before the packing (minutes and
+    gigabytes past 256 GPUs).  Ring-shaped schedules are left
     out past ``RING_RANKS`` ranks where ``rails`` applies (see there).
 
     Examples
@@ -148,7 +149,8 @@ def scale_skip(topo: Topology, algorithm: str, budget: int) -> str | None:
     >>> scale_skip(t, "rails", 32) is None, scale_skip(t, "trees", 108) is None
     (True, True)
     """
-    if algorithm not in SPREAD_TREES + RING_FAMILY or not _box_switches(topo):
+    if algorithm not in SPREAD_TREES + RING_FAMILY or not (
+            _box_switches(topo) or any(n.is_network for n in topo.nodes)):
         return None
     groups = boxes(topo)
     if len(groups) < 2 or len({len(g) for g in groups}) != 1:

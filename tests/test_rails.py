@@ -124,10 +124,43 @@ def test_too_small_a_budget_names_the_smallest_that_works() -> None:
     assert plan_rails(dgx_a100(2), 8, 17).threadblocks == 17
 
 
-@pytest.mark.parametrize("topo", [torus([4, 4], 25), mi250(2)], ids=["torus", "mi250"])
-def test_needs_boxes_behind_a_switch(topo) -> None:
-    with pytest.raises(UnsupportedError):
-        rails_schedule(topo, Collective.ALLGATHER, 2)
+def test_needs_boxes() -> None:
+    with pytest.raises(UnsupportedError, match="at least two boxes"):
+        rails_schedule(torus([4, 4], 25), Collective.ALLGATHER, 2)
+
+
+@pytest.mark.parametrize("coll", COLLS)
+@pytest.mark.parametrize("nboxes,chunks,budget", [(2, 2, 32), (3, 1, 24)])
+def test_boxes_without_a_switch_relay_on_their_links(nboxes, chunks, budget, coll) -> None:
+    """MI250 boxes (no box switch): box peers are reached along spanning trees of
+    the xGMI links, every transfer between linked GCDs or rail peers."""
+    topo = mi250(nboxes)
+    plan = plan_rails(topo, chunks, budget)
+    assert plan.trees and plan.threadblocks <= budget
+    sched = rails_schedule(topo, coll, chunks, budget=budget)
+    linked = {(topo.rank_of[u], topo.rank_of[v]) for u, v in topo.capacity()
+              if u in topo.rank_of and v in topo.rank_of}
+    box_of = {r: i for i, g in enumerate(boxes(topo)) for r in g}
+    for op in sched.ops:
+        a, b = op.src.rank, op.dst.rank
+        if a != b:
+            assert (a, b) in linked if box_of[a] == box_of[b] else a % 16 == b % 16
+    validate_schedule(topo, sched)
+
+
+def test_box_trees_spread_over_the_links() -> None:
+    """Each place's tree spans its box; no link carries more trees per unit of
+    bandwidth than 1.5 times the average (breadth-first trees: 2.8 times)."""
+    topo = mi250(2)
+    trees = rails.box_trees(topo, boxes(topo))
+    cap = {(int(u[3:]), int(v[3:])): c for (u, v), c in topo.capacity().items()
+           if u.startswith("b0g") and v.startswith("b0g")}
+    load = Counter(e for edges in trees for e in edges)
+    for g, edges in enumerate(trees):
+        assert sorted(v for _, v in edges) == [h for h in range(16) if h != g]
+        assert all(e in cap for e in edges)
+    mean = sum(load.values()) / sum(float(c) for c in cap.values())
+    assert max(n / float(cap[e]) for e, n in load.items()) <= 1.5 * mean
 
 
 def test_compiled_file_within_budget_is_verified() -> None:

@@ -102,6 +102,11 @@ class RailPlan:
     split_net : bool
         Network sends and receives on separate threadblocks (a channel per
         sending box), else paired.
+    trees : tuple of tuple of (int, int)
+        Per place ``g``, the edges ``(parent, child)`` (places, top-down) of
+        the tree that spreads what ``g`` holds over its box: a star behind a
+        box switch, a spanning tree of the box's links otherwise (``box_trees``).
+        Empty: stars.
     """
 
     groups: tuple[tuple[int, ...], ...]
@@ -111,6 +116,13 @@ class RailPlan:
     piece: int
     threadblocks: int
     split_net: bool = False
+    trees: tuple[tuple[tuple[int, int], ...], ...] = ()
+
+    def tree(self, g: int) -> tuple[tuple[int, int], ...]:
+        """Edges (places, top-down) of the tree from place ``g`` over its box."""
+        if self.trees:
+            return self.trees[g]
+        return tuple((g, h) for h in range(self.size) if h != g)
 
     @property
     def size(self) -> int:
@@ -180,8 +192,10 @@ def plan_rails(topo: Topology, cf: int, budget: int, phases: int = 1) -> RailPla
         smallest budget that works), or no piece size keeps a threadblock
         within 64 steps.
     """
-    groups = _layout(topo)
+    groups = _layout(topo, mesh=True)
     nb, size = len(groups), len(groups[0])
+    trees = box_trees(topo, groups) if _meshed(topo, groups[0]) else ()
+    peers, uses = _tree_shape(trees, size)
     best = None
     options = []
     for s in sorted((s for s in range(1, size + 1) if size % s == 0), reverse=True):
@@ -192,8 +206,8 @@ def plan_rails(topo: Topology, cf: int, budget: int, phases: int = 1) -> RailPla
         # peers they stop and wait (DGX A100 x4 allgather: NICs 80% busy).
         for split in ((2, 1) if n_net > 1 and nb + 2 * MAX_LANES <= MAX_CHANNELS else (1,)):
             fixed = 1 + split * net_lanes * n_net
-            total = min(2 * MAX_LANES, (budget - fixed) // max(1, size - 1))
-            need = fixed + 2 * (size - 1)
+            total = min(2 * MAX_LANES, (budget - fixed) // max(1, peers))
+            need = fixed + 2 * peers
             if best is None or need < best[0]:
                 best = (need, s)
             if total >= 2:
@@ -202,16 +216,24 @@ def plan_rails(topo: Topology, cf: int, budget: int, phases: int = 1) -> RailPla
     want = 2 if nb == 2 else 3
     # Most segments first (fewer make the carriers wait for their box: DGX A100
     # x8 allgather at 1 GiB, S=4 unpaired 147.6 GB/s, S=8 paired 168.6).
-    pick = next((o for o in options if o[4] >= want), options[0] if options else None)
-    if pick is not None:
-        s, split, net_lanes, fixed, total = pick
+    # Where a lane would take too many steps (trees in a box put several on one
+    # link: MI250 x16 at 16 segments), fewer segments make longer pieces.
+    ordered = [o for o in options if o[4] >= want] + [o for o in options if o[4] < want]
+    steps = STEPS_PER_LANE // (phases if nb * size > PHASE_RANKS else 1)
+    too_long = None
+    for s, split, net_lanes, fixed, total in ordered:
         lanes = _split_lanes(total, nb)
-        steps = STEPS_PER_LANE // (phases if nb * size > PHASE_RANKS else 1)
-        piece = _piece(cf, size, nb, s, lanes, steps)
+        try:
+            piece = _piece(cf, size, nb, s, lanes, steps, uses)
+        except InfeasibleError as err:
+            too_long = too_long or err
+            continue
         return RailPlan(tuple(map(tuple, groups)), s, lanes, net_lanes, piece,
-                        fixed + total * (size - 1), split == 2)
+                        fixed + total * peers, split == 2, trees)
+    if too_long is not None:
+        raise too_long
     raise InfeasibleError(
-        f"rails needs at least {best[0]} threadblocks per GPU here ({size - 1} box peers "
+        f"rails needs at least {best[0]} threadblocks per GPU here ({peers} box peers "
         f"and the rail peers of {best[1]} segment(s) per box), more than the budget of "
         f"{budget}; use --max-threadblocks {best[0]} or more")
 
@@ -260,11 +282,31 @@ def _split_lanes(total: int, nb: int) -> tuple[int, int]:
     return (own, total - own)
 
 
+def _tree_shape(trees: tuple, size: int) -> tuple[int, int]:
+    """Box peers a place exchanges with, and the most trees on one link in one
+    direction: ``(G - 1, 1)`` for stars.
+
+    >>> _tree_shape((((0, 1), (1, 2)), ((1, 0), (1, 2)), ((2, 1), (1, 0))), 3)
+    (2, 2)
+    """
+    if not trees:
+        return size - 1, 1
+    count: dict[tuple[int, int], int] = {}
+    near: dict[int, set[int]] = {}
+    for edges in trees:
+        for u, v in edges:
+            count[(u, v)] = count.get((u, v), 0) + 1
+            near.setdefault(u, set()).add(v)
+            near.setdefault(v, set()).add(u)
+    return max(map(len, near.values())), max(count.values())
+
+
 def _piece(cf: int, size: int, nb: int, segments: int, lanes: tuple[int, int],
-           steps: int = STEPS_PER_LANE) -> int:
+           steps: int = STEPS_PER_LANE, uses: int = 1) -> int:
     """Piece size: a divisor of ``cf`` or a multiple of it (so pieces of a
     segment and of a shard line up), the smallest that keeps every lane within
-    ``STEPS_PER_LANE`` transfers per peer and direction."""
+    ``STEPS_PER_LANE`` transfers per peer and direction (``uses`` trees share
+    a link at most)."""
     seg_len = size // segments * cf
     carried = -(-(nb - 1) * segments // size)  # segments a place receives at most
     options = sorted({d for d in range(1, cf + 1) if cf % d == 0}
@@ -273,7 +315,7 @@ def _piece(cf: int, size: int, nb: int, segments: int, lanes: tuple[int, int],
     start = 1  # a piece is one call at large sizes: exchanges alternate within the FIFO
     per_lane = 0
     for piece in (p for p in options if p >= min(start, cf) and p <= MAX_COUNT):
-        own, relayed = -(-cf // piece), carried * -(-seg_len // piece)
+        own, relayed = uses * -(-cf // piece), uses * carried * -(-seg_len // piece)
         per_lane = (max(-(-own // lanes[0]), -(-relayed // lanes[1])) if lanes[0]
                     else -(-(own + relayed) // lanes[1]))
         if per_lane <= steps:
@@ -283,8 +325,9 @@ def _piece(cf: int, size: int, nb: int, segments: int, lanes: tuple[int, int],
         f"({per_lane} transfers per lane); use fewer chunks per shard")
 
 
-def _layout(topo: Topology) -> list[list[int]]:
-    """Boxes of equal size, each behind switches, every place with its rail."""
+def _layout(topo: Topology, mesh: bool = False) -> list[list[int]]:
+    """Boxes of equal size, every place with its rail; each box behind switches
+    (or, with ``mesh``, boxes without a switch: ``box_trees`` checks their links)."""
     groups = boxes(topo)
     if len(groups) < 2:
         raise UnsupportedError("rails need at least two boxes; use trees or ring")
@@ -292,10 +335,11 @@ def _layout(topo: Topology) -> list[list[int]]:
     if any(len(g) != size for g in groups):
         raise UnsupportedError("rails need boxes of equal size")
     router = Router(topo)
+    switched = not (mesh and _meshed(topo, groups[0]))
     for members in groups:
         for a in members:
             paths = router.switch_paths(a)
-            for b in members:
+            for b in members if switched else ():
                 if a != b and (b not in paths or len(paths[b]) != 3):
                     raise UnsupportedError(
                         f"rails need every box peer one switch away; {topo.ranks[a]} does "
@@ -306,6 +350,83 @@ def _layout(topo: Topology) -> list[list[int]]:
                     raise UnsupportedError(f"rank {topo.ranks[a]} does not reach its rail "
                                            f"peer {topo.ranks[peer]} through the network")
     return groups
+
+
+def _meshed(topo: Topology, members: list[int]) -> bool:
+    """Whether a box has no switch of its own (its ranks joined by their links)."""
+    ids = {topo.ranks[r] for r in members}
+    node = topo.node
+    return not any(link.src in ids and not node[link.dst].is_compute
+                   and not node[link.dst].is_network for link in topo.links)
+
+
+def box_trees(topo: Topology, groups: list[list[int]]
+              ) -> tuple[tuple[tuple[int, int], ...], ...]:
+    """Spanning trees of a box's links, one per place, for boxes without a switch
+    (MI250: 16 GCDs on xGMI links of 50-200 GB/s, 3 or 4 neighbours each).
+
+    Every box must be wired alike (place ``i`` of every box linked to the same
+    places, at the same bandwidths).  Tree ``g`` grows from ``g`` (Prim's
+    order) by the edge whose link would then carry the fewest trees per
+    narrowest link's bandwidth (rounded up), then the fewest hops: the trees
+    together load links in proportion to their bandwidth (MI250: at most 3
+    trees per 50 GB/s, against 2.1 on average; breadth-first trees put 6 on
+    one 50 GB/s link), 7 hops deep at most.  O(G^3 deg) for boxes of ``G``
+    places.
+
+    Returns
+    -------
+    tuple
+        Per place, its tree's ``(parent, child)`` edges, top-down.
+
+    Raises
+    ------
+    UnsupportedError
+        Boxes wired differently, or a box its own links do not connect.
+
+    Examples
+    --------
+    >>> from colc.frontends.families import mi250
+    >>> t = mi250(2)
+    >>> trees = box_trees(t, boxes(t))
+    >>> len(trees), {len(e) for e in trees}, trees[0][:3]
+    (16, {15}, ((0, 1), (0, 4), (0, 8)))
+    """
+    cap = topo.capacity()
+    rank_of = topo.rank_of
+    place = {r: (b, g) for b, members in enumerate(groups) for g, r in enumerate(members)}
+    wiring: list[dict[tuple[int, int], object]] = [{} for _ in groups]
+    for (u, v), c in cap.items():
+        if u in rank_of and v in rank_of:
+            (bu, gu), (bv, gv) = place[rank_of[u]], place[rank_of[v]]
+            if bu == bv:
+                wiring[bu][(gu, gv)] = c
+    for b in range(1, len(groups)):
+        if wiring[b] != wiring[0]:
+            raise UnsupportedError(
+                f"rails need boxes wired alike; the box of {topo.ranks[groups[b][0]]} "
+                f"differs from the box of {topo.ranks[groups[0][0]]}")
+    links = sorted(wiring[0])
+    unit = min(wiring[0].values(), default=1)
+    load: dict[tuple[int, int], int] = {}
+    trees = []
+    size = len(groups[0])
+    for root in range(size):
+        depth, edges = {root: 0}, []
+        while len(depth) < size:
+            reach = [(-(-(load.get((u, v), 0) + 1) * unit // wiring[0][(u, v)]), depth[u] + 1,
+                      (load.get((u, v), 0) + 1) / wiring[0][(u, v)], u, v)
+                     for u, v in links if u in depth and v not in depth]
+            if not reach:
+                raise UnsupportedError(
+                    f"rails: the links of the box of {topo.ranks[groups[0][0]]} do not "
+                    f"connect {topo.ranks[groups[0][root]]} to every box peer")
+            _, d, _, u, v = min(reach)
+            depth[v] = d
+            edges.append((u, v))
+            load[(u, v)] = load.get((u, v), 0) + 1
+        trees.append(tuple(edges))
+    return tuple(trees)
 
 
 class _Builder:
@@ -321,6 +442,9 @@ class _Builder:
         self.relay = 0  # lane class of the transfers being added (1: relayed data)
         self.round = 0  # ``Schedule.rounds`` of the transfers being added
         self.rounds: list[int] = []
+        # Trees in a box put several transfers on one (pair, lane) in a round:
+        # the next round starts at the second (``Schedule.rounds``' promise).
+        self.last: dict[tuple[int, int, int], int] | None = {} if plan.trees else None
 
     def lane(self, src: int, dst: int) -> int:
         """Channel of the next transfer of ``src -> dst`` (round robin over the lanes
@@ -339,6 +463,11 @@ class _Builder:
     def add(self, kind: OpKind, src: Slot, dst: Slot, count: int,
             operand: Slot | None = None) -> None:
         ch = 0 if src.rank == dst.rank else self.lane(src.rank, dst.rank)
+        if self.last is not None and src.rank != dst.rank:
+            key = (src.rank, dst.rank, ch)
+            if self.last.get(key) == self.round:
+                self.round += 1
+            self.last[key] = self.round
         self.ops.append(Op(len(self.ops), kind, src, dst, count, operand, (), ch))
         self.rounds.append(self.round)
 
@@ -423,17 +552,16 @@ def _allgather(out: _Builder, first: Buffer) -> None:
         _contiguous(plan)
     # In rounds (``Schedule.rounds``): every (pair, lane) has at most one
     # transfer per round, and piece p of every phase comes before piece p + 1.
-    shards = [(members, r, out.pieces(r * cf, cf)) for members in plan.groups for r in members]
+    shards = [(members, g, out.pieces(r * cf, cf))
+              for members in plan.groups for g, r in enumerate(members)]
     crossings = [(plan.groups[b][g], plan.groups[b2], g, out.pieces(start, width))
                  for b, b2, _, _, g, start, width in _segments(plan, cf)]
     received = _by_receiver(crossings, lambda x: x[1][x[2]])
     for p in range(max(len(shards[0][2]), len(crossings[0][3]))):
         out.relay = 0
-        for members, r, pieces in shards if p < len(shards[0][2]) else ():
-            c, k = pieces[p]  # 1: own shard to the box peers
-            for h in members:
-                if h != r:
-                    out.add(OpKind.COPY, own(r, c), Slot(h, OUT, c), k)
+        if p < len(shards[0][2]):  # 1: own shard to the box peers
+            _spread(out, [(members, plan.tree(g), own(members[g], pieces[p][0]), *pieces[p])
+                          for members, g, pieces in shards])
         if p >= len(crossings[0][3]):
             out.round += 1
             continue
@@ -444,12 +572,60 @@ def _allgather(out: _Builder, first: Buffer) -> None:
                     Slot(members[g], OUT, c), k)
         out.relay = 1
         for batch in received:  # 3: to the receiving box, one segment per peer a round
-            for _, members, g, pieces in batch:
-                c, k = pieces[p]
-                for h in members:
-                    if h != members[g]:
-                        out.add(OpKind.COPY, Slot(members[g], OUT, c), Slot(h, OUT, c), k)
+            _spread(out, [(members, plan.tree(g), Slot(members[g], OUT, pieces[p][0]),
+                           *pieces[p]) for _, members, g, pieces in batch])
             out.round += 1
+
+
+def _levels(edges) -> tuple[dict[int, list[int]], dict[int, int]]:
+    """Children and depth of every place of a tree given top-down."""
+    children: dict[int, list[int]] = {}
+    depth = {edges[0][0]: 0} if edges else {}
+    for u, v in edges:
+        children.setdefault(u, []).append(v)
+        depth[v] = depth[u] + 1
+    return children, depth
+
+
+def _spread(out: _Builder, jobs: list) -> None:
+    """For each ``(members, edges, first, c, k)``: chunks ``c .. c+k`` from
+    ``first`` (on the tree's root) to every box peer along ``edges``, inner
+    ranks forwarding what landed in their output.  All trees go level by
+    level (every first hop, then every second), so on each pair of ranks
+    both sides meet the transfers in the same order (no paired threadblock
+    waits for a receive its peer has queued behind one of its own)."""
+    levels = [_levels(job[1])[1] for job in jobs]
+    for level in range(1, max((max(d.values()) for d in levels), default=0) + 1):
+        for (members, edges, first, c, k), depth in zip(jobs, levels):
+            for u, v in edges:
+                if depth[v] == level:
+                    src = first if members[u] == first.rank else Slot(members[u], OUT, c)
+                    out.add(OpKind.COPY, src, Slot(members[v], OUT, c), k)
+
+
+def _gather(out: _Builder, jobs: list) -> list[list[Slot]]:
+    """For each ``(members, edges, c, k)``: the partial sums of input chunks
+    ``c .. c+k`` of each subtree under the root (the tree run backwards):
+    leaves give their input, inner ranks reduce their input and their
+    children's partials in scratch.  Level by level from the deepest, all
+    trees together (as ``_spread``); the root's own sums are the caller's."""
+    shapes = [_levels(job[1]) for job in jobs]
+    partial: list[dict[int, Slot]] = [{} for _ in jobs]
+    top = max((max(d.values()) for _, d in shapes), default=0)
+    for level in range(top - 1, 0, -1):
+        for i, (members, edges, c, k) in enumerate(jobs):
+            children, depth = shapes[i]
+            for v in (v for _, v in edges if depth[v] == level and v in children):
+                acc = Slot(members[v], SCR, out.alloc(members[v], k))
+                prev = Slot(members[v], IN, c)
+                for w in children[v]:
+                    out.add(OpKind.REDUCE, partial[i].get(w, Slot(members[w], IN, c)), acc,
+                            k, prev)
+                    prev = acc
+                partial[i][v] = acc
+    return [[partial[i].get(w, Slot(members[w], IN, c))
+             for w in shapes[i][0].get(edges[0][0], [])] if edges else []
+            for i, (members, edges, c, k) in enumerate(jobs)]
 
 
 def _by_receiver(crossings: list, receiver) -> list[list]:
@@ -478,18 +654,18 @@ def _reduce_scatter(out: _Builder, coll: Collective) -> None:
     chains = []
     for _, b2, _, _, g, start, width in crossings:
         members, t = plan.groups[b2], plan.groups[b2][g]
-        chains.append((members, t, start, out.alloc(t, width), out.pieces(start, width)))
+        chains.append((members, t, start, out.alloc(t, width), out.pieces(start, width), g))
     batches = _by_receiver(chains, lambda x: x[1])
     for p in range(len(chains[0][4])):  # 3': box inputs to the carrier, in rounds
         for batch in batches:
-            for members, t, start, at, pieces in batch:
+            gathered = _gather(out, [(x[0], plan.tree(x[5]), *x[4][p]) for x in batch])
+            for (members, t, start, at, pieces, g), sources in zip(batch, gathered):
                 c, k = pieces[p]
                 acc = Slot(t, SCR, at + c - start)
                 prev = Slot(t, IN, c)
-                for h in members:
-                    if h != t:
-                        out.add(OpKind.REDUCE, Slot(h, IN, c), acc, k, prev)
-                        prev = acc
+                for src in sources:
+                    out.add(OpKind.REDUCE, src, acc, k, prev)
+                    prev = acc
                 partial[(t, c)] = prev
             out.round += 1
     # (receiving rank, chunk) -> (length, the partials that cross to it)
@@ -537,13 +713,13 @@ def _owner_sums(out: _Builder, coll: Collective,
             extra.setdefault((o, lo), []).append(acc.shifted(lo - c))
     out.round = base + max(nth.values(), default=0) + 1
     out.relay = 0
-    owners = [(members, r, out.alloc(r, cf), out.pieces(r * cf, cf))
-              for members in plan.groups for r in members]
+    owners = [(members, r, out.alloc(r, cf), out.pieces(r * cf, cf), g)
+              for members in plan.groups for g, r in enumerate(members)]
     for p in range(len(owners[0][3])):  # in rounds, as the allgather
         out.round += 1
-        for members, r, base, pieces in owners:
+        gathered = _gather(out, [(x[0], plan.tree(x[4]), *x[3][p]) for x in owners])
+        for (members, r, base, pieces, g), sources in zip(owners, gathered):
             c, k = pieces[p]
-            sources = [Slot(h, IN, c) for h in members if h != r]
             sources += extra.get((r, c), [])
             final = (Slot(r, OUT, c - r * cf) if coll is Collective.REDUCESCATTER
                      else Slot(r, OUT, c))
@@ -575,5 +751,5 @@ def _chain(out: _Builder, r: int, sources: list[Slot], first: Slot, acc: Slot,
         prev = dst
 
 
-__all__ = ["NAME", "RailPlan", "carrier_place", "fifo_problem", "plan_rails", "rail_peers",
+__all__ = ["NAME", "RailPlan", "box_trees", "carrier_place", "fifo_problem", "plan_rails", "rail_peers",
            "rails_schedule"]
