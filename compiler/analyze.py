@@ -259,7 +259,9 @@ def analyze_topology(topo: Topology, *, algorithms: tuple[str, ...] = (),
     simulate = simulate and not estimate
     model = model_named(machine) if machine else model_for(topo)
     problem = rank_limit_problem(topo.num_ranks)
-    from colc.compiler.pipeline import builds
+    from colc.compiler.pipeline import builds, scale_skip, threadblock_budget
+
+    budget = threadblock_budget(max_threadblocks, model)
 
     tasks = [(name, coll) for name in names for coll in colls
              if algorithms or builds(name, coll)]
@@ -276,6 +278,9 @@ def analyze_topology(topo: Topology, *, algorithms: tuple[str, ...] = (),
         def one(task: tuple[str, Collective] | None) -> dict:
             if task is None:
                 return _bounds(topo)
+            skip = None if algorithms else scale_skip(topo, task[0], budget)
+            if skip is not None:  # what auto leaves out (--algorithm NAME builds it)
+                return {"algorithm": task[0], "collective": task[1].value, "error": skip}
             return _row(topo, *task, sizes=sizes, machine=machine,
                         max_threadblocks=max_threadblocks, simulate=simulate, search=search)
 

@@ -123,6 +123,12 @@ CHUNK_SCALE_RANKS = 32
 #: gigabytes (x128: 83 s for ``ring``'s schedule alone; the x32 portfolio
 #: passed 14 GB with them).  ``--algorithm ring`` still builds it.
 RING_RANKS = 128
+#: Ranks from which ``auto`` tries ``rails`` on boxes without a switch (MI250):
+#: below, its relays along spanning trees of the box lose to trees, rings2d
+#: and RCCL's rings (MI250 x2 allgather at 1 GiB: 97.9 GB/s against trees'
+#: 158.3; x4: 78.5 against the ring's 146.6), and building it costs time;
+#: from 8 boxes RCCL's 16 rings no longer fit the GPU and one ring is left.
+MESH_RAILS_RANKS = 128
 #: Algorithms whose threadblocks each serve one ring.
 RING_FAMILY = ("ring", "rings2d", "nccl-rings")
 #: Tree algorithms that spread over every rail peer on boxes behind a box switch.
@@ -149,6 +155,10 @@ def scale_skip(topo: Topology, algorithm: str, budget: int) -> str | None:
     >>> scale_skip(t, "rails", 32) is None, scale_skip(t, "trees", 108) is None
     (True, True)
     """
+    if algorithm == "rails" and topo.num_ranks < MESH_RAILS_RANKS and _meshed_boxes(topo):
+        return (f"rails on boxes without a switch relay along trees of the box's links; "
+                f"below {MESH_RAILS_RANKS} ranks trees and rings are faster (--algorithm "
+                f"rails builds it anyway)")
     if algorithm not in SPREAD_TREES + RING_FAMILY or not (
             _box_switches(topo) or any(n.is_network for n in topo.nodes)):
         return None
@@ -333,6 +343,11 @@ def _load_optional_algorithms() -> None:
 def _box_switches(topo: Topology) -> bool:
     """Whether some switch is inside a box (an NVSwitch), not a network switch."""
     return any(not n.is_compute and not n.is_network for n in topo.nodes)
+
+
+def _meshed_boxes(topo: Topology) -> bool:
+    """Whether boxes joined by a network have no switch of their own (MI250)."""
+    return not _box_switches(topo) and any(n.is_network for n in topo.nodes)
 
 
 @functools.lru_cache(maxsize=8)
@@ -601,6 +616,8 @@ class Compiler:
     def _strategies(self, variant: Variant) -> tuple[dict, ...]:
         if variant.algorithm in DECOUPLED_FIRST and self.topo.num_ranks > DECOUPLED_FIRST_RANKS:
             return DECOUPLED
+        if variant.algorithm == "rails" and _meshed_boxes(self.topo):
+            return DECOUPLED  # relays along box trees: paired lanes alternate and wait
         return (DECOUPLED if variant.algorithm in ("trees", "hier") and self._balances(variant)
                 else FUSED)
 

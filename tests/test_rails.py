@@ -185,3 +185,17 @@ def test_large_sizes_fall_back_to_ll128_where_no_simple_file_is_correct(monkeypa
         sizes=(64 << 20, 1 << 30))
     assert {w.variant.protocol.value for w in port.windows} == {"LL128"}
     assert any("at 1GB no Simple file is correct" in n for n in port.notes)
+
+
+def test_boxes_without_a_switch_lower_decoupled_within_the_budget() -> None:
+    """The pipeline lowers rails on MI250 boxes with a send and a receive
+    threadblock per lane (planned that way), within the budget, verified."""
+    result = compile_topology(mi250(2), CompileOptions(
+        algorithm="rails", collective=Collective.REDUCESCATTER, chunks=1,
+        max_threadblocks=32, rank_sizes=(1 << 20,)))
+    program = result.program
+    assert result.algorithm.startswith("rails/") and program.max_threadblocks <= 32
+    box = set(range(16))
+    for rank in program.ranks[:16]:
+        for tb in rank.threadblocks:  # never a send and a receive within the box
+            assert not (tb.send in box and tb.recv in box), (rank.rank, tb.id)
