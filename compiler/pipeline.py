@@ -129,6 +129,10 @@ RING_RANKS = 128
 #: 158.3; x4: 78.5 against the ring's 146.6), and building it costs time;
 #: from 8 boxes RCCL's 16 rings no longer fit the GPU and one ring is left.
 MESH_RAILS_RANKS = 128
+#: Its chunkings there: a lane's steps grow with the trees sharing a link, so
+#: more chunks mean longer pieces, not more of them (MI250 x8 allgather at 1
+#: GiB: 74.8 / 67.3 / 53.7 GB/s at 1 / 2 / 4 chunks per shard).
+MESH_RAILS_CHUNKINGS = (1, 2)
 #: Algorithms whose threadblocks each serve one ring.
 RING_FAMILY = ("ring", "rings2d", "nccl-rings")
 #: Tree algorithms that spread over every rail peer on boxes behind a box switch.
@@ -819,6 +823,8 @@ def variants(compiler: Compiler, protocols: tuple[Protocol, ...] | None = None,
         elif name in ("bfb", "dimrings", "rails") and \
                 compiler.topo.num_ranks > ONE_CHUNKING_RANKS:
             chunks = (1,)
+        elif name == "rails" and _meshed_boxes(compiler.topo):
+            chunks = MESH_RAILS_CHUNKINGS
         else:
             chunks = CHUNKINGS.get(name, (None,))
         out += [Variant(name, c, p) for c in chunks for p in protocols]

@@ -130,13 +130,17 @@ def test_needs_boxes() -> None:
 
 
 @pytest.mark.parametrize("coll", COLLS)
-@pytest.mark.parametrize("nboxes,chunks,budget", [(2, 2, 32), (3, 1, 24)])
-def test_boxes_without_a_switch_relay_on_their_links(nboxes, chunks, budget, coll) -> None:
+@pytest.mark.parametrize("nboxes,chunks,budget,segments", [(2, 2, 32, 16), (3, 1, 24, 16),
+                                                           (5, 1, 24, 8)])
+def test_boxes_without_a_switch_relay_on_their_links(nboxes, chunks, budget, segments,
+                                                     coll) -> None:
     """MI250 boxes (no box switch): box peers are reached along spanning trees of
-    the xGMI links, every transfer between linked GCDs or rail peers."""
+    the xGMI links, every transfer between linked GCDs or rail peers (with
+    segments of several shards too: the receiving carrier's sums go down its
+    tree to their owners, not through the NIC)."""
     topo = mi250(nboxes)
     plan = plan_rails(topo, chunks, budget)
-    assert plan.trees and plan.threadblocks <= budget
+    assert plan.trees and plan.threadblocks <= budget and plan.segments == segments
     sched = rails_schedule(topo, coll, chunks, budget=budget)
     linked = {(topo.rank_of[u], topo.rank_of[v]) for u, v in topo.capacity()
               if u in topo.rank_of and v in topo.rank_of}

@@ -714,7 +714,10 @@ def _owner_sums(out: _Builder, coll: Collective,
             out.add(OpKind.REDUCE, p, acc, k, acc)
         for o in owners:
             lo = max(c, o * cf)
-            extra.setdefault((o, lo), []).append(acc.shifted(lo - c))
+            part = acc.shifted(lo - c)
+            if plan.trees and o != u:  # no box switch: down u's tree towards o
+                part = _toward(out, u, o, part, min(c + k, (o + 1) * cf) - lo)
+            extra.setdefault((o, lo), []).append(part)
     out.round = base + max(nth.values(), default=0) + 1
     out.relay = 0
     owners = [(members, r, out.alloc(r, cf), out.pieces(r * cf, cf), g)
@@ -728,6 +731,23 @@ def _owner_sums(out: _Builder, coll: Collective,
             final = (Slot(r, OUT, c - r * cf) if coll is Collective.REDUCESCATTER
                      else Slot(r, OUT, c))
             _chain(out, r, sources, Slot(r, IN, c), Slot(r, SCR, base + c - r * cf), final, k)
+
+
+def _toward(out: _Builder, u: int, o: int, part: Slot, n: int) -> Slot:
+    """Relay ``n`` chunks at ``part`` (on ``u``) down ``u``'s box tree to the
+    rank above ``o`` (scratch copies on the ranks between); the slot there."""
+    plan = out.plan
+    members = plan.groups[out.box_of[u]]
+    place = {r: g for g, r in enumerate(members)}
+    parent = {b: a for a, b in plan.tree(place[u])}
+    path = [place[o]]
+    while path[-1] != place[u]:
+        path.append(parent[path[-1]])
+    for g in reversed(path[1:-1]):  # u's child on the way, ..., o's parent
+        hop = Slot(members[g], SCR, out.alloc(members[g], n))
+        out.add(OpKind.COPY, part, hop, n)
+        part = hop
+    return part
 
 
 def _chain(out: _Builder, r: int, sources: list[Slot], first: Slot, acc: Slot,
