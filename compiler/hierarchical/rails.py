@@ -107,6 +107,10 @@ class RailPlan:
         the tree that spreads what ``g`` holds over its box: a star behind a
         box switch, a spanning tree of the box's links otherwise (``box_trees``).
         Empty: stars.
+    link_lanes : tuple of ((int, int), int)
+        Relay lanes of each box link ``(place, place)`` when the box has no
+        switch: in proportion to the trees on the link (``_link_lanes``);
+        empty: ``lanes[1]`` for every box peer.
     """
 
     groups: tuple[tuple[int, ...], ...]
@@ -117,6 +121,12 @@ class RailPlan:
     threadblocks: int
     split_net: bool = False
     trees: tuple[tuple[tuple[int, int], ...], ...] = ()
+    link_lanes: tuple[tuple[tuple[int, int], int], ...] = ()
+
+    @property
+    def width(self) -> int:
+        """Relay channels: ``lanes[1]``, or the most any box link takes."""
+        return max((n for _, n in self.link_lanes), default=self.lanes[1])
 
     def tree(self, g: int) -> tuple[tuple[int, int], ...]:
         """Edges (places, top-down) of the tree from place ``g`` over its box."""
@@ -227,13 +237,19 @@ def plan_rails(topo: Topology, cf: int, budget: int, phases: int = 1) -> RailPla
     too_long = None
     for s, split, net_lanes, fixed, total in ordered:
         lanes = _split_lanes(total, nb)
+        weighted, per_lane, used = (), (uses, uses), fixed + cost * total * peers
+        if trees:  # relay lanes where the trees are
+            spare = budget - fixed - cost * lanes[0] * peers
+            weighted, per_lane, used = _link_lanes(trees, spare // cost, lanes[0])
+            used = fixed + cost * used
         try:
-            piece = _piece(cf, size, nb, s, lanes, steps, uses)
+            piece = _piece(cf, size, nb, s, (lanes[0], 1) if weighted else lanes, steps,
+                           per_lane)
         except InfeasibleError as err:
             too_long = too_long or err
             continue
         return RailPlan(tuple(map(tuple, groups)), s, lanes, net_lanes, piece,
-                        fixed + cost * total * peers, split == 2, trees)
+                        used, split == 2, trees, weighted)
     if too_long is not None:
         raise too_long
     raise InfeasibleError(
@@ -305,12 +321,63 @@ def _tree_shape(trees: tuple, size: int) -> tuple[int, int]:
     return max(map(len, near.values())), max(count.values())
 
 
+def _link_lanes(trees: tuple, spare: int, own: int) -> tuple[tuple, tuple[int, int], int]:
+    """Relay lanes per box link in proportion to its trees: the fewest trees per
+    lane ``t`` for which no place's links take more than ``spare`` relay lanes
+    (``ceil(trees / t)`` each, both directions alike, at most
+    ``2 * MAX_LANES - own``); the last ``t`` tried when none fits.
+
+    Returns
+    -------
+    tuple
+        ``(((u, v), lanes), ...)``; ``(trees per own lane, trees per relay
+        lane)`` at most; the own and relay lanes a place takes at most.
+
+    >>> _link_lanes((((0, 1), (1, 2)), ((1, 0), (1, 2)), ((2, 1), (1, 0))), 4, 1)[1:]
+    ((2, 1), 6)
+    """
+    count: dict[tuple[int, int], int] = {}
+    for edges in trees:
+        for u, v in edges:
+            count[(u, v)] = count.get((u, v), 0) + 1
+    load = {(u, v): max(n, count.get((v, u), 0)) for (u, v), n in count.items()}
+    load.update({(v, u): n for (u, v), n in load.items()})
+    cap = max(1, 2 * MAX_LANES - own)
+    top = max(load.values())
+    for t in range(1, top + 1):
+        lanes = {e: min(cap, -(-n // t)) for e, n in load.items()}
+        relay: dict[int, int] = {}
+        for (u, _), n in lanes.items():
+            relay[u] = relay.get(u, 0) + n
+        if max(relay.values()) <= spare or t == top:
+            _fill(lanes, load, relay, spare, cap)
+            taken = {u: n + own * sum(1 for (a, _) in lanes if a == u) for u, n in relay.items()}
+            per_lane = max(-(-n // lanes[e]) for e, n in load.items())
+            return tuple(sorted(lanes.items())), (top, per_lane), max(taken.values())
+    raise AssertionError("unreachable: t == top returns")
+
+
+def _fill(lanes: dict, load: dict, relay: dict, spare: int, cap: int) -> None:
+    """Give the links with the most trees per lane one more lane (both
+    directions) while both ends stay within ``spare`` relay lanes."""
+    while True:
+        fits = [(-load[(u, v)] / lanes[(u, v)], u, v) for (u, v) in lanes
+                if u < v and lanes[(u, v)] < cap
+                and relay[u] < spare and relay[v] < spare]
+        if not fits:
+            return
+        _, u, v = min(fits)
+        for a, b in ((u, v), (v, u)):
+            lanes[(a, b)] += 1
+            relay[a] += 1
+
+
 def _piece(cf: int, size: int, nb: int, segments: int, lanes: tuple[int, int],
-           steps: int = STEPS_PER_LANE, uses: int = 1) -> int:
+           steps: int = STEPS_PER_LANE, uses: tuple[int, int] = (1, 1)) -> int:
     """Piece size: a divisor of ``cf`` or a multiple of it (so pieces of a
     segment and of a shard line up), the smallest that keeps every lane within
-    ``STEPS_PER_LANE`` transfers per peer and direction (``uses`` trees share
-    a link at most)."""
+    ``STEPS_PER_LANE`` transfers per peer and direction (``uses``: the trees
+    one own lane and one relay lane serve at most)."""
     seg_len = size // segments * cf
     carried = -(-(nb - 1) * segments // size)  # segments a place receives at most
     options = sorted({d for d in range(1, cf + 1) if cf % d == 0}
@@ -319,7 +386,7 @@ def _piece(cf: int, size: int, nb: int, segments: int, lanes: tuple[int, int],
     start = 1  # a piece is one call at large sizes: exchanges alternate within the FIFO
     per_lane = 0
     for piece in (p for p in options if p >= min(start, cf) and p <= MAX_COUNT):
-        own, relayed = uses * -(-cf // piece), uses * carried * -(-seg_len // piece)
+        own, relayed = uses[0] * -(-cf // piece), uses[1] * carried * -(-seg_len // piece)
         per_lane = (max(-(-own // lanes[0]), -(-relayed // lanes[1])) if lanes[0]
                     else -(-(own + relayed) // lanes[1]))
         if per_lane <= steps:
@@ -443,6 +510,9 @@ class _Builder:
         self.turn: dict[tuple[int, int], int] = {}
         self.scratch = [0] * n
         self.box_of = {r: b for b, g in enumerate(plan.groups) for r in g}
+        self.place = {r: p for g in plan.groups for p, r in enumerate(g)}
+        self.links = dict(plan.link_lanes)
+        self.width = plan.width
         self.relay = 0  # lane class of the transfers being added (1: relayed data)
         self.round = 0  # ``Schedule.rounds`` of the transfers being added
         self.rounds: list[int] = []
@@ -459,10 +529,12 @@ class _Builder:
         k = self.turn.get(key, 0)
         self.turn[key] = k + 1
         if self.box_of[src] == self.box_of[dst]:
+            if cls and self.links:
+                relay = self.links[(self.place[src], self.place[dst])]
             return own + k % relay if cls else k % own
         if self.plan.split_net:  # a channel per sending box: sends never pair with receives
-            return own + relay + self.box_of[src]
-        return own + relay + k % self.plan.net_lanes
+            return own + self.width + self.box_of[src]
+        return own + self.width + k % self.plan.net_lanes
 
     def add(self, kind: OpKind, src: Slot, dst: Slot, count: int,
             operand: Slot | None = None) -> None:
