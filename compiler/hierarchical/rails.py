@@ -233,7 +233,9 @@ def plan_rails(topo: Topology, cf: int, budget: int, phases: int = 1) -> RailPla
     # Where a lane would take too many steps (trees in a box put several on one
     # link: MI250 x16 at 16 segments), fewer segments make longer pieces.
     ordered = [o for o in options if o[4] >= want] + [o for o in options if o[4] < want]
-    steps = STEPS_PER_LANE // (phases if nb * size > PHASE_RANKS else 1)
+    # Decoupled (boxes without a switch), a threadblock sends or receives: the
+    # steps of both directions are its own.
+    steps = STEPS_PER_LANE * cost // (phases if nb * size > PHASE_RANKS else 1)
     too_long = None
     for s, split, net_lanes, fixed, total in ordered:
         lanes = _split_lanes(total, nb)
