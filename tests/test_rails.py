@@ -203,3 +203,10 @@ def test_boxes_without_a_switch_lower_decoupled_within_the_budget() -> None:
     for rank in program.ranks[:16]:
         for tb in rank.threadblocks:  # never a send and a receive within the box
             assert not (tb.send in box and tb.recv in box), (rank.rank, tb.id)
+
+
+def test_boxes_without_a_switch_name_the_smallest_budget() -> None:
+    """MI250: a send and a receive threadblock per link and lane, both ways."""
+    with pytest.raises(InfeasibleError, match="at least 21 threadblocks"):
+        plan_rails(mi250(2), 1, 20)
+    assert plan_rails(mi250(2), 1, 21).threadblocks == 21

@@ -244,6 +244,8 @@ def plan_rails(topo: Topology, cf: int, budget: int, phases: int = 1) -> RailPla
             spare = budget - fixed - cost * lanes[0] * peers
             weighted, per_lane, used = _link_lanes(trees, spare // cost, lanes[0])
             used = fixed + cost * used
+            if used > budget:  # not even a lane per link's trees fits
+                continue
         try:
             piece = _piece(cf, size, nb, s, (lanes[0], 1) if weighted else lanes, steps,
                            per_lane)
