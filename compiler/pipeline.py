@@ -126,7 +126,7 @@ RING_RANKS = 128
 #: Ranks from which ``auto`` tries ``rails`` on boxes without a switch (MI250):
 #: below, its relays along spanning trees of the box lose to trees, rings2d
 #: and RCCL's rings (MI250 x2 allgather at 1 GiB: 97.9 GB/s against trees'
-#: 158.3; x4: 78.5 against the ring's 146.6), and building it costs time;
+#: 158.3; x4: 96.0 against the ring's 146.6), and building it costs time;
 #: from 8 boxes RCCL's 16 rings no longer fit the GPU and one ring is left.
 MESH_RAILS_RANKS = 128
 #: Its chunkings there: a lane's steps grow with the trees sharing a link, so
@@ -164,7 +164,7 @@ def scale_skip(topo: Topology, algorithm: str, budget: int) -> str | None:
                 f"below {MESH_RAILS_RANKS} ranks trees and rings are faster (--algorithm "
                 f"rails builds it anyway)")
     if algorithm not in SPREAD_TREES + RING_FAMILY or not (
-            _box_switches(topo) or any(n.is_network for n in topo.nodes)):
+            _box_switches(topo) or _meshed_boxes(topo)):
         return None
     groups = boxes(topo)
     if len(groups) < 2 or len({len(g) for g in groups}) != 1:
@@ -350,8 +350,12 @@ def _box_switches(topo: Topology) -> bool:
 
 
 def _meshed_boxes(topo: Topology) -> bool:
-    """Whether boxes joined by a network have no switch of their own (MI250)."""
-    return not _box_switches(topo) and any(n.is_network for n in topo.nodes)
+    """Whether boxes joined by a network have no switch of their own and are
+    joined inside by links between their ranks (MI250)."""
+    if _box_switches(topo) or not any(n.is_network for n in topo.nodes):
+        return False
+    rank_of = topo.rank_of
+    return any(link.src in rank_of and link.dst in rank_of for link in topo.links)
 
 
 @functools.lru_cache(maxsize=8)

@@ -210,3 +210,16 @@ def test_boxes_without_a_switch_name_the_smallest_budget() -> None:
     with pytest.raises(InfeasibleError, match="at least 21 threadblocks"):
         plan_rails(mi250(2), 1, 20)
     assert plan_rails(mi250(2), 1, 21).threadblocks == 21
+
+
+@pytest.mark.parametrize("coll", COLLS)
+def test_boxes_of_one_rank_behind_a_network_switch(coll) -> None:
+    """Every GPU its own box, one network switch: no box transfers at all."""
+    from colc.frontends.yaml_topology import parse_topology_text
+
+    text = "nodes:\n" + "".join(f"  - {{id: g{i}, kind: gpu}}\n" for i in range(4)) + \
+        "  - {id: ib, kind: switch, net: true}\nlinks:\n" + \
+        "".join(f"  - {{src: g{i}, dst: ib, bandwidth: 25, duplex: true}}\n" for i in range(4))
+    topo = parse_topology_text(text)
+    assert not plan_rails(topo, 2, 32).trees
+    validate_schedule(topo, rails_schedule(topo, coll, 2))

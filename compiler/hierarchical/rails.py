@@ -204,7 +204,7 @@ def plan_rails(topo: Topology, cf: int, budget: int, phases: int = 1) -> RailPla
     """
     groups = _layout(topo, mesh=True)
     nb, size = len(groups), len(groups[0])
-    trees = box_trees(topo, groups) if _meshed(topo, groups[0]) else ()
+    trees = box_trees(topo, groups) if size > 1 and _meshed(topo, groups[0]) else ()
     peers, uses = _tree_shape(trees, size)
     # Boxes without a switch are lowered decoupled (a send and a receive
     # threadblock per lane: relays along trees wait less; MI250 x8 allgather
@@ -675,7 +675,7 @@ def _spread(out: _Builder, jobs: list) -> None:
     both sides meet the transfers in the same order (no paired threadblock
     waits for a receive its peer has queued behind one of its own)."""
     levels = [_levels(job[1])[1] for job in jobs]
-    for level in range(1, max((max(d.values()) for d in levels), default=0) + 1):
+    for level in range(1, max((max(d.values(), default=0) for d in levels), default=0) + 1):
         for (members, edges, first, c, k), depth in zip(jobs, levels):
             for u, v in edges:
                 if depth[v] == level:
@@ -691,7 +691,7 @@ def _gather(out: _Builder, jobs: list) -> list[list[Slot]]:
     trees together (as ``_spread``); the root's own sums are the caller's."""
     shapes = [_levels(job[1]) for job in jobs]
     partial: list[dict[int, Slot]] = [{} for _ in jobs]
-    top = max((max(d.values()) for _, d in shapes), default=0)
+    top = max((max(d.values(), default=0) for _, d in shapes), default=0)
     for level in range(top - 1, 0, -1):
         for i, (members, edges, c, k) in enumerate(jobs):
             children, depth = shapes[i]
