@@ -205,7 +205,7 @@ def plan_rails(topo: Topology, cf: int, budget: int, phases: int = 1) -> RailPla
     groups = _layout(topo, mesh=True)
     nb, size = len(groups), len(groups[0])
     trees = box_trees(topo, groups) if size > 1 and _meshed(topo, groups[0]) else ()
-    peers, uses = _tree_shape(trees, size)
+    peers = _box_peers(trees, size)
     # Boxes without a switch are lowered decoupled (a send and a receive
     # threadblock per lane: relays along trees wait less; MI250 x8 allgather
     # at 1 GiB 74.8 GB/s with 29 threadblocks against 53.6 paired with 31).
@@ -239,7 +239,7 @@ def plan_rails(topo: Topology, cf: int, budget: int, phases: int = 1) -> RailPla
     too_long = None
     for s, split, net_lanes, fixed, total in ordered:
         lanes = _split_lanes(total, nb)
-        weighted, per_lane, used = (), (uses, uses), fixed + cost * total * peers
+        weighted, per_lane, used = (), (1, 1), fixed + cost * total * peers
         if trees:  # relay lanes where the trees are
             spare = budget - fixed - cost * lanes[0] * peers
             weighted, per_lane, used = _link_lanes(trees, spare // cost, lanes[0])
@@ -306,23 +306,18 @@ def _split_lanes(total: int, nb: int) -> tuple[int, int]:
     return (own, total - own)
 
 
-def _tree_shape(trees: tuple, size: int) -> tuple[int, int]:
-    """Box peers a place exchanges with, and the most trees on one link in one
-    direction: ``(G - 1, 1)`` for stars.
+def _box_peers(trees: tuple, size: int) -> int:
+    """Box peers a place exchanges with at most: ``G - 1`` for stars.
 
-    >>> _tree_shape((((0, 1), (1, 2)), ((1, 0), (1, 2)), ((2, 1), (1, 0))), 3)
-    (2, 2)
+    >>> _box_peers((((0, 1), (1, 2)), ((1, 0), (1, 2)), ((2, 1), (1, 0))), 3)
+    2
     """
-    if not trees:
-        return size - 1, 1
-    count: dict[tuple[int, int], int] = {}
     near: dict[int, set[int]] = {}
     for edges in trees:
         for u, v in edges:
-            count[(u, v)] = count.get((u, v), 0) + 1
             near.setdefault(u, set()).add(v)
             near.setdefault(v, set()).add(u)
-    return max(map(len, near.values())), max(count.values())
+    return max(map(len, near.values())) if near else size - 1
 
 
 def _link_lanes(trees: tuple, spare: int, own: int) -> tuple[tuple, tuple[int, int], int]:
