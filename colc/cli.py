@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
 import json
 import os
 import sys
@@ -26,6 +27,13 @@ from colc import __version__
 from colc.errors import ColcError, InternalError
 
 SUBCOMMANDS = ("compile", "verify", "analyze", "convert", "find", "simulate", "report")
+#: Allocations between young-generation garbage collections while colc runs
+#: (CPython's default is 700).  Schedules, programs and simulations create
+#: millions of small objects that live for the whole job, and at the default
+#: the collector keeps walking them: ``colc analyze`` on MI250 x2 spends a
+#: quarter of its CPU there (17.1 s -> 13.2 s on 2 cores with this value;
+#: peak memory within 15%).  Garbage is still collected, only less often.
+GC_YOUNG_THRESHOLD = 20_000
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -34,7 +42,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from colc.progress import Progress, active
 
     try:
-        with active(Progress()):
+        with active(Progress()), _fewer_collections():
             return _dispatch(args)
     except ColcError as err:
         print(_one_line(str(err)), file=sys.stderr)
@@ -53,6 +61,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         if os.environ.get("COLC_DEBUG"):
             raise
         return 3
+
+
+@contextlib.contextmanager
+def _fewer_collections():
+    """``GC_YOUNG_THRESHOLD`` for the job, the caller's thresholds after it."""
+    old = gc.get_threshold()
+    gc.set_threshold(GC_YOUNG_THRESHOLD, *old[1:])
+    try:
+        yield
+    finally:
+        gc.set_threshold(*old)
 
 
 def clear_progress() -> None:

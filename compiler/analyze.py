@@ -403,7 +403,8 @@ def _simulated(topo: Topology, name: str, coll: Collective, sizes: tuple[int, ..
 
     compiler = Compiler(topo, CompileOptions(algorithm=name, collective=coll,
                                              rank_sizes=sizes, machine=machine,
-                                             max_threadblocks=max_threadblocks))
+                                             max_threadblocks=max_threadblocks,
+                                             prove=False))
     return (_searched if search else _representative)(compiler, sizes)
 
 
@@ -427,7 +428,7 @@ def _representative(compiler, sizes: tuple[int, ...]) -> dict:
     rows, used = [], []
     for size in sizes:
         proto = est.fastest(size)
-        r = _simulate_as(compiler, v, program, proto, size)
+        r = _simulate_as(compiler, v, proto, size)
         if r is None:  # hangs at that protocol's FIFO depth: the lowered protocol
             proto, r = v.protocol, compiler.simulate(v, size)
         used.append(proto.value)
@@ -438,15 +439,14 @@ def _representative(compiler, sizes: tuple[int, ...]) -> dict:
             "schedule": sched}
 
 
-def _simulate_as(compiler, v, program, proto, size: int):
-    """``program`` (lowered for ``v``) simulated under ``proto`` (None: it hangs)."""
+def _simulate_as(compiler, v, proto, size: int):
+    """``v``'s program simulated under ``proto`` (None: it hangs there)."""
     if proto is v.protocol:
         return compiler.simulate(v, size)
-    from colc.ir.simulate import SimulationError, simulate
+    from colc.ir.simulate import SimulationError
 
     try:
-        return simulate(dataclasses.replace(program, protocol=proto), compiler.topo,
-                        compiler.model, size, compiler.opts.dtype_bytes)
+        return compiler.simulate_as(v, proto, size)
     except SimulationError:
         return None
 

@@ -436,6 +436,10 @@ class CompileOptions:
     executor: str = "local"  # "local" (forked processes) or "dask" (a dask.distributed cluster)
     scheduler: str = ""  # dask scheduler address; "": COLC_DASK_SCHEDULER or a local cluster
     max_threadblocks: int = DEFAULT_THREADBLOCKS  # per GPU; 0: the GPU's own limit
+    # False: schedules are not proved (``colc analyze``'s predictions; the
+    # program and its simulation do not depend on the proofs, and a compiler
+    # built so refuses to print a file)
+    prove: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -576,7 +580,8 @@ class Compiler:
         sched = (generate(self.topo, self.opts.collective, chunks, budget=budget)
                  if algorithm in BUDGETED else
                  generate(self.topo, self.opts.collective, chunks))
-        sched = _modes(sched, self.topo, self.opts)
+        if self.opts.prove:
+            sched = _modes(sched, self.topo, self.opts)
         if self.opts.instances != 1:
             sched = replicate_instances(sched, self.opts.instances)
             if self.opts.verify_each:
@@ -690,15 +695,18 @@ class Compiler:
 
         First the interpreter's token game (``deadlocks``: messages and flags
         only, a fraction of a simulation); then, when a ranked size has one
-        call per chunk, its simulation (needed anyway for the ranking).
+        call per chunk, its simulation (needed anyway for the ranking).  A
+        compiler that does not prove (``colc analyze``) leaves the token game
+        to programs that no such simulation checks.
         """
         loaded = self._loaded[variant] = load_program(program)
-        found = deadlocks(program, program.protocol.fifo_depth, loaded=loaded)
-        if found:
-            return SimulationError(f"{variant.label} hangs with one call per chunk: "
-                                   f"{found[0]}")
         least = program.nchunks * self.model.geometry[variant.protocol].call_bytes
         size = min((s for s in self.sizes(variant.protocol) if s >= least), default=None)
+        if self.opts.prove or size is None or loaded.diagnostics:
+            found = deadlocks(program, program.protocol.fifo_depth, loaded=loaded)
+            if found:
+                return SimulationError(f"{variant.label} hangs with one call per chunk: "
+                                       f"{found[0]}")
         if size is not None:
             try:
                 self.simulate(variant, size, program)
@@ -751,6 +759,28 @@ class Compiler:
                                        self.opts.dtype_bytes, loaded=loaded)
         return self._sims[key]
 
+    def simulate_as(self, variant: Variant, protocol: Protocol, size: int) -> SimResult:
+        """``variant``'s program run under ``protocol`` instead of its own at
+        ``size`` bytes (``colc analyze``'s representative file: one lowering,
+        the protocol a closed form ranks fastest at each size).  Loading the
+        program does not depend on the protocol, so the load is shared.
+
+        Raises
+        ------
+        SimulationError
+            When the program hangs at ``protocol``'s FIFO depth.
+        """
+        if protocol is variant.protocol:
+            return self.simulate(variant, size)
+        program = self.program(variant)
+        loaded = self._loaded.get(variant)
+        if loaded is None or loaded.program is not program:
+            loaded = self._loaded[variant] = load_program(program)
+        other = dataclasses.replace(program, protocol=protocol)
+        self._progress(f"simulating {variant.label} as {protocol.value} at {_size_text(size)}")
+        return simulate(other, self.topo, self.model, size, self.opts.dtype_bytes,
+                        loaded=dataclasses.replace(loaded, program=other))
+
     def score(self, variant: Variant, sizes: tuple[int, ...]) -> float:
         """Harmonic mean of the simulated algbw at ``sizes`` (total time, normalised)."""
         inv = [1.0 / max(self.simulate(variant, s).algbw, 1e-12) for s in sizes]
@@ -781,6 +811,8 @@ class Compiler:
              window: tuple[int, int] | None = None) -> tuple[Program, str]:
         """``variant``'s program with its comment and window, and its text
         (not verified: ``finish`` verifies)."""
+        if not self.opts.prove:
+            raise InternalError("a file was asked of a compiler whose schedules are not proved")
         program = self.program(variant)
         changes: dict[str, object] = {"comment": comment() if callable(comment) else comment}
         if window is not None:

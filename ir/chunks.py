@@ -28,12 +28,11 @@ aliasing, that every execution respecting ``deps`` meets the postcondition
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import Enum
 
-from colc.ir.core import Buffer, Collective
+from colc.ir.core import Buffer, Collective, IdentityEnum
 
 
-class OpKind(Enum):
+class OpKind(IdentityEnum):
     """What an op does to its destination."""
 
     COPY = "copy"

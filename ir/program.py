@@ -17,12 +17,11 @@ step.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import Enum
 
-from colc.ir.core import Buffer, Collective, Protocol
+from colc.ir.core import Buffer, Collective, IdentityEnum, Protocol
 
 
-class StepKind(Enum):
+class StepKind(IdentityEnum):
     """Instruction kinds of the runtime (section 3 of the runtime notes)."""
 
     SEND = "send"

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import functools
 import heapq
+import itertools
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -247,12 +248,11 @@ class _Engine:
     def __init__(self, wake=None) -> None:
         self.now = 0.0
         self.heap: list = []
-        self.seq = 0
+        self.seq = itertools.count(1)  # ties run in the order they were scheduled
         self.wake = wake  # resumes a threadblock whose flow ended
 
     def at(self, t: float, fn, arg) -> None:
-        self.seq += 1
-        heapq.heappush(self.heap, (t, self.seq, fn, arg))
+        heapq.heappush(self.heap, (t, next(self.seq), fn, arg))
 
     # -- flows -----------------------------------------------------------------
     def start_flow(self, flow: _Flow) -> None:
@@ -287,12 +287,17 @@ class _Engine:
             self.wake(tb)
 
     def _rebalance(self, links: tuple[_Link, ...], extra: _Flow | None = None) -> None:
-        touched: set[_Flow] = set()
-        for link in links:
-            if link.refresh():
-                touched |= link.flows
-        if extra is not None:
-            touched.add(extra)
+        if len(links) == 1:  # a P2P link (most flows): no union to build
+            touched = links[0].flows if links[0].refresh() else ()
+            if extra is not None and not touched:
+                touched = (extra,)
+        else:
+            touched = set()
+            for link in links:
+                if link.refresh():
+                    touched |= link.flows
+            if extra is not None:
+                touched.add(extra)
         now = self.now
         for f in touched:
             rate = f.cap
@@ -309,9 +314,14 @@ class _Engine:
             if due < f.due:
                 f.due = due
                 f.ver += 1
-                self.at(due, self._finish_flow, (f, f.ver))
+                heapq.heappush(self.heap, (due, next(self.seq), self._finish_flow, (f, f.ver)))
 
 
+#: (sends, receives) of each step kind (looked up once per transmission and simulation).
+_ENDS = {k: (k.sends, k.receives) for k in StepKind}
+
+
+@functools.lru_cache(maxsize=64)
 def _local_work(kind: StepKind, operands: int) -> float:
     """Bytes of local copy work per data byte of a step that sends nothing.
 
@@ -413,16 +423,17 @@ class _Simulation:
             tb.finish = self.engine.now
             return
         kind = req[0]
+        eng = self.engine
         if kind == 0:  # delay
             tb.busy += req[1]
-            self.engine.at(self.engine.now + req[1], self.resume, tb)
+            heapq.heappush(eng.heap, (eng.now + req[1], next(eng.seq), self.resume, tb))
         elif kind == 1:  # flow, resume when done
             flow = req[1]
             flow.tb = tb
-            flow.start = self.engine.now
-            self.engine.start_flow(flow)
+            flow.start = eng.now
+            eng.start_flow(flow)
         else:  # parked on a flag (1), data (2) or a credit (3); woken by whoever changes it
-            tb.since = (req[1], self.engine.now)
+            tb.since = (req[1], eng.now)
 
     def _arrive(self, fifo: _Fifo) -> None:
         fifo.arrived += 1
@@ -470,8 +481,9 @@ class _Simulation:
         nslices = geom.slices_per_call
         wire = geom.wire_factor
         local = self.local
-        delivered, arrive = self._net_delivered, self._arrive
-        txs = [(t.kind.sends, t.kind.receives, t.count, t.deps, t.has_dep, t.flag,
+        delivered, arrive, credit = self._net_delivered, self._arrive, self._credit
+        heap, seq, push = eng.heap, eng.seq, heapq.heappush
+        txs = [(*_ENDS[t.kind], t.count, t.deps, t.has_dep, t.flag,
                 _local_work(t.kind, len(t.operands)) / local) for t in ftb.transmissions]
         if out is not None:
             cap_wire = (costs.conn_net if out.net else costs.tb_p2p) * 1000.0 * wire
@@ -509,12 +521,12 @@ class _Simulation:
                             else:
                                 yield (1, _Flow(piece * wire, out.links, cap_wire, None))
                                 out.posted += 1
-                                eng.at(eng.now + out.hop, arrive, out)
+                                push(heap, (eng.now + out.hop, next(seq), arrive, out))
                         else:
                             yield (0, piece * work)
                         if receives:
                             inn.consumed += 1
-                            eng.at(eng.now + inn.back, self._credit, inn)
+                            push(heap, (eng.now + inn.back, next(seq), credit, inn))
                     yield (0, costs.call)
                 if has_dep:
                     self._publish(tb, base + flag)

@@ -59,6 +59,25 @@ def test_search_tries_every_protocol_and_keeps_the_best_per_size() -> None:
     assert quick["schedules"][0]["simulated"][1]["algbw"] <= large["algbw"] * 1.0001
 
 
+def test_unproved_analysis_predicts_what_the_proved_file_does() -> None:
+    """analyze skips the schedule proofs (the program and its simulation do
+    not depend on them) but never prints a file from an unproved schedule."""
+    from colc.errors import InternalError
+
+    topo = torus([3, 4], 10)
+    row = an._simulated(topo, "trees", Collective.ALLREDUCE, SIZES, None, 32)
+    proved = pipeline.Compiler(topo, pipeline.CompileOptions(
+        algorithm="trees", collective=Collective.ALLREDUCE, rank_sizes=SIZES))
+    v = pipeline.variants(proved)[0]
+    for size, sim in zip(SIZES, row["simulated"], strict=True):
+        proto = Protocol(sim["variant"].rsplit("/", 1)[1])
+        assert sim["time_us"] == round(proved.simulate_as(v, proto, size).time_us, 2)
+    unproved = pipeline.Compiler(topo, pipeline.CompileOptions(
+        algorithm="trees", collective=Collective.ALLREDUCE, rank_sizes=SIZES, prove=False))
+    with pytest.raises(InternalError, match="not proved"):
+        unproved.emit(pipeline.variants(unproved)[0])
+
+
 def test_rows_do_not_depend_on_jobs() -> None:
     topo = torus([3, 4], 10)
     one = an.analyze_topology(topo, sizes=SIZES, jobs=1)

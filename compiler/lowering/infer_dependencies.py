@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from colc.ir.chunks import Op, Schedule
+from colc.ir.chunks import Op, Schedule, Slot
 from colc.ir.core import Buffer, inplace_alias
 
 NAME = "infer-dependencies"
@@ -55,18 +55,19 @@ def infer_dependencies(sched: Schedule) -> Schedule:
         for c in writes:
             last_write[c] = op.op_id
             readers[c] = []
-        new_ops.append(dataclasses.replace(op, deps=tuple(sorted(deps))))
+        new_ops.append(Op(op.op_id, op.kind, op.src, op.dst, op.count, op.operand,
+                          tuple(sorted(deps)), op.channel))  # dataclasses.replace, 3x faster
     return dataclasses.replace(sched, ops=tuple(new_ops))
 
 
 def _chunks(sched: Schedule, op: Op) -> tuple[set, set]:
-    def phys(rank: int, buf: Buffer, idx: int) -> tuple[int, Buffer, int]:
-        b, i = inplace_alias(sched.collective, rank, sched.nchunks, sched.ngpus, buf, idx)
-        return (rank, b, i)
+    def phys(slot: Slot) -> list[tuple[int, Buffer, int]]:
+        # aliasing shifts a buffer's indices by a constant: one call per range
+        b, i = inplace_alias(sched.collective, slot.rank, sched.nchunks, sched.ngpus,
+                             slot.buffer, slot.index)
+        return [(slot.rank, b, i + d) for d in range(op.count)]
 
-    reads = {phys(op.src.rank, op.src.buffer, op.src.index + d) for d in range(op.count)}
+    reads = set(phys(op.src))
     if op.operand is not None:
-        reads |= {phys(op.operand.rank, op.operand.buffer, op.operand.index + d)
-                  for d in range(op.count)}
-    writes = {phys(op.dst.rank, op.dst.buffer, op.dst.index + d) for d in range(op.count)}
-    return reads, writes
+        reads.update(phys(op.operand))
+    return reads, set(phys(op.dst))

@@ -148,12 +148,11 @@ def lower_to_program(sched: Schedule, opts: LoweringOptions) -> Program:
     crowded = _crowded_connection(sched, depth)
     if crowded is not None:
         raise InfeasibleError(f"cannot fit the schedule in the runtime's limits: {crowded}")
-    parts, readers = _analysis(sched)
     phases = 1
     max_channels = min(opts.max_channels, MAX_CHANNELS)
     while True:
         phase_len = (max_depth // phases) + 1
-        nchannels, program, worst = _lower_once(sched, opts, depth, phase_len, parts, readers)
+        nchannels, program, worst = _lower_once(sched, opts, depth, phase_len)
         if worst is None:
             return program
         too_long = _STEPS_PROBLEM in worst
@@ -163,8 +162,7 @@ def lower_to_program(sched: Schedule, opts: LoweringOptions) -> Program:
             # Too many channels: groups that share no rank pair share a channel;
             # failing that, drop the hints (each pair's ops of a phase on one
             # connection).
-            nchannels, program, worst = _lower_once(sched, opts, depth, phase_len, parts,
-                                                    readers, packing)
+            nchannels, program, worst = _lower_once(sched, opts, depth, phase_len, packing)
             if worst is None:
                 return program
             too_long = too_long or _STEPS_PROBLEM in worst
@@ -198,21 +196,23 @@ def _transfer_depth(sched: Schedule) -> list[int]:
 
 #: The last schedule's parts, hazards and value readers: they depend on the
 #: schedule only, so phase attempts and lowering strategies share them.
-_LAST: list[tuple[Schedule, list, dict]] = []
+_LAST: list[list] = []
 
 
-def _analysis(sched: Schedule) -> tuple[list[_Part], dict[int, set[int]]]:
-    if _LAST and _LAST[0][0] is sched:
-        return _LAST[0][1], _LAST[0][2]
-    parts = _split(sched)
-    _hazards(sched, parts)
-    readers = _value_readers(sched, parts)
-    _LAST[:] = [(sched, parts, readers)]
-    return parts, readers
+def _analysis(sched: Schedule, hazards: bool = True) -> tuple[list[_Part], dict | None]:
+    """The parts of ``sched`` and, with ``hazards``, their dependencies (set on
+    the parts) and value readers (None without).  Unfused attempts need the
+    hazards only once they fit the limits: most of the cost of a refusal."""
+    if not (_LAST and _LAST[0][0] is sched):
+        _LAST[:] = [[sched, _split(sched), None]]
+    entry = _LAST[0]
+    if hazards and entry[2] is None:
+        _hazards(sched, entry[1])
+        entry[2] = _value_readers(sched, entry[1])
+    return entry[1], entry[2]
 
 
 def _lower_once(sched: Schedule, opts: LoweringOptions, depth: list[int], phase_len: int,
-                parts: list[_Part], readers: dict[int, set[int]],
                 packing: str = "spread") -> tuple[int, Program | None, str | None]:
     use_hints = packing != "merged"
     hints = sorted({op.channel for op in sched.ops}) if use_hints else [None]
@@ -230,6 +230,7 @@ def _lower_once(sched: Schedule, opts: LoweringOptions, depth: list[int], phase_
         base = group(op) if color is None else color[group(op)]
         return base + span * slot[(op.src.rank, op.dst.rank)] if nslots > 1 else base
 
+    parts, readers = _analysis(sched, hazards=opts.fuse)  # fusing reads the hazards
     instrs = _fuse(parts, readers, channel, opts.fuse)
     by_rank = _group_by_rank(sched.ngpus, instrs)
     for rank_instrs in by_rank:
@@ -238,6 +239,7 @@ def _lower_once(sched: Schedule, opts: LoweringOptions, depth: list[int], phase_
     early = _early_problem(by_rank, nchannels, opts)
     if early is not None:  # ordering and printing would be wasted
         return nchannels, None, early
+    parts, _ = _analysis(sched)
     _order(sched, parts, instrs)
     program = _build_program(sched, opts, by_rank)
     return program.nchannels, program, _limit_problem(program, opts)
