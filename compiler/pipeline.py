@@ -79,9 +79,9 @@ CHUNKINGS: dict[str, tuple[int | None, ...]] = {
 #: chunkings for it (rails: None sends one network message per rail peer and
 #: box, 1 one per block as soon as it is gathered).  No other algorithm
 #: builds it, and these build nothing else (``rails`` builds both).
-ALLTOALL_ALGORITHMS = frozenset({"direct", "rails", "mcf"})
+ALLTOALL_ALGORITHMS = frozenset({"direct", "rails", "mcf", "mcf-hops"})
 ALLTOALL_CHUNKINGS: dict[str, tuple[int | None, ...]] = {"direct": (1,), "rails": (None, 1),
-                                                         "mcf": (None,)}
+                                                         "mcf": (None,), "mcf-hops": (None,)}
 
 
 def builds(algorithm: str, collective: Collective) -> bool:
@@ -328,7 +328,7 @@ def _load_optional_algorithms() -> None:
     from colc.compiler.bfb.algorithm import bfb_schedule_for
 
     from colc.compiler.alltoall.direct import direct_schedule
-    from colc.compiler.alltoall.routed import mcf_schedule
+    from colc.compiler.alltoall.routed import mcf_hops_schedule, mcf_schedule
     from colc.compiler.rings.dimrings import dimrings_schedule
     from colc.compiler.rings.nccl_baseline import nccl_rings_schedule
     from colc.compiler.rings.rings2d import rings2d_schedule
@@ -342,6 +342,7 @@ def _load_optional_algorithms() -> None:
     ALGORITHMS["nccl-rings"] = nccl_rings_schedule
     ALGORITHMS["direct"] = direct_schedule
     ALGORITHMS["mcf"] = mcf_schedule
+    ALGORITHMS["mcf-hops"] = mcf_hops_schedule
 
 
 def _box_switches(topo: Topology) -> bool:

@@ -7,7 +7,7 @@ import pytest
 from colc.compiler.alltoall.direct import direct_schedule, relays
 from colc.compiler.alltoall.mcf import alltoall_mcf, distance_mcf, moore_mcf, rank_translations
 from colc.compiler.alltoall.rails_alltoall import plan_rails_alltoall, rails_alltoall_schedule
-from colc.compiler.alltoall.routed import chunk_routes, mcf_schedule
+from colc.compiler.alltoall.routed import chunk_routes, mcf_hops_schedule, mcf_schedule
 from colc.compiler.bfb.expand_topology import line_graph
 from colc.compiler.estimate_bandwidth import schedule_algbw
 from colc.errors import InfeasibleError, UnsupportedError
@@ -126,6 +126,44 @@ def test_mcf_schedules_verify_and_reach_the_lp(topo):
     lp = alltoall_mcf(topo).algbw()
     assert float(schedule_algbw(sched, topo)) >= 0.95 * lp
     assert float(result.algbw) == float(schedule_algbw(sched, topo))
+
+
+@pytest.mark.parametrize("topo", [torus([3, 4], 10), generalized_kautz(12, 2, 10),
+                                  generalized_kautz(24, 3, 10)],
+                         ids=["torus3x4", "kautz12", "kautz24"])
+def test_mcf_hops_keeps_every_block_on_a_shortest_path(topo):
+    """The hop-count variant: every path of every block is as short as the
+    pair's distance, its LP is at most the unrestricted one (equal on a
+    torus, where shortest paths reach it), and its file verifies."""
+    from colc.compiler.alltoall.mcf import rank_distances
+
+    short, free = alltoall_mcf(topo, shortest=True), alltoall_mcf(topo)
+    assert _loads_within_capacity(short)
+    assert short.f <= free.f * (1 + 1e-9)
+    if topo.name.startswith("torus"):
+        assert short.f == pytest.approx(free.f, rel=1e-9)
+    dist = rank_distances(topo)
+    for (s, t), split in chunk_routes(short, 8).items():
+        assert all(len(path) - 1 == dist[s, t] for path, _ in split)
+    sched = mcf_hops_schedule(topo, A2A, 8)
+    assert check_schedule(sched, topo) == [] and sched.algorithm == "mcf-hops"
+    assert float(schedule_algbw(sched, topo)) >= 0.95 * short.algbw()
+    _compiled(topo, "mcf-hops", 8)
+
+
+def test_mcf_hops_pays_throughput_for_hops_where_the_optimum_detours():
+    """On a generalized Kautz graph LP (A.1) needs paths longer than the
+    distance: the unrestricted flow takes some, the variant none, and loses
+    rate for it."""
+    topo = generalized_kautz(24, 3, 10)
+    short, free = alltoall_mcf(topo, shortest=True), alltoall_mcf(topo)
+    assert short.f < 0.99 * free.f
+    from colc.compiler.alltoall.mcf import rank_distances
+
+    dist = rank_distances(topo)
+    longest = max(len(p) - 1 - dist[s, t] for (s, t), split in chunk_routes(free, 8).items()
+                  for p, _ in split)
+    assert longest >= 1
 
 
 def _compiled(topo, algorithm: str, chunks: int | None = None):

@@ -120,7 +120,7 @@ def test_analyze_json(capsys) -> None:
     assert main(["analyze", os.path.join(EXAMPLES, "ring-4.yaml"), "--json", "--collective",
                  "alltoall"]) == 0
     report = json.loads(capsys.readouterr().out)
-    assert {s["algorithm"] for s in report["schedules"]} == {"direct", "mcf", "rails"}
+    assert {s["algorithm"] for s in report["schedules"]} == {"direct", "mcf", "mcf-hops", "rails"}
 
 
 def test_verify_rejects_broken_file(tmp_path) -> None:

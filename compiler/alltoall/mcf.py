@@ -36,6 +36,7 @@ Complexity: one HiGHS LP of ``E`` (symmetric) or ``N E`` columns.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from fractions import Fraction
@@ -111,7 +112,7 @@ def fabric(topo: Topology, unit: bool = False):
     return nodes, edges, tuple(caps[e] for e in edges)
 
 
-def alltoall_mcf(topo: Topology, unit: bool = False) -> McfResult:
+def alltoall_mcf(topo: Topology, unit: bool = False, shortest: bool = False) -> McfResult:
     """Solve LP (A.1) on ``topo`` (see module docstring).
 
     Parameters
@@ -119,6 +120,11 @@ def alltoall_mcf(topo: Topology, unit: bool = False) -> McfResult:
     topo : Topology
     unit : bool
         Every link of capacity 1 (the seed's tables), else the links' GB/s.
+    shortest : bool
+        Every byte on a shortest path (fewest hops) from its source: source
+        ``s``'s flow only on links ``(u, v)`` with ``dist(s, v) = dist(s, u)
+        + 1``.  The optimum is at most the unrestricted one; no block takes
+        more hops than its distance (the latency of small messages).
 
     Returns
     -------
@@ -135,13 +141,29 @@ def alltoall_mcf(topo: Topology, unit: bool = False) -> McfResult:
     n = topo.num_ranks
     _check_reach(topo, nodes, edges)
     perms = rank_translations(topo)
-    if perms is not None:
-        return _canonical(_symmetric(nodes, edges, capacity, n, perms))
-    if n * len(edges) > MAX_FULL_COLUMNS:
+    if perms is None and n * len(edges) > MAX_FULL_COLUMNS:
         raise InfeasibleError(
             f"the all-to-all LP of {topo.name} has {n * len(edges)} columns (no symmetry "
             f"found), more than the {MAX_FULL_COLUMNS} solved here")
-    return _canonical(_full(nodes, edges, capacity, n))
+    allowed = _shortest_edges(nodes, edges, n) if shortest else None
+    res = (_symmetric(nodes, edges, capacity, n, perms, allowed) if perms is not None
+           else _full(nodes, edges, capacity, n, allowed))
+    if shortest:
+        res = dataclasses.replace(res, method=res.method + " on shortest paths")
+    return _canonical(res)
+
+
+def _shortest_edges(nodes, edges, n: int) -> np.ndarray:
+    """``allowed[s, e]``: edge ``e = (u, v)`` lies on a shortest path from rank
+    ``s`` (``dist(s, v) = dist(s, u) + 1``, hops through links and switches)."""
+    from scipy.sparse import csr_matrix
+    from scipy.sparse.csgraph import shortest_path
+
+    us = np.array([u for u, _ in edges])
+    vs = np.array([v for _, v in edges])
+    graph = csr_matrix((np.ones(len(us)), (us, vs)), shape=(len(nodes), len(nodes)))
+    dist = shortest_path(graph, unweighted=True, indices=list(range(n)))
+    return dist[:, vs] == dist[:, us] + 1
 
 
 def _canonical(res: McfResult) -> McfResult:
@@ -221,8 +243,10 @@ def _check_reach(topo: Topology, nodes, edges) -> None:
 
 
 def _solve(ncol: int, cols_rows: list[np.ndarray], cols_vals: list[np.ndarray],
-           row_lo: np.ndarray, row_hi: np.ndarray, cost: np.ndarray) -> np.ndarray:
-    """Maximise ``cost . x`` (x >= 0) with column-wise sparse rows; the optimum ``x``."""
+           row_lo: np.ndarray, row_hi: np.ndarray, cost: np.ndarray,
+           off: np.ndarray | None = None) -> np.ndarray:
+    """Maximise ``cost . x`` (x >= 0; ``x[off] = 0``) with column-wise sparse rows;
+    the optimum ``x``."""
     import highspy
 
     from colc.compiler.highs_solver import new_highs
@@ -232,7 +256,10 @@ def _solve(ncol: int, cols_rows: list[np.ndarray], cols_vals: list[np.ndarray],
     lp.num_row_ = len(row_lo)
     lp.col_cost_ = -cost
     lp.col_lower_ = np.zeros(ncol)
-    lp.col_upper_ = np.full(ncol, highspy.kHighsInf)
+    upper = np.full(ncol, highspy.kHighsInf)
+    if off is not None:
+        upper[off] = 0.0
+    lp.col_upper_ = upper
     lp.row_lower_ = row_lo
     lp.row_upper_ = row_hi
     lengths = np.array([len(r) for r in cols_rows], dtype=np.int64)
@@ -274,7 +301,7 @@ def _conservation_rows(nodes, edges, n: int, source: int, first_row: int):
     return rows, vals, f_rows, r
 
 
-def _full(nodes, edges, capacity, n: int) -> McfResult:
+def _full(nodes, edges, capacity, n: int, allowed: np.ndarray | None = None) -> McfResult:
     m = len(edges)
     cap_rows0 = 0  # capacity rows 0..m-1, then one conservation block per source
     cols_rows: list[np.ndarray] = []
@@ -295,12 +322,14 @@ def _full(nodes, edges, capacity, n: int) -> McfResult:
     row_hi = np.concatenate((np.array(capacity), np.full(row - m, np.inf)))
     cost = np.zeros(n * m + 1)
     cost[-1] = 1.0
-    x = _solve(n * m + 1, cols_rows, cols_vals, row_lo, row_hi, cost)
+    off = None if allowed is None else np.flatnonzero(~allowed.reshape(-1))
+    x = _solve(n * m + 1, cols_rows, cols_vals, row_lo, row_hi, cost, off)
     flows = {s: np.maximum(x[s * m:(s + 1) * m], 0.0) for s in range(n)}
     return McfResult(float(x[-1]), nodes, edges, capacity, flows, None, "LP")
 
 
-def _symmetric(nodes, edges, capacity, n: int, perms: list[list[int]]) -> McfResult:
+def _symmetric(nodes, edges, capacity, n: int, perms: list[list[int]],
+               allowed: np.ndarray | None = None) -> McfResult:
     """Source 0's flow; capacity row of edge e sums its translates' flows."""
     m = len(edges)
     index = {e: i for i, e in enumerate(edges)}
@@ -326,7 +355,8 @@ def _symmetric(nodes, edges, capacity, n: int, perms: list[list[int]]) -> McfRes
     row_hi = np.concatenate((np.array(capacity), np.full(row - m, np.inf)))
     cost = np.zeros(m + 1)
     cost[-1] = 1.0
-    x = _solve(m + 1, cols_rows, cols_vals, row_lo, row_hi, cost)
+    off = None if allowed is None else np.flatnonzero(~allowed[0])
+    x = _solve(m + 1, cols_rows, cols_vals, row_lo, row_hi, cost, off)
     return McfResult(float(x[-1]), nodes, edges, capacity, {0: np.maximum(x[:m], 0.0)},
                      tuple(translates), "symmetric LP")
 

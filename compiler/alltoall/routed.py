@@ -41,6 +41,8 @@ from colc.ir.core import Buffer, Collective
 from colc.ir.topology import Topology
 
 NAME = "mcf"
+#: The variant on shortest paths only.
+HOPS_NAME = "mcf-hops"
 #: Chunks per block when none are asked for.
 DEFAULT_CHUNKS = 8
 #: Flow below this share of ``f`` is dropped as numerical noise.
@@ -71,15 +73,35 @@ def mcf_schedule(topo: Topology, collective: Collective, chunks: int | None = No
         A pair of ranks is not connected, the LP is too large, or the ranks
         would send more transfers than a file holds (``MAX_SENDS_PER_RANK``).
     """
-    require_alltoall(collective, NAME)
+    return _routed(topo, collective, chunks, NAME)
+
+
+def mcf_hops_schedule(topo: Topology, collective: Collective,
+                      chunks: int | None = None) -> Schedule:
+    """``mcf_schedule`` with every block on shortest paths (``mcf-hops``).
+
+    LP (A.1) restricted to each source's shortest-path links
+    (``alltoall_mcf(shortest=True)``): no block takes more hops than its
+    distance, at a lower rate where the optimum needs detours (generalized
+    Kautz 2-48 and 4-64: 81% of it; tori and hypercubes: all of it).  The
+    variant for small messages, where each hop's latency outweighs the
+    bandwidth; the portfolio ranks both by simulation.  Parameters, returns
+    and errors as ``mcf_schedule``.
+    """
+    return _routed(topo, collective, chunks, HOPS_NAME)
+
+
+def _routed(topo: Topology, collective: Collective, chunks: int | None,
+            name: str) -> Schedule:
+    require_alltoall(collective, name)
     if len(topo.node) != topo.num_ranks:
-        raise UnsupportedError("mcf routes over direct-connect fabrics (links between ranks); "
-                               "this one has switches: use --algorithm direct or rails")
+        raise UnsupportedError(f"{name} routes over direct-connect fabrics (links between "
+                               "ranks); this one has switches: use --algorithm direct or rails")
     cf = chunks or DEFAULT_CHUNKS
     _check_steps(topo)
-    result = alltoall_mcf(topo)
+    result = alltoall_mcf(topo, shortest=name == HOPS_NAME)
     routes = chunk_routes(result, cf)
-    return _schedule(topo.num_ranks, cf, routes)
+    return _schedule(topo.num_ranks, cf, routes, name)
 
 
 #: Steps one rank can hold in an MSCCL file: 64 per threadblock, at most 108
@@ -195,7 +217,7 @@ def _deal(paths: list[tuple[tuple[int, ...], float]], cf: int) -> list[tuple[tup
     return [(paths[i][0], counts[i]) for i in range(len(paths)) if counts[i]]
 
 
-def _schedule(n: int, cf: int, routes) -> Schedule:
+def _schedule(n: int, cf: int, routes, name: str = NAME) -> Schedule:
     ops: list[Op] = []
     rounds: list[int] = []
     scratch = [0] * n
@@ -227,9 +249,10 @@ def _schedule(n: int, cf: int, routes) -> Schedule:
             ops.append(Op(len(ops), OpKind.COPY, here, dst, m))
             rounds.append(hop)
         moving = later
-    sched = Schedule(Collective.ALLTOALL, n, n * cf, max(scratch), tuple(ops), algorithm=NAME,
+    sched = Schedule(Collective.ALLTOALL, n, n * cf, max(scratch), tuple(ops), algorithm=name,
                      inplace=False, rounds=tuple(rounds))
     return infer_dependencies(sched)
 
 
-__all__ = ["DEFAULT_CHUNKS", "NAME", "chunk_routes", "mcf_schedule"]
+__all__ = ["DEFAULT_CHUNKS", "HOPS_NAME", "NAME", "chunk_routes", "mcf_hops_schedule",
+           "mcf_schedule"]
