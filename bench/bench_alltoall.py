@@ -3,6 +3,7 @@
     python bench/bench_alltoall.py                       # DGX A100 x2 x4 x8 portfolios
     python bench/bench_alltoall.py --boxes 2 --budget 32
     python bench/bench_alltoall.py --fabrics             # direct-connect fabrics, mcf
+    python bench/bench_alltoall.py --table-3-4           # LP (A.1) at N = 1024 (minutes)
 
 Boxes: for each box count, in a child process (its own peak memory), the
 size-window portfolio ``colc TOPO --collective alltoall -o DIR/`` is built
@@ -16,6 +17,12 @@ Fabrics: torus 4x4 and 8x8, hypercube dim 4 and 6, a circulant and a
 generalized Kautz graph (25 GB/s links): the ``mcf`` file's bandwidth-only
 algbw (the throughput its traffic implies) and simulated algbw at 1 GiB
 against the LP's ``N f``.
+
+Table 3.4 (seed 001): LP (A.1) with unit links on the generalized Kautz graph
+Pi_{4,1024} and on L^3(C(16,{3,4})), 4.2 million columns each (HiGHS's PDLP,
+``mcf.PDLP_MAX_COLUMNS``), one child process each, side by side: f, the
+all-to-all time of 1 MB per node at 100 Gbps ((M/B) d / (N f)) against the
+seed's 409.1 and 403.5 us, wall time and peak memory.
 """
 
 from __future__ import annotations
@@ -89,6 +96,53 @@ def fabric_row(spec: dict) -> dict:
             "tbs": result.program.max_threadblocks, "build_s": time.perf_counter() - t0}
 
 
+def table_row(spec: dict) -> dict:
+    """LP (A.1), unit links, on one 1024-rank graph of Table 3.4 (in this process)."""
+    from colc.compiler.alltoall.mcf import alltoall_mcf, distance_mcf
+    from colc.compiler.bfb.expand_topology import line_graph
+    from colc.frontends.families import circulant, generalized_kautz
+
+    if spec["graph"] == "kautz":
+        topo = generalized_kautz(1024, 4, 25)
+    else:
+        topo = circulant(16, [3, 4], 25)
+        for _ in range(3):
+            topo = line_graph(topo)
+    t0 = time.perf_counter()
+    res = alltoall_mcf(topo, unit=True)
+    wall = time.perf_counter() - t0
+    return {"ranks": topo.num_ranks, "f": res.f, "distance": distance_mcf(topo, unit=True),
+            "method": res.method, "wall": wall,
+            "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+
+
+#: Table 3.4's figures: (name, spec, all-to-all us of 1 MB per node at 100 Gbps).
+TABLE_3_4 = (("Pi_{4,1024}", {"graph": "kautz"}, 409.1),
+             ("L^3(C(16,{3,4}))", {"graph": "line"}, 403.5))
+
+
+def table_3_4(timeout: float) -> None:
+    """Both LPs at once (one child process each: 2 cores)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    start = time.perf_counter()
+    with ThreadPoolExecutor(len(TABLE_3_4)) as pool:
+        rows = list(pool.map(lambda t: run("table", t[1], timeout), TABLE_3_4))
+    total = time.perf_counter() - start
+    mb_over_b = (1 << 20) * 8 / 100e9 * 1e6  # 1 MB at 100 Gbps, us
+    print(f"{'graph':<18}{'ranks':>6}{'f (LP)':>11}{'distance f':>12}{'a2a us':>9}"
+          f"{'seed us':>9}{'diff %':>8}{'wall s':>8}{'peak MB':>9}")
+    for (name, _, seed), r in zip(TABLE_3_4, rows, strict=True):
+        if "error" in r or not r["f"] > 0:
+            print(f"{name:<18}  {r.get('error', 'f = 0')}")
+            continue
+        us = mb_over_b * 4 / (r["ranks"] * r["f"])
+        print(f"{name:<18}{r['ranks']:>6}{r['f']:>11.4e}{r['distance']:>12.4e}{us:>9.1f}"
+              f"{seed:>9.1f}{100 * (us - seed) / seed:>8.2f}{r['wall']:>8.0f}"
+              f"{r['rss_mb']:>9.0f}   {r['method']}")
+    print(f"both in {total:.0f} s wall")
+
+
 FABRICS = (
     ("torus 4x4", {"family": "torus", "dims": [4, 4], "bandwidth": 25}),
     ("torus 8x8", {"family": "torus", "dims": [8, 8], "bandwidth": 25}),
@@ -119,12 +173,17 @@ def main() -> None:
     p.add_argument("--budget", type=int, default=32)
     p.add_argument("--jobs", type=int, default=0)
     p.add_argument("--fabrics", action="store_true")
+    p.add_argument("--table-3-4", action="store_true")
     p.add_argument("--timeout", type=float, default=3600)
     p.add_argument("--one", nargs=2, help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.one:
         kind, spec = args.one
-        print(json.dumps((boxes_row if kind == "boxes" else fabric_row)(json.loads(spec))))
+        row = {"boxes": boxes_row, "table": table_row}.get(kind, fabric_row)
+        print(json.dumps(row(json.loads(spec))))
+        return
+    if args.table_3_4:
+        table_3_4(args.timeout)
         return
     if args.fabrics:
         print(f"{'fabric':<20}{'ranks':>6}{'LP N f':>9}{'traffic':>9}{'%':>6}{'sim 1G':>9}"

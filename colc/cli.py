@@ -546,6 +546,12 @@ def _cmd_find(argv: list[str]) -> int:
                    default=1 << 20, help="bytes per rank of the all-to-all column")
     p.add_argument("--json", action="store_true",
                    help="print one JSON object per candidate instead of the table")
+    p.add_argument("--mcf-lp", action="store_true",
+                   help="solve the all-to-all LP (A.1) for every candidate however large "
+                        "(up to 10 minutes per candidate at 1024 ranks; default: the distance bound "
+                        "where the LP is large, marked +)")
+    p.add_argument("--jobs", type=int, default=0,
+                   help="processes the --mcf-lp LPs run on (0: every CPU available)")
     p.add_argument("-o", "--output", help="write the chosen topology here (colc YAML)")
     args = p.parse_args(argv)
     try:
@@ -556,7 +562,8 @@ def _cmd_find(argv: list[str]) -> int:
                         f"numbers ({err})") from err
     result = find_topology(args.ranks, args.degree, size=args.size, alpha=alpha,
                            bandwidth=bandwidth, alltoall_share=share,
-                           alltoall_size=args.alltoall_size)
+                           alltoall_size=args.alltoall_size, mcf_lp=args.mcf_lp,
+                           jobs=_jobs(args.jobs) or None)
     if args.json:
         import json
 

@@ -276,3 +276,32 @@ def test_mcf_refuses_fabrics_whose_relays_exceed_a_file_at_once():
     with pytest.raises(InfeasibleError, match=r"more than the 3456 steps an MSCCL file holds"):
         mcf_schedule(generalized_kautz(1024, 4, 10), A2A)
     assert time.perf_counter() - t0 < 30
+
+
+def test_first_order_lp_agrees_with_the_simplex(monkeypatch):
+    """Past MAX_FULL_COLUMNS the whole LP goes to HiGHS's PDLP (Table 3.4's
+    1024-rank graphs: bench/bench_alltoall.py --table-3-4); on the seed's
+    Pi_{4,64} it agrees with the simplex within its tolerance."""
+    from colc.compiler.alltoall import mcf
+
+    topo = generalized_kautz(64, 4, 10)
+    exact = alltoall_mcf(topo, unit=True)
+    monkeypatch.setattr(mcf, "MAX_FULL_COLUMNS", 0)
+    first = alltoall_mcf(topo, unit=True)
+    assert first.method.startswith("LP (first-order PDLP")
+    assert first.f == pytest.approx(exact.f, rel=1e-4)
+    assert first.f == pytest.approx(2.171e-2, rel=5e-4)
+    monkeypatch.setattr(mcf, "PDLP_MAX_COLUMNS", 10)
+    with pytest.raises(InfeasibleError, match="more than the 10 solved here"):
+        alltoall_mcf(topo, unit=True)
+
+
+def test_find_solves_every_candidates_lp_when_asked():
+    """colc find --mcf-lp: the LP for every candidate (here the default solves
+    them too, so the columns agree) on forked processes."""
+    from colc.compiler.bfb.find_topology import find_topology
+
+    plain = find_topology(32, 4, alltoall_share=0)
+    asked = find_topology(32, 4, mcf_lp=True, jobs=2)
+    assert [a.mcf for a in asked.alltoall] == pytest.approx([a.mcf for a in plain.alltoall])
+    assert all(a.exact for a in asked.alltoall)

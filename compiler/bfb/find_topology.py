@@ -37,7 +37,7 @@ from functools import lru_cache
 
 from colc.compiler.bfb.schedule import generate_bfb, rank_capacity
 from colc.compiler.bfb.expand_topology import cartesian_power, cartesian_product, degree_expansion, line_graph
-from colc.errors import SpecError
+from colc.errors import InfeasibleError, SpecError
 from colc.frontends import families, generative
 from colc.ir.topology import Link, Node, Topology
 
@@ -377,6 +377,8 @@ def find_topology(
     bandwidth: Fraction | int | str = Fraction(25, 2),
     alltoall_share: Fraction | int | str = 0,
     alltoall_size: int = 1 << 20,
+    mcf_lp: bool = False,
+    jobs: int | None = None,
 ) -> FindResult:
     """Search bases and expansions for ``(ranks, degree)`` and pick one.
 
@@ -395,6 +397,14 @@ def find_topology(
         workload: ``(1 - w) allreduce + w all-to-all``; default 0).
     alltoall_size : int
         Bytes per rank of the all-to-all column (default 1 MiB, Table 3.4).
+    mcf_lp : bool
+        Solve LP (A.1) for every frontier candidate however large (HiGHS's
+        first-order PDLP above ``mcf.MAX_FULL_COLUMNS``: up to 10 minutes per
+        1024-rank candidate of degree 4); default: the LP up to
+        ``BOUND_COLUMNS`` columns or on vertex-transitive graphs, the distance
+        bound above.
+    jobs : int or None
+        Processes the candidates' LPs run on with ``mcf_lp`` (None: every CPU).
 
     Returns
     -------
@@ -428,7 +438,12 @@ def find_topology(
     front = frontier(ranks, degree)
     if not front:
         raise SpecError(src, f"no topology with {ranks} ranks and degree {degree} in the search space")
-    figures = tuple(alltoall_figures(c) for c in front)
+    if mcf_lp:
+        from colc.forked import fork_map
+
+        figures = tuple(fork_map(exact_alltoall_figures, front, jobs))
+    else:
+        figures = tuple(alltoall_figures(c) for c in front)
 
     def cost(i: int) -> tuple:
         c = front[i]
@@ -454,6 +469,19 @@ def alltoall_figures(c: Candidate) -> AlltoallFigures:
     if rank_translations(topo) is not None or topo.num_ranks * len(edges) <= BOUND_COLUMNS:
         return AlltoallFigures(alltoall_mcf(topo, unit=True).f, True, diameter)
     return AlltoallFigures(distance_mcf(topo, unit=True), False, diameter)
+
+
+def exact_alltoall_figures(c: Candidate) -> AlltoallFigures:
+    """``alltoall_figures`` with LP (A.1) solved whatever its size (first-order
+    above ``MAX_FULL_COLUMNS``); the distance bound only past ``PDLP_MAX_COLUMNS``."""
+    from colc.compiler.alltoall.mcf import alltoall_mcf, distance_mcf
+
+    topo = build_candidate(c.recipe)
+    diameter = _diameter(topo)
+    try:
+        return AlltoallFigures(alltoall_mcf(topo, unit=True).f, True, diameter)
+    except InfeasibleError:  # past PDLP_MAX_COLUMNS
+        return AlltoallFigures(distance_mcf(topo, unit=True), False, diameter)
 
 
 def _diameter(topo: Topology) -> int:
