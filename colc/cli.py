@@ -548,7 +548,7 @@ def _cmd_find(argv: list[str]) -> int:
                    help="print one JSON object per candidate instead of the table")
     p.add_argument("--mcf-lp", action="store_true",
                    help="solve the all-to-all LP (A.1) for every candidate however large "
-                        "(up to 10 minutes per candidate at 1024 ranks; default: the distance bound "
+                        "(10 minutes or more per candidate at 1024 ranks; default: the distance bound "
                         "where the LP is large, marked +)")
     p.add_argument("--jobs", type=int, default=0,
                    help="processes the --mcf-lp LPs run on (0: every CPU available)")

@@ -54,7 +54,8 @@ from colc.ir.topology import Topology
 #: of the simplex (time and memory on 2 cores).
 MAX_FULL_COLUMNS = 3_000_000
 #: Columns above which the full LP is not attempted (generalized Kautz and line
-#: graphs of 1024 ranks and degree 4 have 4.2 million: about 10 minutes).
+#: graphs of 1024 ranks and degree 4 have 4.2 million: 10 minutes for
+#: Pi_{4,1024}, over 25 for L^3(C(16,{3,4}))).
 PDLP_MAX_COLUMNS = 8_000_000
 #: PDLP's duality gap (relative to 1 + |objective|; its feasibility tolerances
 #: are HiGHS's defaults, 1e-7, which is what makes f accurate: Pi_{4,64} within

@@ -399,10 +399,10 @@ def find_topology(
         Bytes per rank of the all-to-all column (default 1 MiB, Table 3.4).
     mcf_lp : bool
         Solve LP (A.1) for every frontier candidate however large (HiGHS's
-        first-order PDLP above ``mcf.MAX_FULL_COLUMNS``: up to 10 minutes per
-        1024-rank candidate of degree 4); default: the LP up to
-        ``BOUND_COLUMNS`` columns or on vertex-transitive graphs, the distance
-        bound above.
+        first-order PDLP above ``mcf.MAX_FULL_COLUMNS``: 10 minutes or more per
+        1024-rank candidate of degree 4, over 25 for L^3(C(16,{3,4})));
+        default: the LP up to ``BOUND_COLUMNS`` columns or on vertex-transitive
+        graphs, the distance bound above.
     jobs : int or None
         Processes the candidates' LPs run on with ``mcf_lp`` (None: every CPU).
 
