@@ -753,12 +753,17 @@ class Compiler:
         if key not in self._sims:
             program = program or self.program(variant)
             self._progress(f"simulating {variant.label} at {_size_text(size)}")
-            loaded = self._loaded.get(variant)
-            if loaded is None or getattr(loaded, "program", None) is not program:
-                loaded = self._loaded[variant] = load_program(program)
             self._sims[key] = simulate(program, self.topo, self.model, size,
-                                       self.opts.dtype_bytes, loaded=loaded)
+                                       self.opts.dtype_bytes,
+                                       loaded=self._load(variant, program))
         return self._sims[key]
+
+    def _load(self, variant: Variant, program: Program):
+        """``load_program(program)``, kept per variant while its program stays."""
+        loaded = self._loaded.get(variant)
+        if loaded is None or getattr(loaded, "program", None) is not program:
+            loaded = self._loaded[variant] = load_program(program)
+        return loaded
 
     def simulate_as(self, variant: Variant, protocol: Protocol, size: int) -> SimResult:
         """``variant``'s program run under ``protocol`` instead of its own at
@@ -774,9 +779,7 @@ class Compiler:
         if protocol is variant.protocol:
             return self.simulate(variant, size)
         program = self.program(variant)
-        loaded = self._loaded.get(variant)
-        if loaded is None or loaded.program is not program:
-            loaded = self._loaded[variant] = load_program(program)
+        loaded = self._load(variant, program)
         other = dataclasses.replace(program, protocol=protocol)
         self._progress(f"simulating {variant.label} as {protocol.value} at {_size_text(size)}")
         return simulate(other, self.topo, self.model, size, self.opts.dtype_bytes,

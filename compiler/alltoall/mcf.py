@@ -171,14 +171,21 @@ def alltoall_mcf(topo: Topology, unit: bool = False, shortest: bool = False) -> 
 def _shortest_edges(nodes, edges, n: int) -> np.ndarray:
     """``allowed[s, e]``: edge ``e = (u, v)`` lies on a shortest path from rank
     ``s`` (``dist(s, v) = dist(s, u) + 1``, hops through links and switches)."""
+    dist = _hops_from_ranks(nodes, edges, n)
+    us = np.array([u for u, _ in edges])
+    vs = np.array([v for _, v in edges])
+    return dist[:, vs] == dist[:, us] + 1
+
+
+def _hops_from_ranks(nodes, edges, n: int) -> np.ndarray:
+    """Hop counts from every rank to every node (``n x len(nodes)``)."""
     from scipy.sparse import csr_matrix
     from scipy.sparse.csgraph import shortest_path
 
-    us = np.array([u for u, _ in edges])
-    vs = np.array([v for _, v in edges])
-    graph = csr_matrix((np.ones(len(us)), (us, vs)), shape=(len(nodes), len(nodes)))
-    dist = shortest_path(graph, unweighted=True, indices=list(range(n)))
-    return dist[:, vs] == dist[:, us] + 1
+    rows = [u for u, _ in edges]
+    cols = [v for _, v in edges]
+    graph = csr_matrix((np.ones(len(edges)), (rows, cols)), shape=(len(nodes), len(nodes)))
+    return shortest_path(graph, unweighted=True, indices=list(range(n)))
 
 
 def _canonical(res: McfResult) -> McfResult:
@@ -257,7 +264,7 @@ def _check_reach(topo: Topology, nodes, edges) -> None:
                                   f"{nodes[missing]}; all-to-all needs every pair connected")
 
 
-def _solve(ncol: int, cols_rows: list[np.ndarray], cols_vals: list[np.ndarray],
+def _solve(cols_rows: list[np.ndarray], cols_vals: list[np.ndarray],
            row_lo: np.ndarray, row_hi: np.ndarray, cost: np.ndarray,
            off: np.ndarray | None = None) -> np.ndarray:
     """Maximise ``cost . x`` (x >= 0; ``x[off] = 0``) with column-wise sparse rows;
@@ -278,9 +285,6 @@ def _solve_csc(start: np.ndarray, index: np.ndarray, value: np.ndarray, row_lo: 
     from colc.compiler.highs_solver import new_highs
 
     ncol = len(cost)
-    if first_order and ncol > PDLP_MAX_COLUMNS:
-        raise InfeasibleError(f"the all-to-all LP has {ncol} columns, more than the "
-                              f"{PDLP_MAX_COLUMNS} solved here")
     lp = highspy.HighsLp()
     lp.num_col_ = ncol
     lp.num_row_ = len(row_lo)
@@ -404,7 +408,7 @@ def _symmetric(nodes, edges, capacity, n: int, perms: list[list[int]],
     cost = np.zeros(m + 1)
     cost[-1] = 1.0
     off = None if allowed is None else np.flatnonzero(~allowed[0])
-    x = _solve(m + 1, cols_rows, cols_vals, row_lo, row_hi, cost, off)
+    x = _solve(cols_rows, cols_vals, row_lo, row_hi, cost, off)
     return McfResult(float(x[-1]), nodes, edges, capacity, {0: np.maximum(x[:m], 0.0)},
                      tuple(translates), "symmetric LP")
 
@@ -514,15 +518,9 @@ def rank_distances(topo: Topology) -> np.ndarray:
     InfeasibleError
         Some rank does not reach another.
     """
-    from scipy.sparse import csr_matrix
-    from scipy.sparse.csgraph import shortest_path
-
     nodes, edges, _ = fabric(topo)
     n = topo.num_ranks
-    rows = [u for u, _ in edges]
-    cols = [v for _, v in edges]
-    graph = csr_matrix((np.ones(len(edges)), (rows, cols)), shape=(len(nodes), len(nodes)))
-    dist = shortest_path(graph, unweighted=True, indices=list(range(n)))[:, :n]
+    dist = _hops_from_ranks(nodes, edges, n)[:, :n]
     if not np.isfinite(dist).all():
         raise InfeasibleError(f"{topo.name}: some rank cannot reach another")
     return dist
