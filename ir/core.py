@@ -6,6 +6,8 @@ enum values here are colc's own names.
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from enum import Enum
 
 
@@ -98,15 +100,29 @@ def inplace_alias(
     >>> inplace_alias(Collective.ALLGATHER, 1, 4, 4, Buffer.INPUT, 0)
     (<Buffer.OUTPUT: 'output'>, 1)
     """
-    if buf is Buffer.SCRATCH:
-        return buf, index
+    return inplace_aliaser(coll, nchunks, ngpus)(rank, buf, index)
+
+
+@functools.lru_cache(maxsize=64)
+def inplace_aliaser(coll: Collective, nchunks: int,
+                    ngpus: int) -> Callable[[int, Buffer, int], tuple[Buffer, int]]:
+    """``inplace_alias`` for one collective and chunk count, as a function of
+    ``(rank, buf, index)`` (passes that map every chunk of a schedule call it).
+
+    Examples
+    --------
+    >>> inplace_aliaser(Collective.REDUCESCATTER, 4, 2)(1, Buffer.OUTPUT, 1)
+    (<Buffer.INPUT: 'input'>, 3)
+    """
     cf = nchunks // ngpus
+    scratch, inp, out = Buffer.SCRATCH, Buffer.INPUT, Buffer.OUTPUT
     if coll is Collective.ALLGATHER:
-        if buf is Buffer.INPUT:
-            return Buffer.OUTPUT, rank * cf + index
-        return buf, index
-    if coll is Collective.REDUCESCATTER:
-        if buf is Buffer.OUTPUT:
-            return Buffer.INPUT, rank * cf + index
-        return buf, index
-    return Buffer.INPUT, index
+        def alias(rank: int, buf: Buffer, index: int) -> tuple[Buffer, int]:
+            return (out, rank * cf + index) if buf is inp else (buf, index)
+    elif coll is Collective.REDUCESCATTER:
+        def alias(rank: int, buf: Buffer, index: int) -> tuple[Buffer, int]:
+            return (inp, rank * cf + index) if buf is out else (buf, index)
+    else:
+        def alias(rank: int, buf: Buffer, index: int) -> tuple[Buffer, int]:
+            return (buf, index) if buf is scratch else (inp, index)
+    return alias

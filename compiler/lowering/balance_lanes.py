@@ -283,14 +283,23 @@ def _tails(ops: list[Op], users: dict[int, list[int]], plan: LanePlan,
 
 def _lane(pair: tuple[int, int], n: int, op: Op, t: float, free: dict, count: dict,
           arrived: dict) -> int:
-    """The lane of ``pair`` where ``op`` starts first (its arrival lane on ties)."""
-    open_lanes = [k for k in range(n) if count[(*pair, k)] < STEP_BUDGET] or list(range(n))
+    """The lane of ``pair`` where ``op`` starts first (its arrival lane on ties;
+    lanes with ``STEP_BUDGET`` ops only when every lane has them)."""
+    if n == 1:
+        return 0
     came = arrived.get((op.src.rank, op.src.buffer, op.src.index))
-
-    def key(k: int) -> tuple[float, bool, int, int]:
-        return (max(t, free[(*pair, k)]), k != came, count[(*pair, k)], k)
-
-    return min(open_lanes, key=key)
+    a, b = pair
+    best = full = None
+    for k in range(n):
+        c = count.get((a, b, k), 0)
+        f = free.get((a, b, k), 0.0)
+        cand = (f if f > t else t, k != came, c, k)
+        if c < STEP_BUDGET:
+            if best is None or cand < best:
+                best = cand
+        elif full is None or cand < full:
+            full = cand
+    return (best or full)[3]
 
 
 def _split(sched: Schedule, lanes: dict[tuple[int, int], int]) -> list[Op]:

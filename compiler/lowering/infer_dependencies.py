@@ -21,7 +21,7 @@ from __future__ import annotations
 import dataclasses
 
 from colc.ir.chunks import Op, Schedule, Slot
-from colc.ir.core import Buffer, inplace_alias
+from colc.ir.core import Buffer, inplace_aliaser
 
 NAME = "infer-dependencies"
 
@@ -41,9 +41,10 @@ def infer_dependencies(sched: Schedule) -> Schedule:
     last_write: dict[tuple[int, Buffer, int], int] = {}
     readers: dict[tuple[int, Buffer, int], list[int]] = {}
     new_ops: list[Op] = []
+    alias = inplace_aliaser(sched.collective, sched.nchunks, sched.ngpus)
     for op in sched.ops:
         deps = set(op.deps)
-        reads, writes = _chunks(sched, op)
+        reads, writes = _chunks(op, alias)
         for c in reads | writes:
             if c in last_write:
                 deps.add(last_write[c])
@@ -60,12 +61,13 @@ def infer_dependencies(sched: Schedule) -> Schedule:
     return dataclasses.replace(sched, ops=tuple(new_ops))
 
 
-def _chunks(sched: Schedule, op: Op) -> tuple[set, set]:
+def _chunks(op: Op, alias) -> tuple[set, set]:
+    n = op.count
+
     def phys(slot: Slot) -> list[tuple[int, Buffer, int]]:
         # aliasing shifts a buffer's indices by a constant: one call per range
-        b, i = inplace_alias(sched.collective, slot.rank, sched.nchunks, sched.ngpus,
-                             slot.buffer, slot.index)
-        return [(slot.rank, b, i + d) for d in range(op.count)]
+        b, i = alias(slot.rank, slot.buffer, slot.index)
+        return [(slot.rank, b, i)] if n == 1 else [(slot.rank, b, i + d) for d in range(n)]
 
     reads = set(phys(op.src))
     if op.operand is not None:

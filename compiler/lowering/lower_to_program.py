@@ -54,7 +54,7 @@ from dataclasses import dataclass, field
 
 from colc.errors import InfeasibleError, InternalError
 from colc.ir.chunks import Op, OpKind, Schedule
-from colc.ir.core import Buffer, Collective, Protocol, buffer_extents, inplace_alias
+from colc.ir.core import Buffer, Collective, Protocol, buffer_extents, inplace_aliaser
 from colc.ir.program import Loc, Program, RankProgram, Step, StepKind, Threadblock
 
 NAME = "lower-to-program"
@@ -120,10 +120,12 @@ class _Instr:
     deps: set[int] = field(default_factory=set)  # instr ids on the same rank
     tb: int = -1
     pos: int = -1
+    recv: _Part | None = None  # the receiving part, if any
+    send: _Part | None = None  # the sending part, if any
 
     @property
     def key(self) -> int:
-        return max(p.pid for p in self.parts)
+        return max(self.parts[0].pid, self.parts[-1].pid)  # one part, or a fused pair
 
 
 def lower_to_program(sched: Schedule, opts: LoweringOptions) -> Program:
@@ -226,9 +228,14 @@ def _lower_once(sched: Schedule, opts: LoweringOptions, depth: list[int], phase_
     span = (max(color.values(), default=0) + 1) if color is not None else (
         len(hints) * (max(depth, default=0) // phase_len + 1))
 
-    def channel(op: Op) -> int:
+    def channel_of(op: Op) -> int:
         base = group(op) if color is None else color[group(op)]
         return base + span * slot[(op.src.rank, op.dst.rank)] if nslots > 1 else base
+
+    channels = [channel_of(op) for op in sched.ops]
+
+    def channel(op: Op) -> int:
+        return channels[op.op_id]
 
     parts, readers = _analysis(sched, hazards=opts.fuse)  # fusing reads the hazards
     instrs = _fuse(parts, readers, channel, opts.fuse)
@@ -357,41 +364,46 @@ def _split(sched: Schedule) -> list[_Part]:
     return parts
 
 
-def _part_chunks(sched: Schedule, part: _Part) -> tuple[list, list]:
+def _part_chunks(part: _Part, alias) -> tuple[list, list]:
+    """``(reads, writes)`` of ``part`` as ``(rank, buffer, index)`` keys; ``alias``
+    maps a slot's ``(rank, buffer, index)`` to where it lives (an
+    ``inplace_aliaser``, or None for separate buffers)."""
     op = part.op
+    rank, n = part.rank, op.count
 
-    def phys(slot, d):
-        return inplace_alias(sched.collective, slot.rank, sched.nchunks, sched.ngpus,
-                             slot.buffer, slot.index + d)
+    def keys(slot) -> list:
+        b, i = (slot.buffer, slot.index) if alias is None else alias(rank, slot.buffer,
+                                                                        slot.index)
+        # aliasing shifts a buffer's indices by a constant: one call per range
+        return [(rank, b, i)] if n == 1 else [(rank, b, i + d) for d in range(n)]
 
-    rng = range(op.count)
     if part.role == "send":
-        return [phys(op.src, d) for d in rng], []
-    reads = [phys(op.operand, d) for d in rng] if op.operand is not None else []
+        return keys(op.src), []
+    reads = keys(op.operand) if op.operand is not None else []
     if part.role == "local":
-        reads += [phys(op.src, d) for d in rng]
-    return reads, [phys(op.dst, d) for d in rng]
+        reads += keys(op.src)
+    return reads, keys(op.dst)
 
 
 def _hazards(sched: Schedule, parts: list[_Part]) -> None:
     """Per-rank RAW/WAR/WAW part dependencies from program order."""
+    alias = inplace_aliaser(sched.collective, sched.nchunks, sched.ngpus)
     last_write: dict[tuple, int] = {}
     readers: dict[tuple, list[int]] = defaultdict(list)
     for part in parts:
-        reads, writes = _part_chunks(sched, part)
-        for c in reads + writes:
-            key = (part.rank, *c)
+        reads, writes = _part_chunks(part, alias)
+        deps = part.deps
+        for key in reads + writes:
             if key in last_write:
-                part.deps.add(last_write[key])
-        for c in writes:
-            part.deps.update(readers[(part.rank, *c)])
-        for c in reads:
-            readers[(part.rank, *c)].append(part.pid)
-        for c in writes:
-            key = (part.rank, *c)
+                deps.add(last_write[key])
+        for key in writes:
+            deps.update(readers[key])
+        for key in reads:
+            readers[key].append(part.pid)
+        for key in writes:
             last_write[key] = part.pid
             readers[key] = []
-        part.deps.discard(part.pid)
+        deps.discard(part.pid)
 
 
 def _fuse(parts: list[_Part], readers: dict[int, set[int]], channel,
@@ -453,10 +465,10 @@ def _producer_recv(send: _Part, parts: list[_Part], recv_of: dict[int, _Part]) -
 def _value_readers(sched: Schedule, parts: list[_Part]) -> dict[int, set[int]]:
     """Per writing part: the parts reading what it wrote, in either aliasing mode."""
     out: dict[int, set[int]] = defaultdict(set)
-    for inplace in (True, False):
+    for alias in (inplace_aliaser(sched.collective, sched.nchunks, sched.ngpus), None):
         last: dict[tuple, int] = {}
         for part in parts:
-            reads, writes = _chunks_mode(sched, part, inplace)
+            reads, writes = _part_chunks(part, alias)
             for c in reads:
                 if c in last:
                     out[last[c]].add(part.pid)
@@ -465,25 +477,6 @@ def _value_readers(sched: Schedule, parts: list[_Part]) -> dict[int, set[int]]:
         for pid in set(last.values()):
             out[pid].add(-1)  # final value is observable
     return out
-
-
-def _chunks_mode(sched: Schedule, part: _Part, inplace: bool) -> tuple[list, list]:
-    op = part.op
-    rng = range(op.count)
-
-    def phys(slot, d):
-        if inplace:
-            b, i = inplace_alias(sched.collective, slot.rank, sched.nchunks, sched.ngpus,
-                                 slot.buffer, slot.index + d)
-            return (slot.rank, b, i)
-        return (slot.rank, slot.buffer, slot.index + d)
-
-    if part.role == "send":
-        return [phys(op.src, d) for d in rng], []
-    reads = [phys(op.operand, d) for d in rng] if op.operand is not None else []
-    if part.role == "local":
-        reads += [phys(op.src, d) for d in rng]
-    return reads, [phys(op.dst, d) for d in rng]
 
 
 def _make_instr(iid: int, part: _Part, recv: _Part | None,
@@ -496,13 +489,14 @@ def _make_instr(iid: int, part: _Part, recv: _Part | None,
                 StepKind.RECV_REDUCE_COPY_SEND if reduce else StepKind.RECV_COPY_SEND)
         ch = channel(op)
         return _Instr(iid, part.rank, (recv, part), kind, send_conn=(ch, op.dst.rank),
-                      recv_conn=(ch, recv.op.src.rank))
+                      recv_conn=(ch, recv.op.src.rank), recv=recv, send=part)
     if part.role == "send":
         return _Instr(iid, part.rank, (part,), StepKind.SEND,
-                      send_conn=(channel(op), op.dst.rank))
+                      send_conn=(channel(op), op.dst.rank), send=part)
     if part.role == "recv":
         kind = StepKind.RECV_REDUCE_COPY if op.kind is OpKind.REDUCE else StepKind.RECV
-        return _Instr(iid, part.rank, (part,), kind, recv_conn=(channel(op), op.src.rank))
+        return _Instr(iid, part.rank, (part,), kind, recv_conn=(channel(op), op.src.rank),
+                      recv=part)
     kind = StepKind.REDUCE if op.kind is OpKind.REDUCE else StepKind.COPY
     return _Instr(iid, part.rank, (part,), kind, local_ch=channel(op))
 
@@ -603,8 +597,7 @@ def _order(sched: Schedule, parts: list[_Part], instrs: list[_Instr]) -> None:
     while heap:
         _, iid = heapq.heappop(heap)
         ins = instrs[iid]
-        recv = next((p for p in ins.parts if p.role == "recv"), None)
-        send = next((p for p in ins.parts if p.role == "send"), None)
+        recv, send = ins.recv, ins.send
         if recv is not None:
             conn = (ins.recv_conn[0], recv.op.src.rank, ins.rank)
             if recv.op.op_id not in arrived or sent_no[recv.op.op_id] != fifo_next[conn]:

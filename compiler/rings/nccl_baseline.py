@@ -51,14 +51,16 @@ def _paths(start: int, end: int, members: list[int], reach: set[tuple[int, int]]
         return
     todo = set(members) - {start}
     path = [start]
+    ordered = sorted(members)
+    nbrs = {u: [v for v in ordered if (u, v) in reach] for u in ordered}
 
     def extend():
         if not todo:
             if path[-1] == end:
                 yield list(path)
             return
-        for nxt in sorted(todo):
-            if (path[-1], nxt) not in reach or (nxt == end and len(todo) > 1):
+        for nxt in nbrs[path[-1]]:
+            if nxt not in todo or (nxt == end and len(todo) > 1):
                 continue
             path.append(nxt)
             todo.discard(nxt)
