@@ -340,24 +340,24 @@ def _local_work(kind: StepKind, operands: int) -> float:
 
 
 #: The last programs' transmission tables (``_transmission_table``), by identity.
-_TABLES: dict[int, tuple[LoadedProgram, float, list]] = {}
+_TABLES: dict[int, tuple[tuple, float, list]] = {}
 
 
 def _transmission_table(loaded: LoadedProgram, local: float) -> list[list[list[tuple]]]:
     """Per rank, per threadblock: each transmission as the simulator reads it
     (sends, receives, count, deps, has_dep, flag, local seconds per byte).
     One program is simulated at several sizes: the table is kept for the last
-    few programs (the entry holds the program, so its id is not reused)."""
-    key = id(loaded)
+    few programs (the entry holds the threadblocks, so their id is not reused)."""
+    key = id(loaded.tbs)  # shared by the program run under another protocol
     hit = _TABLES.get(key)
-    if hit is not None and hit[0] is loaded and hit[1] == local:
+    if hit is not None and hit[0] is loaded.tbs and hit[1] == local:
         return hit[2]
     table = [[[(*_ENDS[t.kind], t.count, t.deps, t.has_dep, t.flag,
                 _local_work(t.kind, len(t.operands)) / local) for t in ftb.transmissions]
               for ftb in tbs] for tbs in loaded.tbs]
     if len(_TABLES) >= 4:
         del _TABLES[next(iter(_TABLES))]
-    _TABLES[key] = (loaded, local, table)
+    _TABLES[key] = (loaded.tbs, local, table)
     return table
 
 

@@ -43,33 +43,36 @@ def infer_dependencies(sched: Schedule) -> Schedule:
     new_ops: list[Op] = []
     alias = inplace_aliaser(sched.collective, sched.nchunks, sched.ngpus)
     for op in sched.ops:
+        me = op.op_id
+        reads = _keys(op.src, op.count, alias)
+        if op.operand is not None:
+            reads += _keys(op.operand, op.count, alias)
+        writes = _keys(op.dst, op.count, alias)
         deps = set(op.deps)
-        reads, writes = _chunks(op, alias)
-        for c in reads | writes:
-            if c in last_write:
-                deps.add(last_write[c])
-        for c in writes:
-            deps.update(readers.get(c, ()))
-        deps.discard(op.op_id)
         for c in reads:
-            readers.setdefault(c, []).append(op.op_id)
+            w = last_write.get(c)
+            if w is not None:
+                deps.add(w)
         for c in writes:
-            last_write[c] = op.op_id
+            w = last_write.get(c)
+            if w is not None:
+                deps.add(w)
+            earlier = readers.get(c)
+            if earlier:
+                deps.update(earlier)
+        deps.discard(me)
+        for c in reads:
+            readers.setdefault(c, []).append(me)
+        for c in writes:
+            last_write[c] = me
             readers[c] = []
-        new_ops.append(Op(op.op_id, op.kind, op.src, op.dst, op.count, op.operand,
+        new_ops.append(Op(me, op.kind, op.src, op.dst, op.count, op.operand,
                           tuple(sorted(deps)), op.channel))  # dataclasses.replace, 3x faster
     return dataclasses.replace(sched, ops=tuple(new_ops))
 
 
-def _chunks(op: Op, alias) -> tuple[set, set]:
-    n = op.count
-
-    def phys(slot: Slot) -> list[tuple[int, Buffer, int]]:
-        # aliasing shifts a buffer's indices by a constant: one call per range
-        b, i = alias(slot.rank, slot.buffer, slot.index)
-        return [(slot.rank, b, i)] if n == 1 else [(slot.rank, b, i + d) for d in range(n)]
-
-    reads = set(phys(op.src))
-    if op.operand is not None:
-        reads.update(phys(op.operand))
-    return reads, set(phys(op.dst))
+def _keys(slot: Slot, count: int, alias) -> list[tuple[int, Buffer, int]]:
+    """The physical chunks of ``count`` chunks from ``slot`` (in-place aliasing
+    shifts a buffer's indices by a constant: one alias call per range)."""
+    b, i = alias(slot.rank, slot.buffer, slot.index)
+    return [(slot.rank, b, i)] if count == 1 else [(slot.rank, b, i + d) for d in range(count)]
