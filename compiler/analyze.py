@@ -266,7 +266,7 @@ def analyze_topology(topo: Topology, *, algorithms: tuple[str, ...] = (),
     tasks = [(name, coll) for name in names for coll in colls
              if algorithms or builds(name, coll)]
     if estimate or problem is not None:  # not built: an estimate, or no file anyway
-        bounds = _bounds(topo)
+        bounds = _timed_bounds(topo, model, sizes, shown)
         estimator = _Estimator(topo, bounds)
         schedules = []
         for name, coll in tasks:
@@ -277,7 +277,7 @@ def analyze_topology(topo: Topology, *, algorithms: tuple[str, ...] = (),
     else:
         def one(task: tuple[str, Collective] | None) -> dict:
             if task is None:
-                return _bounds(topo)
+                return _timed_bounds(topo, model, sizes, shown)
             skip = None if algorithms else scale_skip(topo, task[0], budget)
             if skip is not None:  # what auto leaves out (--algorithm NAME builds it)
                 return {"algorithm": task[0], "collective": task[1].value, "error": skip}
@@ -295,9 +295,6 @@ def analyze_topology(topo: Topology, *, algorithms: tuple[str, ...] = (),
         schedules = [None] * len(tasks)
         for i, row in zip(order, done[1:], strict=True):
             schedules[i] = row
-    for coll, b in bounds.items():
-        if coll in shown:
-            b.update(_latency_bound(topo, model, b["algbw"], sizes))
     report = {"topology": topo.name, "ranks": topo.num_ranks, "machine": model.name,
               "sizes": list(sizes), "simulated": simulate, "search": bool(simulate and search),
               "estimated": estimate,
@@ -500,9 +497,22 @@ def _ranking_sizes(sizes: tuple[int, ...], most: int = 4) -> tuple[int, ...]:
     return tuple(sizes[round(i * step)] for i in range(most))
 
 
-def _latency_bound(topo: Topology, model, bw: float, sizes: tuple[int, ...]) -> dict:
-    """Hop bound in us, and the time/algbw bounds per size it gives with ``bw``."""
-    from colc.ir.core import Protocol
+def _timed_bounds(topo: Topology, model, sizes: tuple[int, ...], shown: set[str]) -> dict:
+    """``_bounds`` with, for each collective in ``shown``, the hop bound and the
+    time/algbw bounds per size (``_latency_bound``; the hop bound is the
+    same for every collective, so it is computed once)."""
+    bounds = _bounds(topo)
+    latency = _hop_bound(topo, model)
+    for coll, b in bounds.items():
+        if coll in shown:
+            b.update(_latency_bound(latency, b["algbw"], sizes))
+    return bounds
+
+
+def _hop_bound(topo: Topology, model) -> float:
+    """Least time in us for a message to cross the longest hop chain between
+    two ranks (the protocol with the least latency; sampled sources above
+    ``BUILD_UP_TO`` ranks)."""
     from colc.ir.routing import Router
 
     router = Router(topo)
@@ -513,11 +523,15 @@ def _latency_bound(topo: Topology, model, bw: float, sizes: tuple[int, ...]) -> 
     for a in range(0, n, step):
         hops = _hop_latencies(topo, router, a, lat)
         worst = max([worst, *hops.values()])
-    latency = lat.base + worst
+    return lat.base + worst
+
+
+def _latency_bound(latency: float, bw: float, sizes: tuple[int, ...]) -> dict:
+    """Hop bound ``latency`` in us, and the time/algbw bounds per size it gives
+    with ``bw``."""
     by_size = [{"size": s, "time_us": round(max(latency, s / (bw * 1000) if bw else 0), 2),
                 "algbw": round(s / max(latency, s / (bw * 1000) if bw else 1e-9) / 1000, 3)}
                for s in sizes]
-    _ = Protocol
     return {"latency_us": round(latency, 2), "by_size": by_size}
 
 
