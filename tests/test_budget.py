@@ -141,3 +141,32 @@ def test_auto_leaves_out_what_cannot_fit_before_building_it() -> None:
         v.algorithm for v in variants(small)}
     forced = Compiler(dgx_a100(64), CompileOptions(algorithm="trees"))
     assert {v.algorithm for v in variants(forced)} == {"trees"}
+
+
+@pytest.mark.parametrize("algorithm, coll", [("trees", Collective.ALLREDUCE),
+                                             ("hier", Collective.ALLGATHER),
+                                             ("ring", Collective.REDUCESCATTER)])
+@pytest.mark.parametrize("pair", [False, True])
+def test_unfused_threadblocks_follow_from_the_channels(algorithm, coll, pair) -> None:
+    """The early refusal of an unfused lowering (``_unfused_steps``, counted
+    from the ops' channels) sees the threadblocks and steps per threadblock
+    that building the steps and assigning them gives."""
+    from collections import Counter
+
+    from colc.compiler.lowering import lower_to_program as lowering
+
+    compiler = Compiler(dgx_a100(2), CompileOptions(algorithm=algorithm, collective=coll,
+                                                    prove=False))
+    v = variants(compiler)[0]
+    sched = compiler.schedule(v.algorithm, v.chunks, v.budget)
+    hints = sorted({op.channel for op in sched.ops})
+    channels = [hints.index(op.channel) + len(hints) * (op.op_id % 2) for op in sched.ops]
+    parts, readers = lowering._analysis(sched, hazards=False)
+    instrs = lowering._fuse(parts, readers, lambda op: channels[op.op_id], False)
+    by_rank = lowering._group_by_rank(sched.ngpus, instrs)
+    for rank_instrs in by_rank:
+        lowering._assign_threadblocks(rank_instrs, pair)
+    built = [sorted(Counter(i.tb for i in rank_instrs).values()) for rank_instrs in by_rank]
+    counted = [sorted(s) for s in lowering._unfused_steps(sched, channels, pair)]
+    assert counted == built
+    assert max(len(s) for s in built) > 1

@@ -237,13 +237,20 @@ def _lower_once(sched: Schedule, opts: LoweringOptions, depth: list[int], phase_
     def channel(op: Op) -> int:
         return channels[op.op_id]
 
+    if not opts.fuse:  # the threadblocks follow from the channels alone
+        nchannels = max(channels, default=0) + 1
+        early = _early_problem(_unfused_steps(sched, channels, opts.pair_connections),
+                               nchannels, opts)
+        if early is not None:  # building the steps would be wasted
+            return nchannels, None, early
     parts, readers = _analysis(sched, hazards=opts.fuse)  # fusing reads the hazards
     instrs = _fuse(parts, readers, channel, opts.fuse)
     by_rank = _group_by_rank(sched.ngpus, instrs)
     for rank_instrs in by_rank:
         _assign_threadblocks(rank_instrs, opts.pair_connections)
     nchannels = max((_instr_channel(i) for i in instrs), default=0) + 1
-    early = _early_problem(by_rank, nchannels, opts)
+    early = _early_problem([Counter(i.tb for i in instrs).values() for instrs in by_rank],
+                           nchannels, opts)
     if early is not None:  # ordering and printing would be wasted
         return nchannels, None, early
     parts, _ = _analysis(sched)
@@ -257,19 +264,49 @@ def _instr_channel(ins: _Instr) -> int:
     return conn[0] if conn else ins.local_ch
 
 
-def _early_problem(by_rank: list[list[_Instr]], nchannels: int,
-                   opts: LoweringOptions) -> str | None:
+def _unfused_steps(sched: Schedule, channels: list[int], pair: bool) -> list[list[int]]:
+    """Per rank, the steps of each threadblock an unfused lowering gives
+    (``_assign_threadblocks`` without fused pairs: a threadblock per send
+    and per receive connection, or with ``pair`` one serving the k-th of each
+    on a channel, plus one per local channel), from the ops' channels."""
+    send = [Counter() for _ in range(sched.ngpus)]
+    recv = [Counter() for _ in range(sched.ngpus)]
+    local = [Counter() for _ in range(sched.ngpus)]
+    for op in sched.ops:
+        ch = channels[op.op_id]
+        a, b = op.src.rank, op.dst.rank
+        if a != b:
+            send[a][(ch, b)] += 1
+            recv[b][(ch, a)] += 1
+        else:
+            local[b][ch] += 1
+    out = []
+    for r in range(sched.ngpus):
+        steps = list(local[r].values())
+        if not pair:
+            out.append(steps + list(send[r].values()) + list(recv[r].values()))
+            continue
+        for ch in sorted({c for c, _ in send[r]} | {c for c, _ in recv[r]}):
+            sends = [n for (c, _), n in sorted(send[r].items()) if c == ch]
+            recvs = [n for (c, _), n in sorted(recv[r].items()) if c == ch]
+            steps += [(sends[k] if k < len(sends) else 0) + (recvs[k] if k < len(recvs) else 0)
+                      for k in range(max(len(sends), len(recvs)))]
+        out.append(steps)
+    return out
+
+
+def _early_problem(by_rank: list, nchannels: int, opts: LoweringOptions) -> str | None:
     """A limit broken before steps are ordered: channels, threadblocks per rank, or
-    steps per threadblock (nops only add steps).  Worded as ``_limit_problem``."""
+    steps per threadblock (nops only add steps), given each rank's steps per
+    threadblock.  Worded as ``_limit_problem``."""
     problem = _channels_problem(nchannels, opts)
     if problem is not None:
         return problem
-    for rank, instrs in enumerate(by_rank):
-        steps = Counter(i.tb for i in instrs)
+    for rank, steps in enumerate(by_rank):
         problem = _threadblocks_problem(rank, len(steps), opts)
         if problem is not None:
             return problem
-        longest = max(steps.values(), default=0)
+        longest = max(steps, default=0)
         if longest > MAX_STEPS:
             return (f"rank {rank} has a threadblock of at least {longest} "
                     f"{_STEPS_PROBLEM} {MAX_STEPS}")
