@@ -223,8 +223,11 @@ def balance_lanes(sched: Schedule, plan: LanePlan, *, size: int = 1 << 30,
     ready = [0.0] * len(ops)
     start = [0.0] * len(ops)
     lane_of = [0] * len(ops)
-    free: dict[tuple, float] = defaultdict(float)
-    count: dict[tuple, int] = defaultdict(int)
+    # per pair (per rank for local ops): each lane's free time and op count
+    free = {pair: [0.0] * n for pair, n in plan.lanes.items()}
+    count = {pair: [0] * n for pair, n in plan.lanes.items()}
+    local_free: dict[int, list[float]] = {}
+    local_count: dict[int, list[int]] = {}
     arrived: dict[tuple[int, object, int], int] = {}
     tail = _tails(ops, users, plan, chunk) if urgency else [0.0] * len(ops)
     heap = [(-urgency * tail[op.op_id], op.op_id) for op in ops if not op.deps]
@@ -233,29 +236,34 @@ def balance_lanes(sched: Schedule, plan: LanePlan, *, size: int = 1 << 30,
         _, i = heapq.heappop(heap)
         t = ready[i]
         op = ops[i]
-        if op.is_transfer:
-            pair = (op.src.rank, op.dst.rank)
-            lane = _lane(pair, plan.lanes[pair], op, t, free, count, arrived)
-            key: tuple = (*pair, lane)
-            begin = max(t, free[key])
+        src, dst = op.src, op.dst
+        if src.rank != dst.rank:
+            pair = (src.rank, dst.rank)
+            lanes_free, lanes_count = free[pair], count[pair]
+            lane = _lane(lanes_free, lanes_count, t,
+                         arrived.get((src.rank, src.buffer, src.index)))
+            begin = max(t, lanes_free[lane])
             end = begin + op.count * chunk / (plan.lane_rate[pair] * 1000.0)
-            free[key] = end
-            count[key] += 1
+            lanes_free[lane] = end
+            lanes_count[lane] += 1
             done = end + plan.hop[pair]
-            arrived[(op.dst.rank, op.dst.buffer, op.dst.index)] = lane
+            arrived[(dst.rank, dst.buffer, dst.index)] = lane
         else:
-            r = op.dst.rank
+            r = dst.rank
             n = plan.local_lanes.get(r, 1)
-            lanes = [k for k in range(n) if count[("local", r, k)] < LOCAL_STEP_BUDGET] or range(n)
-            lane = min(lanes, key=lambda k: (max(t, free[("local", r, k)]), k))
-            key = ("local", r, lane)
-            begin = max(t, free[key])
+            if r not in local_free:
+                local_free[r], local_count[r] = [0.0] * n, [0] * n
+            lanes_free, lanes_count = local_free[r], local_count[r]
+            lanes = [k for k in range(n) if lanes_count[k] < LOCAL_STEP_BUDGET] or range(n)
+            lane = min(lanes, key=lambda k: (max(t, lanes_free[k]), k))
+            begin = max(t, lanes_free[lane])
             work = 1.5 if op.kind is OpKind.REDUCE else 1.0
-            done = free[key] = begin + work * op.count * chunk / (plan.local_rate * 1000.0)
-            count[key] += 1
+            done = lanes_free[lane] = begin + work * op.count * chunk / (plan.local_rate * 1000.0)
+            lanes_count[lane] += 1
         start[i], lane_of[i] = begin, lane
         for u in users[i]:
-            ready[u] = max(ready[u], done)
+            if ready[u] < done:
+                ready[u] = done
             waiting[u] -= 1
             if waiting[u] == 0:
                 heapq.heappush(heap, (ready[u] - urgency * tail[u], u))
@@ -281,18 +289,17 @@ def _tails(ops: list[Op], users: dict[int, list[int]], plan: LanePlan,
     return tail
 
 
-def _lane(pair: tuple[int, int], n: int, op: Op, t: float, free: dict, count: dict,
-          arrived: dict) -> int:
-    """The lane of ``pair`` where ``op`` starts first (its arrival lane on ties;
-    lanes with ``STEP_BUDGET`` ops only when every lane has them)."""
+def _lane(free: list[float], count: list[int], t: float, came: int | None) -> int:
+    """The lane where an op ready at ``t`` starts first (``came``, the lane its
+    chunk arrived on, on ties; then the fewest ops, then the lowest index);
+    lanes with ``STEP_BUDGET`` ops only when every lane has them."""
+    n = len(free)
     if n == 1:
         return 0
-    came = arrived.get((op.src.rank, op.src.buffer, op.src.index))
-    a, b = pair
     best = full = None
     for k in range(n):
-        c = count.get((a, b, k), 0)
-        f = free.get((a, b, k), 0.0)
+        f = free[k]
+        c = count[k]
         cand = (f if f > t else t, k != came, c, k)
         if c < STEP_BUDGET:
             if best is None or cand < best:
