@@ -23,7 +23,9 @@ Algorithm (runtime notes sections 3, 4.3, 4.4, 6.2-6.4):
    threadblock.
 4. *Threadblocks*: connections joined by fusion form one threadblock;
    leftover send-only and receive-only connections of a channel are paired;
-   local copies/reductions get one local threadblock.
+   local copies/reductions get one local threadblock.  Without fusion the
+   threadblocks follow from the ops' channels alone, so an unfused attempt
+   counts them first (``_unfused_steps``) and stops when they break a limit.
 5. *Order*: a list simulation with unbounded FIFOs in program-order priority
    gives one global execution; every threadblock lists its steps in that
    order, which also makes every connection FIFO-consistent.
@@ -196,22 +198,28 @@ def _transfer_depth(sched: Schedule) -> list[int]:
     return depth
 
 
-#: The last schedule's parts, hazards and value readers: they depend on the
-#: schedule only, so phase attempts and lowering strategies share them.
+#: The last schedule's parts, whether their hazards are set, and their value
+#: readers: they depend on the schedule only, so phase attempts and lowering
+#: strategies share them.
 _LAST: list[list] = []
 
 
-def _analysis(sched: Schedule, hazards: bool = True) -> tuple[list[_Part], dict | None]:
-    """The parts of ``sched`` and, with ``hazards``, their dependencies (set on
-    the parts) and value readers (None without).  Unfused attempts need the
-    hazards only once they fit the limits: most of the cost of a refusal."""
+def _analysis(sched: Schedule, hazards: bool = True,
+              readers: bool = False) -> tuple[list[_Part], dict | None]:
+    """The parts of ``sched``, with ``hazards`` their dependencies (set on the
+    parts), and with ``readers`` their value readers as well (else None).
+    Unfused attempts need the hazards only once they fit the limits (most of
+    the cost of a refusal) and never the value readers (only fusion reads
+    them)."""
     if not (_LAST and _LAST[0][0] is sched):
-        _LAST[:] = [[sched, _split(sched), None]]
+        _LAST[:] = [[sched, _split(sched), False, None]]
     entry = _LAST[0]
-    if hazards and entry[2] is None:
+    if (hazards or readers) and not entry[2]:
         _hazards(sched, entry[1])
-        entry[2] = _value_readers(sched, entry[1])
-    return entry[1], entry[2]
+        entry[2] = True
+    if readers and entry[3] is None:
+        entry[3] = _value_readers(sched, entry[1])
+    return entry[1], entry[3]
 
 
 def _lower_once(sched: Schedule, opts: LoweringOptions, depth: list[int], phase_len: int,
@@ -243,7 +251,7 @@ def _lower_once(sched: Schedule, opts: LoweringOptions, depth: list[int], phase_
                                nchannels, opts)
         if early is not None:  # building the steps would be wasted
             return nchannels, None, early
-    parts, readers = _analysis(sched, hazards=opts.fuse)  # fusing reads the hazards
+    parts, readers = _analysis(sched, hazards=opts.fuse, readers=opts.fuse)  # fusion reads both
     instrs = _fuse(parts, readers, channel, opts.fuse)
     by_rank = _group_by_rank(sched.ngpus, instrs)
     for rank_instrs in by_rank:
@@ -696,11 +704,12 @@ def _build_program(sched: Schedule, opts: LoweringOptions,
     ranks = []
     nchannels = 1
     ext = buffer_extents(sched.collective, sched.nchunks, sched.ngpus)
+    scratch = _scratch_used(sched)
     for r, instrs in enumerate(by_rank):
         tbs = _rank_threadblocks(instrs)
         nchannels = max([nchannels] + [tb.channel + 1 for tb in tbs])
-        ranks.append(RankProgram(r, ext[Buffer.INPUT], ext[Buffer.OUTPUT],
-                                 _scratch_used(instrs), tuple(tbs)))
+        ranks.append(RankProgram(r, ext[Buffer.INPUT], ext[Buffer.OUTPUT], scratch[r],
+                                 tuple(tbs)))
     return Program(
         name=opts.name, collective=sched.collective, protocol=opts.protocol,
         nchannels=nchannels, nchunks=sched.nchunks, ngpus=sched.ngpus,
@@ -708,13 +717,14 @@ def _build_program(sched: Schedule, opts: LoweringOptions,
         min_bytes=opts.min_bytes, max_bytes=opts.max_bytes, ranks=tuple(ranks))
 
 
-def _scratch_used(instrs: list[_Instr]) -> int:
-    used = 0
-    for ins in instrs:
-        for p in ins.parts:
-            for slot in (p.op.src, p.op.dst, p.op.operand):
-                if slot is not None and slot.rank == ins.rank and slot.buffer is Buffer.SCRATCH:
-                    used = max(used, slot.index + p.op.count)
+def _scratch_used(sched: Schedule) -> list[int]:
+    """Scratch chunks each rank uses: past the last one any slot of an op names
+    on it (every slot lives on its own rank's part of the op)."""
+    used = [0] * sched.ngpus
+    for op in sched.ops:
+        for slot in (op.src, op.dst, op.operand):
+            if slot is not None and slot.buffer is Buffer.SCRATCH:
+                used[slot.rank] = max(used[slot.rank], slot.index + op.count)
     return used
 
 
