@@ -580,9 +580,11 @@ class _Simulation:
             t, _, fn, arg = heapq.heappop(heap)
             eng.now = t
             fn(arg)
-        # The last credits become visible after every threadblock is done;
-        # the makespan includes them (as the calibration of the model does).
-        eng.now = max([eng.now, *(f.credits[-1] for f in self.fifos.values() if f.credits)])
+        # The last credits (and slices nobody receives) become visible after
+        # every threadblock is done; the makespan includes them, as when they
+        # were events (the model's calibration counted them).
+        eng.now = max([eng.now, *(q[-1] for f in self.fifos.values()
+                                  for q in (f.credits, f.arrivals) if q)])
         stuck = [tb for tb in self.tbs if not tb.done]
         if stuck:
             tb = stuck[0]

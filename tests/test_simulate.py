@@ -212,3 +212,31 @@ def test_flow_remainder_below_clock_resolution_finishes() -> None:
     flow.t, flow.rate, flow.rem = eng.now, 1e12, 0.5  # 5e-13 us left: below resolution
     eng._finish_flow((flow, flow.ver))
     assert finished == [True] and not eng.heap and not link.flows
+
+
+def test_a_slice_nobody_receives_still_lands_before_the_call_ends() -> None:
+    """Arrivals are read lazily; one that no receive consumes (a file with an
+    extra send) still counts in the call's time, as its landing did when it
+    was an event."""
+    from pathlib import Path
+
+    from colc.backends.msccl_reader import read_msccl
+    from colc.cli import load_any_topology
+    from colc.ir.runtime_model import model_for
+
+    repo = Path(__file__).resolve().parent.parent
+    text = (repo / "golden" / "msccl" / "ring4-alltoall-direct.xml").read_text()
+    last = '<step s="1" type="r" srcbuf="i" srcoff="0" dstbuf="o" dstoff="1" cnt="1" ' \
+           'depid="-1" deps="-1" hasdep="0"/>'
+    extra = '<step s="2" type="s" srcbuf="i" srcoff="1" dstbuf="o" dstoff="0" cnt="1" ' \
+            'depid="-1" deps="-1" hasdep="0"/>'
+    assert text.count(last) >= 1
+    longer = text.replace(last, last + "\n      " + extra, 1)
+    topo = load_any_topology(str(repo / "examples" / "ring-4.yaml"))
+    model = model_for(topo)
+    base, more = read_msccl(text, "base"), read_msccl(longer, "extra")
+    assert more.runnable and not more.loaded.diagnostics
+    for size in (1 << 10, 1 << 16):
+        t0 = simulate(base.program, topo, model, size).time_us
+        t1 = simulate(more.program, topo, model, size).time_us
+        assert t1 > t0
