@@ -44,10 +44,10 @@ def infer_dependencies(sched: Schedule) -> Schedule:
     alias = inplace_aliaser(sched.collective, sched.nchunks, sched.ngpus)
     for op in sched.ops:
         me = op.op_id
-        reads = _keys(op.src, op.count, alias)
+        reads = chunk_keys(op.src, op.count, alias)
         if op.operand is not None:
-            reads += _keys(op.operand, op.count, alias)
-        writes = _keys(op.dst, op.count, alias)
+            reads += chunk_keys(op.operand, op.count, alias)
+        writes = chunk_keys(op.dst, op.count, alias)
         deps = set(op.deps)
         for c in reads:
             w = last_write.get(c)
@@ -71,8 +71,10 @@ def infer_dependencies(sched: Schedule) -> Schedule:
     return dataclasses.replace(sched, ops=tuple(new_ops))
 
 
-def _keys(slot: Slot, count: int, alias) -> list[tuple[int, Buffer, int]]:
-    """The physical chunks of ``count`` chunks from ``slot`` (in-place aliasing
-    shifts a buffer's indices by a constant: one alias call per range)."""
-    b, i = alias(slot.rank, slot.buffer, slot.index)
+def chunk_keys(slot: Slot, count: int, alias) -> list[tuple[int, Buffer, int]]:
+    """``(rank, buffer, index)`` of the ``count`` chunks from ``slot`` where they
+    live: through ``alias`` (an ``inplace_aliaser``: it shifts a buffer's
+    indices by a constant, so one call per range), or as named when None."""
+    b, i = (slot.buffer, slot.index) if alias is None else alias(slot.rank, slot.buffer,
+                                                                    slot.index)
     return [(slot.rank, b, i)] if count == 1 else [(slot.rank, b, i + d) for d in range(count)]

@@ -54,6 +54,7 @@ import heapq
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
+from colc.compiler.lowering.infer_dependencies import chunk_keys
 from colc.errors import InfeasibleError, InternalError
 from colc.ir.chunks import Op, OpKind, Schedule
 from colc.ir.core import Buffer, Collective, Protocol, buffer_extents, inplace_aliaser
@@ -294,11 +295,15 @@ def _unfused_steps(sched: Schedule, channels: list[int], pair: bool) -> list[lis
         if not pair:
             out.append(steps + list(send[r].values()) + list(recv[r].values()))
             continue
-        for ch in sorted({c for c, _ in send[r]} | {c for c, _ in recv[r]}):
-            sends = [n for (c, _), n in sorted(send[r].items()) if c == ch]
-            recvs = [n for (c, _), n in sorted(recv[r].items()) if c == ch]
-            steps += [(sends[k] if k < len(sends) else 0) + (recvs[k] if k < len(recvs) else 0)
-                      for k in range(max(len(sends), len(recvs)))]
+        sends, recvs = defaultdict(list), defaultdict(list)  # channel -> steps, by peer
+        for (c, _), n in sorted(send[r].items()):
+            sends[c].append(n)
+        for (c, _), n in sorted(recv[r].items()):
+            recvs[c].append(n)
+        for ch in sorted(sends.keys() | recvs.keys()):
+            s, v = sends[ch], recvs[ch]
+            steps += [(s[k] if k < len(s) else 0) + (v[k] if k < len(v) else 0)
+                      for k in range(max(len(s), len(v)))]
         out.append(steps)
     return out
 
@@ -410,24 +415,16 @@ def _split(sched: Schedule) -> list[_Part]:
 
 
 def _part_chunks(part: _Part, alias) -> tuple[list, list]:
-    """``(reads, writes)`` of ``part`` as ``(rank, buffer, index)`` keys; ``alias``
-    maps a slot's ``(rank, buffer, index)`` to where it lives (an
-    ``inplace_aliaser``, or None for separate buffers)."""
+    """``(reads, writes)`` of ``part`` as ``(rank, buffer, index)`` keys
+    (``chunk_keys``; every slot a part touches is on its rank)."""
     op = part.op
-    rank, n = part.rank, op.count
-
-    def keys(slot) -> list:
-        b, i = (slot.buffer, slot.index) if alias is None else alias(rank, slot.buffer,
-                                                                        slot.index)
-        # aliasing shifts a buffer's indices by a constant: one call per range
-        return [(rank, b, i)] if n == 1 else [(rank, b, i + d) for d in range(n)]
-
+    n = op.count
     if part.role == "send":
-        return keys(op.src), []
-    reads = keys(op.operand) if op.operand is not None else []
+        return chunk_keys(op.src, n, alias), []
+    reads = chunk_keys(op.operand, n, alias) if op.operand is not None else []
     if part.role == "local":
-        reads += keys(op.src)
-    return reads, keys(op.dst)
+        reads += chunk_keys(op.src, n, alias)
+    return reads, chunk_keys(op.dst, n, alias)
 
 
 def _hazards(sched: Schedule, parts: list[_Part]) -> None:
