@@ -306,11 +306,17 @@ def analyze_topology(topo: Topology, *, algorithms: tuple[str, ...] = (),
     return report
 
 
-def _cost_rank(name: str, coll: Collective) -> tuple[int, int, str]:
-    """Sort key putting the rows that usually take longest first (allreduce,
-    then the tree algorithms)."""
-    return (coll is not Collective.ALLREDUCE, name not in ("trees", "hier", "nccl-rings"),
-            name + coll.value)
+#: Rough relative cost of one row per algorithm (lowering and simulating its
+#: representative file on two boxes); rows run costliest first so that the
+#: processes end together (the cheap ring rows fill the gaps at the end).
+_ROW_COST = {"trees": 6, "nccl-rings": 4, "rings2d": 3, "hier": 2, "ring": 1}
+
+
+def _cost_rank(name: str, coll: Collective) -> tuple[float, str, str]:
+    """Sort key putting the rows that usually take longest first (the tree
+    and ring-of-channels algorithms; an allreduce costs more than its halves)."""
+    weight = _ROW_COST.get(name, 0) * (1.5 if coll is Collective.ALLREDUCE else 1.0)
+    return (-weight, name, coll.value)
 
 
 def _row(topo: Topology, name: str, coll: Collective, *, sizes: tuple[int, ...],
