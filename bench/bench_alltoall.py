@@ -19,8 +19,9 @@ algbw (the throughput its traffic implies) and simulated algbw at 1 GiB
 against the LP's ``N f``.
 
 Table 3.4 (seed 001): LP (A.1) with unit links on the generalized Kautz graph
-Pi_{4,1024} and on L^3(C(16,{3,4})), 4.2 million columns each (HiGHS's PDLP,
-``mcf.PDLP_MAX_COLUMNS``), one child process each, side by side: f, the
+Pi_{4,1024} (4.2 million columns: HiGHS's PDLP, ``mcf.PDLP_MAX_COLUMNS``) and
+on L^3(C(16,{3,4})) (32 rank classes under its automorphisms: 131k columns,
+interior point, about a minute), one child process each, side by side: f, the
 all-to-all time of 1 MB per node at 100 Gbps ((M/B) d / (N f)) against the
 seed's 409.1 and 403.5 us, wall time and peak memory.
 """

@@ -18,7 +18,13 @@ graphs) need one source: the LP is invariant under the fabric's
 automorphisms, so some optimal solution is too, and with ``pi_s`` an
 automorphism taking rank 0 to ``s`` it is ``y[s, e] = y[0, pi_s^-1(e)]``; the
 LP keeps source 0's flow, its conservation rows and one capacity row per link
-summing the translates (``E`` columns instead of ``N E``).  Other fabrics
+summing the translates (``E`` columns instead of ``N E``).  Fabrics of
+ranks whose numbering hides their automorphisms (line-graph expansions,
+generalized Kautz graphs) are searched for them past ``SYMMETRY_COLUMNS``
+(``fabric_symmetry.rank_classes``): one source per class of ranks that
+automorphisms join, the others translates of their class's representative
+(``K E`` columns for ``K`` classes; L^3(C(16,{3,4})): 32 classes, the LP in
+under a minute by the interior point method).  Other fabrics
 solve the whole LP: by the simplex up to ``MAX_FULL_COLUMNS`` columns, by
 HiGHS's first-order PDLP (matrix-vector products, relative gap ``PDLP_GAP``)
 up to ``PDLP_MAX_COLUMNS`` (Table 3.4's 1024-rank graphs of degree 4: 4.2
@@ -34,20 +40,22 @@ Input invariant: a validated ``Topology`` whose ranks reach each other.
 Output invariant: an ``McfResult`` whose flows meet the LP's constraints
 (checked by ``check_flows`` in the tests).
 
-Complexity: one HiGHS LP of ``E`` (symmetric) or ``N E`` columns (the whole
+Complexity: one HiGHS LP of ``E`` (symmetric), ``K E`` (``K`` rank classes;
+the capacity rows built from ``N E`` entries) or ``N E`` columns (the whole
 LP's matrix built with numpy, ``3 N E`` entries).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from dataclasses import dataclass
 from fractions import Fraction
 
 import numpy as np
 
-from colc.errors import ColcError, InfeasibleError
+from colc.errors import ColcError, InfeasibleError, InternalError
 from colc.ir.topology import Topology
 
 #: Columns above which the full LP is solved by HiGHS's first-order PDLP instead
@@ -63,6 +71,13 @@ PDLP_MAX_COLUMNS = 8_000_000
 #: Scaling the LP so that f is near 1 with looser tolerances ran over 13
 #: minutes without converging.
 PDLP_GAP = 1e-5
+#: Columns of the whole LP above which a fabric without family translations
+#: is searched for automorphisms (``fabric_classes``; a second at 1024 ranks)
+#: and solved with one source per rank class.
+SYMMETRY_COLUMNS = 200_000
+#: The class LP is used when its distinct capacity rows are at most one per
+#: this many links (L^3(C(16,{3,4})): 128 rows for 4096 links).
+CLASS_ROWS_PER_LINK = 8
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,12 +97,17 @@ class McfResult:
         Per edge, as solved.
     flows : dict
         Source rank -> ``numpy`` array of its flow per edge (every source when
-        ``symmetric`` is False; else source 0 only, the others its translates).
+        ``translates`` is None; else the representatives only, the others
+        their translates).
     translates : tuple of tuple of int or None
-        For a symmetric solve, ``translates[s][e]``: the edge of source 0 that
-        carries source ``s``'s flow on edge ``e`` (``pi_s^-1(e)``).
+        For a symmetric solve, ``translates[s][e]``: the edge of the
+        representative of ``s`` that carries source ``s``'s flow on edge
+        ``e`` (``pi_s^-1(e)``).
     method : str
-        ``"symmetric LP"`` or ``"LP"``.
+        ``"symmetric LP"``, ``"LP over K rank classes"`` or ``"LP"`` (and how).
+    reps : tuple of int or None
+        With ``translates``: per source, its representative (None: rank 0
+        for every source, a vertex-transitive fabric).
     """
 
     f: float
@@ -97,6 +117,7 @@ class McfResult:
     flows: dict[int, np.ndarray]
     translates: tuple[tuple[int, ...], ...] | None
     method: str
+    reps: tuple[int, ...] | None = None
 
     @property
     def ranks(self) -> int:
@@ -107,7 +128,14 @@ class McfResult:
         """Flow of ``source`` on every edge."""
         if self.translates is None:
             return self.flows[source]
-        return self.flows[0][np.asarray(self.translates[source])]
+        return self.flows[self.rep(source)][np.asarray(self.translates[source])]
+
+    def rep(self, source: int) -> int:
+        """The source whose flow ``source``'s is a translate of (itself without
+        symmetry)."""
+        if self.translates is None:
+            return source
+        return 0 if self.reps is None else self.reps[source]
 
     def algbw(self) -> float:
         """All-to-all algbw (GB/s) this rate allows: ``N f``."""
@@ -156,13 +184,19 @@ def alltoall_mcf(topo: Topology, unit: bool = False, shortest: bool = False) -> 
     n = topo.num_ranks
     _check_reach(topo, nodes, edges)
     perms = rank_translations(topo)
-    if perms is None and n * len(edges) > PDLP_MAX_COLUMNS:
+    classes = fabric_classes(topo) if perms is None else None
+    columns = lp_columns(topo)
+    if columns > PDLP_MAX_COLUMNS:
         raise InfeasibleError(
-            f"the all-to-all LP of {topo.name} has {n * len(edges)} columns (no symmetry "
+            f"the all-to-all LP of {topo.name} has {columns} columns (too little symmetry "
             f"found), more than the {PDLP_MAX_COLUMNS} solved here")
     allowed = _shortest_edges(nodes, edges, n) if shortest else None
-    res = (_symmetric(nodes, edges, capacity, n, perms, allowed) if perms is not None
-           else _full(nodes, edges, capacity, n, allowed))
+    if perms is not None:
+        res = _symmetric(nodes, edges, capacity, n, perms, allowed)
+    elif classes is not None:
+        res = _class_lp(nodes, edges, capacity, n, classes, allowed)
+    else:
+        res = _full(nodes, edges, capacity, n, allowed)
     if shortest:
         res = dataclasses.replace(res, method=res.method + " on shortest paths")
     return _canonical(res)
@@ -194,9 +228,8 @@ def _canonical(res: McfResult) -> McfResult:
     its shortest paths, if that reaches ``f`` (tori, hypercubes, circulants,
     complete graphs; a file's bytes then do not change with the HiGHS
     release).  Otherwise the solver's flow."""
-    sources = [0] if res.translates is not None else list(range(res.ranks))
-    split = {s: _shortest_path_split(res, s) for s in sources}
-    total = (sum(split[0][np.asarray(t)] for t in res.translates)
+    split = {s: _shortest_path_split(res, s) for s in sorted(res.flows)}
+    total = (sum(split[res.rep(s)][np.asarray(t)] for s, t in enumerate(res.translates))
              if res.translates is not None else sum(split.values()))
     cap = np.asarray(res.capacity)
     used = total > 0
@@ -205,7 +238,7 @@ def _canonical(res: McfResult) -> McfResult:
         return res
     flows = {s: y * res.f for s, y in split.items()}
     return McfResult(res.f, res.nodes, res.edges, res.capacity, flows, res.translates,
-                     res.method + ", even shortest paths")
+                     res.method + ", even shortest paths", res.reps)
 
 
 def _shortest_path_split(res: McfResult, s: int) -> np.ndarray:
@@ -277,9 +310,12 @@ def _solve(cols_rows: list[np.ndarray], cols_vals: list[np.ndarray],
 
 def _solve_csc(start: np.ndarray, index: np.ndarray, value: np.ndarray, row_lo: np.ndarray,
                row_hi: np.ndarray, cost: np.ndarray, off: np.ndarray | None = None,
-               first_order: bool = False) -> np.ndarray:
+               first_order: bool = False, interior: bool = False) -> np.ndarray:
     """``_solve`` on a column-compressed matrix; ``first_order``: HiGHS's PDLP
-    (matrix-vector products only: LPs too large for the simplex on two cores)."""
+    (matrix-vector products only: LPs too large for the simplex on two cores);
+    ``interior``: HiGHS's interior point method, then crossover to a vertex
+    (the class LP of a 1024-rank line graph: 54 s against the simplex's 14
+    minutes)."""
     import highspy
 
     from colc.compiler.highs_solver import new_highs
@@ -304,6 +340,9 @@ def _solve_csc(start: np.ndarray, index: np.ndarray, value: np.ndarray, row_lo: 
     if first_order:
         h.setOptionValue("solver", "pdlp")
         h.setOptionValue("pdlp_d_gap_tol", PDLP_GAP)
+    elif interior:
+        h.setOptionValue("solver", "ipm")
+        h.setOptionValue("run_crossover", "on")
     h.passModel(lp)
     h.run()
     if h.getModelStatus() != highspy.HighsModelStatus.kOptimal:
@@ -413,6 +452,116 @@ def _symmetric(nodes, edges, capacity, n: int, perms: list[list[int]],
                      tuple(translates), "symmetric LP")
 
 
+def _class_lp(nodes, edges, capacity, n: int, classes,
+              allowed: np.ndarray | None = None) -> McfResult:
+    """One source per rank class (``fabric_symmetry.rank_classes``): source
+    ``s``'s flow is its representative's carried by ``perm[s]``.  The capacity
+    row of a link sums every source's translate; identical rows (the links of
+    one orbit, when the automorphisms act freely) are kept once, with the
+    least capacity.  Interior point (and crossover) up to ``MAX_FULL_COLUMNS``
+    columns, PDLP above."""
+    from scipy.sparse import coo_matrix
+
+    m, k, v = len(edges), len(classes.reps), len(nodes)
+    us = np.array([a for a, _ in edges], dtype=np.int64)
+    vs = np.array([b for _, b in edges], dtype=np.int64)
+    translates, rows_cols, row_of = _capacity_rows(edges, n, classes)
+    nr = len(rows_cols)
+    cap = np.full(nr, np.inf)
+    np.minimum.at(cap, row_of, np.asarray(capacity, dtype=float))
+    entries_r = [np.repeat(np.arange(nr), n)]
+    entries_c = [rows_cols.reshape(-1)]
+    entries_v = [np.ones(nr * n)]
+    # conservation: per class, a row for every node but its representative
+    for j, o in enumerate(classes.reps):
+        def row(u: np.ndarray, o: int = o, j: int = j) -> np.ndarray:
+            return nr + j * (v - 1) + np.where(u < o, u, u - 1)
+        cols = j * m + np.arange(m)
+        head, tail = vs != o, us != o
+        entries_r += [row(vs[head]), row(us[tail])]
+        entries_c += [cols[head], cols[tail]]
+        entries_v += [np.ones(int(head.sum())), -np.ones(int(tail.sum()))]
+        ranks = np.array([u for u in range(n) if u != o], dtype=np.int64)
+        entries_r.append(row(ranks))
+        entries_c.append(np.full(len(ranks), k * m))
+        entries_v.append(-np.ones(len(ranks)))
+    nrow = nr + k * (v - 1)
+    a = coo_matrix((np.concatenate(entries_v),
+                    (np.concatenate(entries_r), np.concatenate(entries_c))),
+                   shape=(nrow, k * m + 1)).tocsc()
+    a.sum_duplicates()
+    row_lo = np.concatenate((np.full(nr, -np.inf), np.zeros(nrow - nr)))
+    row_hi = np.concatenate((cap, np.full(nrow - nr, np.inf)))
+    cost = np.zeros(k * m + 1)
+    cost[-1] = 1.0
+    off = None if allowed is None else np.flatnonzero(
+        ~allowed[np.asarray(classes.reps)].reshape(-1))
+    first_order = k * m > MAX_FULL_COLUMNS
+    x = _solve_csc(a.indptr.astype(np.int64), a.indices.astype(np.int64), a.data, row_lo,
+                   row_hi, cost, off, first_order, interior=not first_order)
+    flows = {o: np.maximum(x[j * m:(j + 1) * m], 0.0) for j, o in enumerate(classes.reps)}
+    how = f" (first-order PDLP, within {PDLP_GAP:g})" if first_order else ""
+    return McfResult(float(x[-1]), nodes, edges, capacity, flows,
+                     tuple(tuple(t) for t in translates.tolist()),
+                     f"LP over {k} rank classes{how}", classes.rep)
+
+
+def _capacity_rows(edges, n: int, classes):
+    """``(translates, rows, row_of)`` of the class LP: per source and link the
+    representative's link carried there; the distinct capacity rows (each
+    the sorted columns of every source's translate); each link's row."""
+    m, v = len(edges), n
+    us = np.array([a for a, _ in edges], dtype=np.int64)
+    vs = np.array([b for _, b in edges], dtype=np.int64)
+    lookup = np.full(v * v, -1, dtype=np.int64)
+    lookup[us * v + vs] = np.arange(m)
+    column = {o: j for j, o in enumerate(classes.reps)}
+    translates = np.empty((n, m), dtype=np.int64)
+    first_col = np.empty(n, dtype=np.int64)
+    for s in range(n):
+        inv = np.argsort(classes.perm[s])
+        translates[s] = lookup[inv[us] * v + inv[vs]]
+        first_col[s] = column[classes.rep[s]] * m
+    if (translates < 0).any():
+        raise InternalError("mcf: a rank class's permutation is not an automorphism")
+    per_link = np.sort((translates + first_col[:, None]).T, axis=1)
+    rows_cols, row_of = np.unique(per_link, axis=0, return_inverse=True)
+    return translates, rows_cols, row_of.reshape(-1)
+
+
+@functools.lru_cache(maxsize=8)
+def fabric_classes(topo: Topology):
+    """``fabric_symmetry.rank_classes`` of a fabric of ranks only whose whole
+    LP has more than ``SYMMETRY_COLUMNS`` columns and no family translations
+    (``rank_translations``), or None (switches, small, a vertex-transitive
+    family, or no two ranks joined by an automorphism)."""
+    from colc.compiler.alltoall.fabric_symmetry import rank_classes
+
+    n = topo.num_ranks
+    nodes, edges, capacity = fabric(topo)
+    if len(nodes) != n or n * len(edges) <= SYMMETRY_COLUMNS or rank_translations(topo):
+        return None
+    classes = rank_classes(n, list(edges), list(capacity))
+    if len(classes.reps) == n:
+        return None
+    # worth it only when the capacity rows collapse (automorphisms acting
+    # freely: one row per orbit of links); else the class LP is as dense as
+    # the whole one and harder (generalized Kautz 1024: 51 classes of 4-24
+    # ranks, 4092 rows, over 16 minutes against PDLP's 10 on the whole LP)
+    _, rows, _ = _capacity_rows(edges, n, classes)
+    return classes if len(rows) * CLASS_ROWS_PER_LINK <= len(edges) else None
+
+
+def lp_columns(topo: Topology) -> int:
+    """Flow columns of LP (A.1) as ``alltoall_mcf`` solves it on ``topo``."""
+    _, edges, _ = fabric(topo)
+    if rank_translations(topo) is not None:
+        return len(edges)
+    classes = fabric_classes(topo)
+    return (topo.num_ranks if classes is None else len(classes.reps)) * len(edges)
+
+
+@functools.lru_cache(maxsize=8)
 def rank_translations(topo: Topology) -> list[list[int]] | None:
     """Automorphisms ``pi_s`` (``pi_s(0) = s``, one per rank, as permutations of
     rank indices) of a fabric of ranks only whose links all have one
@@ -425,37 +574,32 @@ def rank_translations(topo: Topology) -> list[list[int]] | None:
         return None
     index = {r: i for i, r in enumerate(topo.ranks)}
     caps = {(index[u], index[v]): c for (u, v), c in topo.capacity().items()}
-    for candidate in _candidate_groups(topo):
-        if all(all(caps.get((p[u], p[v])) == c for (u, v), c in caps.items())
-               for p in _generators(candidate, n)):
+    for candidate, generators in _candidate_groups(topo):
+        if all(all(caps.get((candidate[g][u], candidate[g][v])) == c
+                   for (u, v), c in caps.items()) for g in generators):
             return candidate
     return None
 
 
-def _generators(perms: list[list[int]], n: int) -> list[list[int]]:
-    """A few of the permutations: checking every one is ``O(N E)``; a group
-    generated by translations is checked by its generators, but the list
-    here is not known to be a group, so all are checked up to 256 ranks and
-    a spread sample above (the full list is checked in the tests)."""
-    if n <= 256:
-        return perms
-    step = max(1, n // 64)
-    return perms[1::step]
-
-
 def _candidate_groups(topo: Topology):
+    """``(perms, generators)`` of each group of translations the fabric's
+    family may have: ``perms[s]`` takes rank 0 to ``s``, and the group is
+    generated by ``perms[g]`` for ``g`` in ``generators``, so checking those
+    proves every one an automorphism."""
     n = topo.num_ranks
-    yield [[(i + s) % n for i in range(n)] for s in range(n)]  # cyclic (rings, circulants)
-    if n & (n - 1) == 0:
-        yield [[i ^ s for i in range(n)] for s in range(n)]  # hypercubes
+    # cyclic shifts (rings, circulants): the shift by one
+    yield [[(i + s) % n for i in range(n)] for s in range(n)], [1]
+    if n & (n - 1) == 0:  # XOR (hypercubes): by each power of two
+        yield [[i ^ s for i in range(n)] for s in range(n)], [1 << b for b in range(n.bit_length() - 1)]
     try:
         from colc.compiler.rings.dimrings import torus_dims
 
         dims = torus_dims(topo)
     except ColcError:
         dims = None
-    if dims and len(dims) > 1:
-        yield [_torus_shift(dims, s) for s in range(n)]
+    if dims and len(dims) > 1:  # torus translations: a unit step along each dimension
+        units = [math.prod(dims[i + 1:]) for i in range(len(dims))]
+        yield [_torus_shift(dims, s) for s in range(n)], units
 
 
 def _torus_shift(dims: tuple[int, ...], s: int) -> list[int]:

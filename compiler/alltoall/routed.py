@@ -6,9 +6,10 @@ the optimum of LP (A.1) (``compiler/alltoall/mcf.py``, seed 001 A.1.5),
 decomposes each source's flow into paths to every destination, cuts every
 block into ``cf`` chunks dealt to its paths in proportion to their flow
 (largest remainder), and emits one transfer per (path, hop) through scratch
-at the relays.  On vertex-transitive fabrics source 0's decomposition is
-translated to every source (``McfResult.translates``), so every source
-rounds alike and link loads stay balanced.
+at the relays.  On symmetric fabrics the decomposition of one source per
+rank class (rank 0 on vertex-transitive ones) is translated to every source
+of its class (``McfResult.translates``), so sources round alike and link
+loads stay balanced.
 
 Ops are listed hop by hop (all first hops, then all second hops, ...), with
 ``Schedule.rounds`` = the hop, so the lowering interleaves the two
@@ -133,18 +134,19 @@ def chunk_routes(result: McfResult, cf: int) -> dict[tuple[int, int], list[tuple
     if result.translates is None:
         return {(s, t): split for s in range(n)
                 for t, split in _source_routes(result, s, cf).items()}
-    base = _source_routes(result, 0, cf)
+    base = {o: _source_routes(result, o, cf) for o in sorted(result.flows)}
     out = {}
     for s in range(n):
         perm = _node_perm(result, s)
-        for t0, split in base.items():
+        for t0, split in base[result.rep(s)].items():
             out[(s, perm[t0])] = [(tuple(perm[v] for v in path), k) for path, k in split]
     return out
 
 
 def _node_perm(result: McfResult, s: int) -> list[int]:
     """``pi_s`` as a node permutation, read off the edge translates: edge
-    ``translates[s][e]`` of source 0 is carried to edge ``e``."""
+    ``translates[s][e]`` of the representative of ``s`` is carried to edge
+    ``e``."""
     n = result.ranks
     perm = [-1] * n
     for e, e0 in enumerate(result.translates[s]):
@@ -152,7 +154,7 @@ def _node_perm(result: McfResult, s: int) -> list[int]:
         u, v = result.edges[e]
         perm[u0], perm[v0] = u, v
     if -1 in perm or len(set(perm)) != n:
-        raise InternalError("mcf: the translation of source 0 is not a permutation")
+        raise InternalError("mcf: a source's translation is not a permutation")
     return perm
 
 
