@@ -124,7 +124,6 @@ class _Graph:
         self.vs = np.array([v for _, v in edges], dtype=np.int64)
         _, code = np.unique(np.asarray(capacity, dtype=float), return_inverse=True)
         self.cap = code.astype(_U64) + _U64(1)
-        self.keys = set((self.us * n + self.vs).tolist())
         self.cap_of = dict(zip((self.us * n + self.vs).tolist(), code.tolist(), strict=True))
 
     def refine(self, colors: np.ndarray) -> np.ndarray:

@@ -670,8 +670,9 @@ def rank_distances(topo: Topology) -> np.ndarray:
     return dist
 
 
-#: Columns up to which ``alltoall_bound`` solves the LP (a few seconds);
-#: beyond it (and without symmetry) it gives the cut bounds.
+#: Columns (``lp_columns``: after the symmetry reductions) up to which
+#: ``alltoall_bound`` solves the LP (a few seconds; L^2(C(16,{3,4})), 256
+#: ranks in 8 classes: 1.5 s); beyond it, it gives the cut bounds.
 BOUND_COLUMNS = 200_000
 #: Ranks above which ``alltoall_bound`` gives the cut and distance bounds
 #: only (the symmetric LP's capacity rows hold N E entries: a 50x50 torus,
@@ -704,8 +705,7 @@ def alltoall_bound(topo: Topology) -> dict:
         degree = max(out_degree.values())
         out["moore_mcf"] = float(moore_mcf(n, degree))
     _, edges, _ = fabric(topo)
-    if n > BOUND_RANKS or (rank_translations(topo) is None
-                           and n * len(edges) > BOUND_COLUMNS):
+    if n > BOUND_RANKS or lp_columns(topo) > BOUND_COLUMNS:
         if direct:
             out["algbw"] = min(cut, n * distance_mcf(topo))
             out["method"] += " and distance"
