@@ -184,7 +184,7 @@ def alltoall_mcf(topo: Topology, unit: bool = False, shortest: bool = False) -> 
     n = topo.num_ranks
     _check_reach(topo, nodes, edges)
     perms = rank_translations(topo)
-    classes = fabric_classes(topo) if perms is None else None
+    reduction = fabric_classes(topo) if perms is None else None
     columns = lp_columns(topo)
     if columns > PDLP_MAX_COLUMNS:
         raise InfeasibleError(
@@ -193,8 +193,8 @@ def alltoall_mcf(topo: Topology, unit: bool = False, shortest: bool = False) -> 
     allowed = _shortest_edges(nodes, edges, n) if shortest else None
     if perms is not None:
         res = _symmetric(nodes, edges, capacity, n, perms, allowed)
-    elif classes is not None:
-        res = _class_lp(nodes, edges, capacity, n, classes, allowed)
+    elif reduction is not None:
+        res = _class_lp(nodes, edges, capacity, n, reduction, allowed)
     else:
         res = _full(nodes, edges, capacity, n, allowed)
     if shortest:
@@ -452,7 +452,7 @@ def _symmetric(nodes, edges, capacity, n: int, perms: list[list[int]],
                      tuple(translates), "symmetric LP")
 
 
-def _class_lp(nodes, edges, capacity, n: int, classes,
+def _class_lp(nodes, edges, capacity, n: int, reduction: _Reduction,
               allowed: np.ndarray | None = None) -> McfResult:
     """One source per rank class (``fabric_symmetry.rank_classes``): source
     ``s``'s flow is its representative's carried by ``perm[s]``.  The capacity
@@ -462,10 +462,10 @@ def _class_lp(nodes, edges, capacity, n: int, classes,
     columns, PDLP above."""
     from scipy.sparse import coo_matrix
 
+    classes, rows_cols, row_of = reduction.classes, reduction.rows, reduction.row_of
     m, k, v = len(edges), len(classes.reps), len(nodes)
     us = np.array([a for a, _ in edges], dtype=np.int64)
     vs = np.array([b for _, b in edges], dtype=np.int64)
-    translates, rows_cols, row_of = _capacity_rows(edges, n, classes)
     nr = len(rows_cols)
     cap = np.full(nr, np.inf)
     np.minimum.at(cap, row_of, np.asarray(capacity, dtype=float))
@@ -502,7 +502,7 @@ def _class_lp(nodes, edges, capacity, n: int, classes,
     flows = {o: np.maximum(x[j * m:(j + 1) * m], 0.0) for j, o in enumerate(classes.reps)}
     how = f" (first-order PDLP, within {PDLP_GAP:g})" if first_order else ""
     return McfResult(float(x[-1]), nodes, edges, capacity, flows,
-                     tuple(tuple(t) for t in translates.tolist()),
+                     tuple(tuple(t) for t in reduction.translates.tolist()),
                      f"LP over {k} rank classes{how}", classes.rep)
 
 
@@ -529,8 +529,18 @@ def _capacity_rows(edges, n: int, classes):
     return translates, rows_cols, row_of.reshape(-1)
 
 
+@dataclass(frozen=True, slots=True)
+class _Reduction:
+    """Rank classes with the class LP's capacity rows (``_capacity_rows``)."""
+
+    classes: object
+    translates: np.ndarray
+    rows: np.ndarray
+    row_of: np.ndarray
+
+
 @functools.lru_cache(maxsize=8)
-def fabric_classes(topo: Topology):
+def fabric_classes(topo: Topology) -> _Reduction | None:
     """``fabric_symmetry.rank_classes`` of a fabric of ranks only whose whole
     LP has more than ``SYMMETRY_COLUMNS`` columns and no family translations
     (``rank_translations``), or None (switches, small, a vertex-transitive
@@ -548,8 +558,8 @@ def fabric_classes(topo: Topology):
     # freely: one row per orbit of links); else the class LP is as dense as
     # the whole one and harder (generalized Kautz 1024: 51 classes of 4-24
     # ranks, 4092 rows, over 16 minutes against PDLP's 10 on the whole LP)
-    _, rows, _ = _capacity_rows(edges, n, classes)
-    return classes if len(rows) * CLASS_ROWS_PER_LINK <= len(edges) else None
+    reduction = _Reduction(classes, *_capacity_rows(edges, n, classes))
+    return reduction if len(reduction.rows) * CLASS_ROWS_PER_LINK <= len(edges) else None
 
 
 def lp_columns(topo: Topology) -> int:
@@ -557,8 +567,8 @@ def lp_columns(topo: Topology) -> int:
     _, edges, _ = fabric(topo)
     if rank_translations(topo) is not None:
         return len(edges)
-    classes = fabric_classes(topo)
-    return (topo.num_ranks if classes is None else len(classes.reps)) * len(edges)
+    reduction = fabric_classes(topo)
+    return (topo.num_ranks if reduction is None else len(reduction.classes.reps)) * len(edges)
 
 
 @functools.lru_cache(maxsize=8)
