@@ -284,17 +284,20 @@ def analyze_topology(topo: Topology, *, algorithms: tuple[str, ...] = (),
             return _row(topo, *task, sizes=sizes, machine=machine,
                         max_threadblocks=max_threadblocks, simulate=simulate, search=search)
 
-        # the bounds and the costliest rows first, so the processes end together
-        order = sorted(range(len(tasks)), key=lambda i: _cost_rank(*tasks[i]))
+        units = _units(tasks, bundle=not search)
+        def unit_rows(unit: tuple[int, ...] | None):
+            return one(None) if unit is None else [one(tasks[i]) for i in unit]
+
         def row_done(count: int) -> None:
             what = "searching" if search else "analysing"
-            progress_report(f"{what}: the bounds and {len(tasks)} rows", count, len(tasks) + 1)
+            progress_report(f"{what}: the bounds and {len(tasks)} rows", count, len(units) + 1)
 
-        done = fork_map(one, [None, *(tasks[i] for i in order)], jobs, row_done)
+        done = fork_map(unit_rows, [None, *units], jobs, row_done)
         bounds = done[0]
         schedules = [None] * len(tasks)
-        for i, row in zip(order, done[1:], strict=True):
-            schedules[i] = row
+        for unit, rows in zip(units, done[1:], strict=True):
+            for i, row in zip(unit, rows, strict=True):
+                schedules[i] = row
     report = {"topology": topo.name, "ranks": topo.num_ranks, "machine": model.name,
               "sizes": list(sizes), "simulated": simulate, "search": bool(simulate and search),
               "estimated": estimate,
@@ -307,16 +310,43 @@ def analyze_topology(topo: Topology, *, algorithms: tuple[str, ...] = (),
 
 
 #: Rough relative cost of one row per algorithm (lowering and simulating its
-#: representative file on two boxes); rows run costliest first so that the
+#: representative file on two to four boxes; rails is skipped on MI250 x2
+#: and takes 1-2 s a row on DGX A100 x4); rows run costliest first so that the
 #: processes end together (the cheap ring rows fill the gaps at the end).
-_ROW_COST = {"trees": 6, "nccl-rings": 4, "rings2d": 3, "hier": 2, "ring": 1}
+_ROW_COST = {"trees": 6, "nccl-rings": 4, "rings2d": 3, "rails": 3, "hier": 2, "ring": 1}
 
 
-def _cost_rank(name: str, coll: Collective) -> tuple[float, str, str]:
-    """Sort key putting the rows that usually take longest first (the tree
-    and ring-of-channels algorithms; an allreduce costs more than its halves)."""
-    weight = _ROW_COST.get(name, 0) * (1.5 if coll is Collective.ALLREDUCE else 1.0)
-    return (-weight, name, coll.value)
+#: Algorithms whose rows share a per-topology stage their generator caches
+#: in its process (the tree packings of ``trees`` and ``hier``, NCCL's ring
+#: search): their rows run one after another in one process.  MI250 x2: the
+#: three trees rows take 5.2 s so against 6.1 s apart, hier 1.2 against 1.6,
+#: nccl-rings 5.7 against 6.1.
+SHARED_STAGE = frozenset({"trees", "hier", "nccl-rings"})
+
+
+def _row_weight(name: str, coll: Collective) -> float:
+    """Rough cost of one row (an allreduce costs more than its halves)."""
+    return _ROW_COST.get(name, 0) * (1.5 if coll is Collective.ALLREDUCE else 1.0)
+
+
+def _units(tasks: list[tuple[str, Collective]], bundle: bool = True) -> list[tuple[int, ...]]:
+    """Task indices grouped into the units the processes take: with
+    ``bundle``, the rows of an algorithm in ``SHARED_STAGE`` together (the
+    default analysis; a search's rows are minutes each and balance better
+    apart), every other row alone; costliest
+    unit first (the LPT rule, so that the processes end together and the
+    cheap ring rows fill the gaps at the end)."""
+    groups: dict[object, list[int]] = {}
+    for i, (name, coll) in enumerate(tasks):
+        key = name if bundle and name in SHARED_STAGE else (name, coll)
+        groups.setdefault(key, []).append(i)
+    units = [tuple(g) for g in groups.values()]
+
+    def rank(unit: tuple[int, ...]) -> tuple[float, str, str]:
+        name, coll = tasks[unit[0]]
+        return (-sum(_row_weight(*tasks[i]) for i in unit), name, coll.value)
+
+    return sorted(units, key=rank)
 
 
 def _row(topo: Topology, name: str, coll: Collective, *, sizes: tuple[int, ...],

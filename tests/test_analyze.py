@@ -101,3 +101,21 @@ def test_closed_form_of_a_two_rank_exchange() -> None:
     expected = lat.base + hops * (lat.hop_p2p + lat.call) + size / 1000 * (0.5 / 10)
     assert est.time_us(Protocol.SIMPLE, size) == pytest.approx(expected, rel=1e-9)
     assert est.fastest(1 << 30) is Protocol.SIMPLE and est.fastest(1 << 10) is Protocol.LL
+
+
+def test_rows_sharing_a_stage_run_in_one_unit_costliest_first() -> None:
+    names = ("ring", "trees", "hier", "rings2d")
+    tasks = [(n, c) for n in names for c in an.DEFAULT_COLLECTIVES]
+    units = an._units(tasks)
+    assert sorted(i for u in units for i in u) == list(range(len(tasks)))
+    by_name = {}
+    for unit in units:
+        by_name.setdefault(tasks[unit[0]][0], []).append(len(unit))
+        assert len({tasks[i][0] for i in unit}) == 1
+    assert by_name["trees"] == [3] and by_name["hier"] == [3]
+    assert by_name["ring"] == [1, 1, 1] and by_name["rings2d"] == [1, 1, 1]
+    weights = [sum(an._row_weight(*tasks[i]) for i in u) for u in units]
+    assert weights == sorted(weights, reverse=True)
+    assert tasks[units[0][0]][0] == "trees"
+    # a search keeps every row apart
+    assert all(len(u) == 1 for u in an._units(tasks, bundle=False))
