@@ -128,6 +128,21 @@ def test_the_vendor_ring_is_a_candidate() -> None:
         _compile(FAMILIES["torus3x4"](), "nccl-rings", Collective.ALLGATHER, 32)
 
 
+def test_the_vendor_ring_file_past_the_gpu_is_refused_before_it_is_built() -> None:
+    """16 rings on 512 ranks need 16 * ceil(511 / 64) = 128 threadblocks per GPU
+    at least: refused from the arithmetic, not after building 4 million ops;
+    the bound holds for a file that is built (16 rings on 16 ranks)."""
+    from colc.compiler.rings.nccl_baseline import nccl_ring_program
+
+    with pytest.raises(InfeasibleError, match="at least 128 threadblocks"):
+        nccl_ring_program(dgx_a100(64), Collective.ALLGATHER, channels=16)
+    with pytest.raises(InfeasibleError, match="at least 256 threadblocks"):
+        nccl_ring_program(dgx_a100(64), Collective.ALLREDUCE, channels=16)
+    built = nccl_ring_program(dgx_a100(2), Collective.ALLREDUCE, channels=16)
+    assert built.max_threadblocks >= 16 * -(-2 * 15 // 64)
+    assert max(len(tb.steps) for rp in built.ranks for tb in rp.threadblocks) >= 2 * 15
+
+
 def test_auto_leaves_out_what_cannot_fit_before_building_it() -> None:
     """On 512 GPUs of DGX boxes, ``auto`` does not pack trees (a threadblock per
     rail peer) nor build rings (N - 1 hops per call): the refusal costs nothing."""

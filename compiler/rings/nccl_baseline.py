@@ -27,9 +27,14 @@ from __future__ import annotations
 
 import dataclasses
 
-from colc.compiler.lowering.lower_to_program import LoweringOptions, lower_to_program
+from colc.compiler.lowering.lower_to_program import (
+    MAX_STEPS,
+    MAX_THREADBLOCKS,
+    LoweringOptions,
+    lower_to_program,
+)
 from colc.compiler.rings.ring import Ring, build_ring_schedule
-from colc.errors import UnsupportedError
+from colc.errors import InfeasibleError, UnsupportedError
 from colc.ir.core import Collective, Protocol
 from colc.ir.chunks import Schedule
 from colc.ir.program import Program
@@ -230,9 +235,26 @@ def nccl_ring_program(topo: Topology, collective: Collective, *, channels: int,
     Returns
     -------
     Program
+
+    Raises
+    ------
+    InfeasibleError
+        The rings need more threadblocks than a GPU has: each ring puts at
+        least ``N - 1`` steps (``2 (N - 1)`` for an allreduce) on every rank,
+        64 per threadblock.  Checked before the ``channels * N^2`` ops are
+        built (MI250 x32, 512 ranks: the lowering took 20 minutes and 16 GB
+        to find out).
     """
     if not 1 <= channels <= 32:
         raise UnsupportedError("channels must be in 1..32")
+    n = topo.num_ranks
+    steps = (n - 1) * (2 if collective is Collective.ALLREDUCE else 1)
+    need = channels * -(-steps // MAX_STEPS)
+    if need > MAX_THREADBLOCKS:
+        raise InfeasibleError(
+            f"NCCL's ring as a file on {n} ranks: {channels} rings of at least {steps} steps "
+            f"per rank take at least {need} threadblocks per GPU ({MAX_STEPS} steps each), "
+            f"more than {MAX_THREADBLOCKS}")
     sched = build_ring_schedule(topo.num_ranks, nccl_rings(topo, channels), collective)
     return lower_to_program(sched, LoweringOptions(
         protocol=protocol, name=f"nccl-ring-{topo.name}-{collective.value}"))
