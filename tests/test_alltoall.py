@@ -197,9 +197,50 @@ def test_direct_and_rails_on_boxes_verify():
 
 
 def test_rails_refuses_a_budget_below_one_lane_per_peer():
-    with pytest.raises(InfeasibleError, match="needs at least 15 threadblocks"):
-        plan_rails_alltoall(dgx_a100(8), 14)
+    # 7 box peers and 7 rail peers need 15; through carriers (a box pair's
+    # traffic on one place's rail) 7 box peers and 2 rail peers need 10
+    assert not plan_rails_alltoall(dgx_a100(8), 32).carriers
     assert plan_rails_alltoall(dgx_a100(8), 32).threadblocks <= 32
+    plan = plan_rails_alltoall(dgx_a100(8), 14)
+    assert plan.carriers and plan.threadblocks <= 14
+    with pytest.raises(InfeasibleError, match="needs at least 10 threadblocks .* through carriers"):
+        plan_rails_alltoall(dgx_a100(8), 9)
+
+
+def _compiled_within(topo, budget: int):
+    from colc.backends.verify import verify_text
+    from colc.compiler.pipeline import CompileOptions, compile_topology
+
+    result = compile_topology(topo, CompileOptions(collective=A2A, algorithm="rails",
+                                                   max_threadblocks=budget, jobs=1))
+    report = verify_text(result.text, "<test>", backend="msccl")
+    assert report.ok, report.errors[:3]
+    assert result.program.max_threadblocks <= budget
+    return result
+
+
+def test_rails_through_carriers_fits_a_budget_below_the_rail_peers():
+    """Five boxes within 11 threadblocks: four rail peers do not fit beside
+    seven box peers, so each box pair crosses on one place's rail (two rail
+    peers a place).  Proved, lowered, verified at the runtime's FIFO depth;
+    every network transfer joins two ranks of one rail, and every place
+    carries the same share of the network traffic within one box pair."""
+    topo = dgx_a100(5)
+    assert rails_alltoall_schedule(topo, A2A, None, budget=11).ops == \
+        rails_alltoall_schedule(topo, A2A, 1, budget=11).ops
+    for chunks in (None, 2):
+        sched = rails_alltoall_schedule(topo, A2A, chunks, budget=11)
+        assert check_schedule(sched, topo) == []
+        net = [op for op in sched.ops if op.src.rank // 8 != op.dst.rank // 8]
+        assert all(op.src.rank % 8 == op.dst.rank % 8 for op in net)
+        load = {}
+        for op in net:
+            load[op.src.rank] = load.get(op.src.rank, 0) + op.count
+        # 4 box pairs per box over places 0 and 1 (distances 1, 4 and 2, 3)
+        assert sorted(set(r % 8 for r in load)) == [0, 1]
+        assert len(set(load.values())) == 1
+    result = _compiled_within(topo, 11)
+    assert result.variant.chunks == 1  # None is the same schedule through carriers
 
 
 def test_other_generators_refuse_alltoall_and_alltoall_ones_the_rest():

@@ -22,13 +22,27 @@ the box switch carries the extra hop.  Threadblocks per rank: one for local
 copies, ``lanes`` per box peer, ``net_lanes`` per rail peer
 (``plan_rails_alltoall`` fits them to the budget).
 
+*Carriers*, when ``nb - 1`` rail peers do not fit the budget (past 16 DGX
+boxes at 32 threadblocks): the traffic between boxes ``b`` and ``b'`` crosses
+on one rail, that of place ``c = carrier_place(nb, G, 1, d, 0)`` (``d`` the
+boxes' distance; both directions share it, so a place sends to the rail
+peers it receives from, at most ``rail_peers(nb, G, 1)`` of them: 4 at 32
+boxes, 16 at 128).  Rank ``(b, g)`` sends carrier ``(b, c)`` its ``G``
+blocks for box ``b'`` in one range (they are contiguous in its input);
+the carrier sends each place's range over the rail as it lands (one
+dependency per transfer: no waits on several threadblocks); the receiving
+carrier ``(b', c)`` hands each block to its rank.  A place carries
+``ceil((nb - 1) / G)`` box pairs of ``G^2`` blocks each way, about what the
+direct exchange puts on every NIC (``(nb - 1) G`` blocks), and the box switch
+carries two extra hops.
+
 Input invariant: a validated ``Topology`` of at least two equal boxes behind
 switches, every rank reaching its rail peers (``rails._layout``), ranks of a
 box numbered contiguously.
 Output invariant: a ``Schedule`` of ``Collective.ALLTOALL`` (deps inferred)
 proved out of place; every transfer between ranks joined through switches.
 
-Complexity: O(N (G + nb) cf / piece) ops.  Seed: the hierarchical
+Complexity: O(N (G + nb) cf / piece) ops; with carriers O(N nb G cf / piece).  Seed: the hierarchical
 schedules of 004 section 5.3, here for all-to-all (issue 19).
 """
 
@@ -38,7 +52,7 @@ from dataclasses import dataclass
 
 from colc.compiler.alltoall.direct import MAX_COUNT, pieces, require_alltoall
 from colc.compiler.lowering.infer_dependencies import infer_dependencies
-from colc.errors import InfeasibleError, UnsupportedError
+from colc.errors import ColcError, InfeasibleError, UnsupportedError
 from colc.ir.chunks import Op, OpKind, Schedule, Slot
 from colc.ir.core import Buffer, Collective
 from colc.ir.topology import Topology
@@ -47,6 +61,10 @@ NAME = "rails"
 IN, OUT, SCR = Buffer.INPUT, Buffer.OUTPUT, Buffer.SCRATCH
 #: Lanes (channels) per box peer at most.
 MAX_LANES = 4
+#: Chunks per box transfer through carriers: a paired threadblock sends to a
+#: box peer and receives from it in turn, so each transfer fits the smallest
+#: FIFO (Simple's 2 calls, one chunk per call in the verifier's case).
+FIFO_CHUNKS = 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,12 +81,16 @@ class AlltoallPlan:
         Channels per rail peer.
     threadblocks : int
         Threadblocks per rank the lowering takes.
+    carriers : bool
+        Box pairs cross on one carrier's rail (see module docstring), else
+        every place exchanges with its rail peer in every box.
     """
 
     groups: tuple[tuple[int, ...], ...]
     lanes: int
     net_lanes: int
     threadblocks: int
+    carriers: bool = False
 
 
 def plan_rails_alltoall(topo: Topology, budget: int) -> AlltoallPlan:
@@ -88,27 +110,38 @@ def plan_rails_alltoall(topo: Topology, budget: int) -> AlltoallPlan:
         Not one lane per peer fits ``budget``; the message names the budget
         that does.
     """
-    from colc.compiler.hierarchical.rails import _contiguous, _layout, RailPlan
+    from colc.compiler.hierarchical.rails import RailPlan, _contiguous, _layout, rail_peers
 
     groups = tuple(map(tuple, _layout(topo)))
     _contiguous(RailPlan(groups, 1, (1, 1), 1, 1, 1))
     nb, size = len(groups), len(groups[0])
-    need = 1 + (size - 1) + (nb - 1)
+    carriers = 1 + (size - 1) + (nb - 1) > budget
+    peers = rail_peers(nb, size, 1) if carriers else nb - 1
+    need = 1 + (size - 1) + peers
     if need > budget:
         raise InfeasibleError(
             f"rails all-to-all needs at least {need} threadblocks per GPU here ({size - 1} "
-            f"box peers and {nb - 1} rail peers), more than the budget of {budget}; use "
-            f"--max-threadblocks {need} or more")
+            f"box peers and {peers} rail peers{' through carriers' if carriers else ''}), "
+            f"more than the budget of {budget}; use --max-threadblocks {need} or more")
     # two lanes per rail peer where two per box peer fit beside them: more
     # network transfers in flight hide the network hop's latency (DGX A100 x4
     # at 16 MiB) and one connection does not fill a NIC
-    net_lanes = 2 if 1 + 2 * (nb - 1) + 2 * (size - 1) <= budget else 1
+    net_lanes = 2 if 1 + 2 * peers + 2 * (size - 1) <= budget else 1
     lanes = 1
     if size > 1:
-        room = (budget - 1 - (nb - 1) * net_lanes) // (size - 1)
+        room = (budget - 1 - peers * net_lanes) // (size - 1)
         lanes = max(1, min(MAX_LANES, room))
     return AlltoallPlan(groups, lanes, net_lanes,
-                        1 + lanes * (size - 1) + net_lanes * (nb - 1))
+                        1 + lanes * (size - 1) + net_lanes * peers, carriers)
+
+
+def uses_carriers(topo: Topology, budget: int) -> bool:
+    """Whether the rails all-to-all of ``topo`` within ``budget`` goes through
+    carriers (then ``chunks`` None and 1 build the same schedule)."""
+    try:
+        return plan_rails_alltoall(topo, budget).carriers
+    except ColcError:
+        return False
 
 
 def rails_alltoall_schedule(topo: Topology, collective: Collective, chunks: int | None = None,
@@ -145,6 +178,8 @@ def rails_alltoall_schedule(topo: Topology, collective: Collective, chunks: int 
         raise UnsupportedError("rails need at least two boxes; use --algorithm direct")
     n = topo.num_ranks
     out = _Ops(plan, cf)
+    if plan.carriers:
+        return _carried(plan, out, n, cf)
 
     def agg(b_here: int, b_remote: int, place: int) -> int:
         """Scratch chunk, on an aggregating rank of box ``b_here``, of the block for
@@ -189,6 +224,82 @@ def rails_alltoall_schedule(topo: Topology, collective: Collective, chunks: int 
     return infer_dependencies(sched)
 
 
+def _carried(plan: AlltoallPlan, out: "_Ops", n: int, cf: int) -> Schedule:
+    """The all-to-all through carriers (module docstring): gather at the
+    sending carrier, one range per sending place over the rail, hand-off
+    block by block at the receiving carrier.  Scratch of a carrier, per box
+    it carries: the outgoing then the incoming blocks, both by (sending
+    place, destination place).  Every transfer fits ``FIFO_CHUNKS``: paired
+    threadblocks exchange in turn (``chunks`` None is one chunk per block)."""
+    from colc.compiler.hierarchical.rails import carrier_place
+
+    groups = plan.groups
+    nb, size = len(groups), len(groups[0])
+    span = size * size * cf  # one box pair's blocks, either way
+
+    def carrier(b: int, b2: int) -> int:
+        return carrier_place(nb, size, 1, (b2 - b) % nb, 0)
+
+    def near(b: int, b2: int) -> int:  # the pair's distance, alike from both ends
+        d = (b2 - b) % nb
+        return min(d, nb - d)
+
+    # scratch of place c in each box: for each box it carries (in order of
+    # distance), the outgoing blocks then the incoming ones, both by (h, g)
+    carried = [sorted((b2 for b2 in range(nb) if b2 != b and carrier(b, b2) == c),
+                      key=lambda b2, b=b: ((b2 - b) % nb, b2))
+               for b in range(nb) for c in range(size)]
+    slot = {}
+    for b in range(nb):
+        for c in range(size):
+            for k, b2 in enumerate(carried[b * size + c]):
+                slot[(b, b2)] = 2 * k * span
+    for r in range(n):  # own block
+        for c, k in pieces(0, cf):
+            out.add(Slot(r, IN, r * cf + c), Slot(r, OUT, r * cf + c), k, 0)
+    for b, members in enumerate(groups):  # 1: blocks for other boxes to their carrier
+        for b2 in sorted(range(nb), key=lambda x: (x - b) % nb)[1:]:
+            t = members[carrier(b, b2)]
+            for g, r in enumerate(members):
+                out.round = near(b, b2)
+                at = slot[(b, b2)] + g * size * cf
+                for o, k in pieces(0, size * cf, FIFO_CHUNKS):
+                    out.add(Slot(r, IN, groups[b2][0] * cf + o), Slot(t, SCR, at + o), k,
+                            0 if t == r else 1)
+    for b, members in enumerate(groups):  # 2: over the rail, a range per sending place
+        for b2 in sorted(range(nb), key=lambda x: (x - b) % nb)[1:]:
+            c = carrier(b, b2)
+            src, dst = members[c], groups[b2][c]
+            for g in range(size):
+                first = g * size * cf
+                for j, (o, k) in enumerate(pieces(0, size * cf, FIFO_CHUNKS)):
+                    out.round = nb + near(b, b2) * size * size * cf + first + j
+                    out.add(Slot(src, SCR, slot[(b, b2)] + first + o),
+                            Slot(dst, SCR, slot[(b2, b)] + span + first + o), k, 2)
+    base = nb + nb * size * size * cf
+    for b2, members in enumerate(groups):  # 3: the receiving carrier hands each block on
+        for b in sorted(range(nb), key=lambda x: (b2 - x) % nb)[1:]:
+            held = members[carrier(b2, b)]
+            for g, source in enumerate(groups[b]):
+                for h, t in enumerate(members):
+                    at = slot[(b2, b)] + span + (g * size + h) * cf
+                    for o, k in pieces(0, cf, FIFO_CHUNKS):
+                        out.round = base + near(b, b2)
+                        out.add(Slot(held, SCR, at + o), Slot(t, OUT, source * cf + o), k,
+                                0 if t == held else 1)
+    for members in groups:  # box peers' own blocks, beside the network
+        for g, r in enumerate(members):
+            for t in members:
+                if t != r:
+                    for c, k in pieces(0, cf):
+                        out.round = base + nb
+                        out.add(Slot(r, IN, t * cf + c), Slot(t, OUT, r * cf + c), k, 1)
+    scratch = 2 * span * max(len(x) for x in carried)
+    sched = Schedule(Collective.ALLTOALL, n, n * cf, scratch, tuple(out.ops),
+                     algorithm=NAME, inplace=False, rounds=tuple(out.rounds))
+    return infer_dependencies(sched)
+
+
 class _Ops:
     """Ops in program order with lanes dealt round robin per (pair, class)."""
 
@@ -211,4 +322,5 @@ class _Ops:
         self.rounds.append(self.round)
 
 
-__all__ = ["AlltoallPlan", "NAME", "plan_rails_alltoall", "rails_alltoall_schedule"]
+__all__ = ["AlltoallPlan", "NAME", "plan_rails_alltoall", "rails_alltoall_schedule",
+           "uses_carriers"]
