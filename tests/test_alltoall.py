@@ -228,7 +228,13 @@ def test_rails_through_carriers_fits_a_budget_below_the_rail_peers():
     topo = dgx_a100(5)
     assert rails_alltoall_schedule(topo, A2A, None, budget=11).ops == \
         rails_alltoall_schedule(topo, A2A, 1, budget=11).ops
-    for chunks in (None, 2):
+    # two chunks a block double the transfers: 66 with a box peer and 128
+    # with a rail peer take two threadblocks of 64 steps each, more than 11
+    # allow; refused unbuilt, naming the budget that gives them room
+    with pytest.raises(InfeasibleError, match=r"\(66\) and a rail peer's \(128\) take 2 and 2 "
+                       r"threadblocks .*--max-threadblocks 19\)"):
+        rails_alltoall_schedule(topo, A2A, 2, budget=11)
+    for chunks in (None,):
         sched = rails_alltoall_schedule(topo, A2A, chunks, budget=11)
         assert check_schedule(sched, topo) == []
         net = [op for op in sched.ops if op.src.rank // 8 != op.dst.rank // 8]

@@ -61,6 +61,10 @@ NAME = "rails"
 IN, OUT, SCR = Buffer.INPUT, Buffer.OUTPUT, Buffer.SCRATCH
 #: Lanes (channels) per box peer at most.
 MAX_LANES = 4
+#: Transfers a carrier plan may put on one threadblock (each direction's
+#: sends and receives together, paired): the runtime's 64 steps (each
+#: transfer waits on one threadblock at most, so no nops are added).
+CARRIER_STEPS = 64
 #: Chunks per box transfer through carriers: a paired threadblock sends to a
 #: box peer and receives from it in turn, so each transfer fits the smallest
 #: FIFO (Simple's 2 calls, one chunk per call in the verifier's case).
@@ -93,14 +97,15 @@ class AlltoallPlan:
     carriers: bool = False
 
 
-def plan_rails_alltoall(topo: Topology, budget: int) -> AlltoallPlan:
+def plan_rails_alltoall(topo: Topology, budget: int, chunks: int = 1) -> AlltoallPlan:
     """Lanes per box peer and per rail peer within ``budget`` threadblocks.
 
     One threadblock serves one send peer and one receive peer: a rank takes
     one for its local copies, one per lane and box peer, one per lane and
     rail peer.  A rail peer gets two lanes while there is one (one network
     connection does not fill a NIC); box peers take what is left, up to
-    ``MAX_LANES``.
+    ``MAX_LANES``.  Through carriers (``chunks`` per block), every lane also
+    keeps within a threadblock's 64 steps (``_carrier_transfers``).
 
     Raises
     ------
@@ -108,7 +113,10 @@ def plan_rails_alltoall(topo: Topology, budget: int) -> AlltoallPlan:
         Not boxes behind switches joined by rails.
     InfeasibleError
         Not one lane per peer fits ``budget``; the message names the budget
-        that does.
+        that does.  Through carriers, the lanes the steps need do not fit:
+        the message names the budget that gives them room (checked from the
+        arithmetic, before any op is built: DGX A100 x64's lowering took
+        longer than 15 minutes to find out).
     """
     from colc.compiler.hierarchical.rails import RailPlan, _contiguous, _layout, rail_peers
 
@@ -123,25 +131,43 @@ def plan_rails_alltoall(topo: Topology, budget: int) -> AlltoallPlan:
             f"rails all-to-all needs at least {need} threadblocks per GPU here ({size - 1} "
             f"box peers and {peers} rail peers{' through carriers' if carriers else ''}), "
             f"more than the budget of {budget}; use --max-threadblocks {need} or more")
+    least, net_least = 1, 1
+    if carriers:
+        box, rail = _carrier_transfers(groups, chunks)
+        least, net_least = -(-box // CARRIER_STEPS), -(-rail // CARRIER_STEPS)
+        room = 1 + least * (size - 1) + net_least * peers
+        if least > MAX_LANES or room > budget:
+            hint = (f"a budget of {room} gives its lanes room (--max-threadblocks {room})"
+                    if least <= MAX_LANES else "fewer boxes are needed")
+            raise InfeasibleError(
+                f"rails all-to-all through carriers on {nb} boxes: a box peer's transfers "
+                f"({box}) and a rail peer's ({rail}) take {least} and {net_least} "
+                f"threadblocks of {CARRIER_STEPS} steps, more than the budget of {budget} "
+                f"allows; {hint}")
     # two lanes per rail peer where two per box peer fit beside them: more
     # network transfers in flight hide the network hop's latency (DGX A100 x4
     # at 16 MiB) and one connection does not fill a NIC
-    net_lanes = 2 if 1 + 2 * peers + 2 * (size - 1) <= budget else 1
+    net_lanes = max(net_least, 2 if 1 + 2 * peers + max(2, least) * (size - 1) <= budget
+                    else 1)
     lanes = 1
     if size > 1:
         room = (budget - 1 - peers * net_lanes) // (size - 1)
-        lanes = max(1, min(MAX_LANES, room))
+        lanes = max(least, min(MAX_LANES, room))
     return AlltoallPlan(groups, lanes, net_lanes,
                         1 + lanes * (size - 1) + net_lanes * peers, carriers)
 
 
 def uses_carriers(topo: Topology, budget: int) -> bool:
     """Whether the rails all-to-all of ``topo`` within ``budget`` goes through
-    carriers (then ``chunks`` None and 1 build the same schedule)."""
+    carriers, fitting or not (then ``chunks`` None and 1 build the same
+    schedule, or are refused alike)."""
+    from colc.compiler.hierarchical.rails import _layout
+
     try:
-        return plan_rails_alltoall(topo, budget).carriers
+        groups = _layout(topo)
     except ColcError:
         return False
+    return len(groups) + len(groups[0]) - 1 > budget
 
 
 def rails_alltoall_schedule(topo: Topology, collective: Collective, chunks: int | None = None,
@@ -171,7 +197,7 @@ def rails_alltoall_schedule(topo: Topology, collective: Collective, chunks: int 
         As ``plan_rails_alltoall``.
     """
     require_alltoall(collective, "rails all-to-all")
-    plan = plan_rails_alltoall(topo, budget)
+    plan = plan_rails_alltoall(topo, budget, chunks or 1)
     groups, cf, whole = plan.groups, chunks or 1, chunks is None
     nb, size = len(groups), len(groups[0])
     if nb < 2:
@@ -300,6 +326,29 @@ def _carried(plan: AlltoallPlan, out: "_Ops", n: int, cf: int) -> Schedule:
     return infer_dependencies(sched)
 
 
+
+
+
+def _carrier_transfers(groups: tuple[tuple[int, ...], ...], cf: int) -> tuple[int, int]:
+    """Most transfers (sends and receives) between a place and one box peer,
+    and between a place and one rail peer, over all their lanes, through
+    carriers with ``cf`` chunks per block.  A place carrying ``k`` box pairs
+    sends a box peer that carries ``k'`` its ranges for them (``k' ceil(G cf
+    / 2)`` transfers) and hands it ``k G ceil(cf / 2)`` blocks, and receives
+    as many the other way; a rail peer exchanges ``G^2 cf / 2`` each way
+    (DGX A100 x64: 194 with a box peer, 64 with a rail peer)."""
+    from colc.compiler.hierarchical.rails import carrier_place
+
+    nb, size = len(groups), len(groups[0])
+    pairs = [0] * size
+    for d in range(1, nb):
+        pairs[carrier_place(nb, size, 1, d, 0)] += 1
+    ranges, blocks = -(-size * cf // FIFO_CHUNKS), size * -(-cf // FIFO_CHUNKS)
+    box = max(2 * (pairs[x] * ranges + pairs[g] * blocks + 1)
+              for g in range(size) for x in range(size) if x != g)
+    return box, 2 * size * ranges
+
+
 class _Ops:
     """Ops in program order with lanes dealt round robin per (pair, class)."""
 
@@ -322,5 +371,5 @@ class _Ops:
         self.rounds.append(self.round)
 
 
-__all__ = ["AlltoallPlan", "NAME", "plan_rails_alltoall", "rails_alltoall_schedule",
+__all__ = ["AlltoallPlan", "CARRIER_STEPS", "NAME", "plan_rails_alltoall", "rails_alltoall_schedule",
            "uses_carriers"]
