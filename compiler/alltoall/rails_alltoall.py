@@ -271,7 +271,8 @@ def _carried(plan: AlltoallPlan, out: "_Ops", n: int, cf: int) -> Schedule:
         return min(d, nb - d)
 
     # scratch of place c in each box: for each box it carries (in order of
-    # distance), the outgoing blocks then the incoming ones, both by (h, g)
+    # distance), the outgoing blocks then the incoming ones, both by (g, h):
+    # sending place g's range for the box is contiguous
     carried = [sorted((b2 for b2 in range(nb) if b2 != b and carrier(b, b2) == c),
                       key=lambda b2, b=b: ((b2 - b) % nb, b2))
                for b in range(nb) for c in range(size)]
@@ -344,8 +345,8 @@ def _carrier_transfers(groups: tuple[tuple[int, ...], ...], cf: int) -> tuple[in
     for d in range(1, nb):
         pairs[carrier_place(nb, size, 1, d, 0)] += 1
     ranges, blocks = -(-size * cf // FIFO_CHUNKS), size * -(-cf // FIFO_CHUNKS)
-    box = max(2 * (pairs[x] * ranges + pairs[g] * blocks + 1)
-              for g in range(size) for x in range(size) if x != g)
+    box = max((2 * (pairs[x] * ranges + pairs[g] * blocks + 1)
+               for g in range(size) for x in range(size) if x != g), default=0)
     return box, 2 * size * ranges
 
 
