@@ -319,7 +319,7 @@ _ROW_COST = {"trees": 6, "nccl-rings": 4, "rings2d": 3, "rails": 3, "hier": 2, "
 #: Algorithms whose rows share a per-topology stage their generator caches
 #: in its process (the tree packings of ``trees`` and ``hier``, NCCL's ring
 #: search): their rows run one after another in one process.  MI250 x2: the
-#: three trees rows take 5.2 s so against 6.1 s apart, hier 1.2 against 1.6,
+#: three trees rows take 5.2 s together against 6.1 s apart, hier 1.2 against 1.6,
 #: nccl-rings 5.7 against 6.1.
 SHARED_STAGE = frozenset({"trees", "hier", "nccl-rings"})
 
@@ -333,9 +333,9 @@ def _units(tasks: list[tuple[str, Collective]], bundle: bool = True) -> list[tup
     """Task indices grouped into the units the processes take: with
     ``bundle``, the rows of an algorithm in ``SHARED_STAGE`` together (the
     default analysis; a search's rows are minutes each and balance better
-    apart), every other row alone; costliest
-    unit first (the LPT rule, so that the processes end together and the
-    cheap ring rows fill the gaps at the end)."""
+    apart), every other row alone; costliest unit first (the LPT rule, so
+    that the processes end together and the cheap ring rows fill the gaps
+    at the end)."""
     groups: dict[object, list[int]] = {}
     for i, (name, coll) in enumerate(tasks):
         key = name if bundle and name in SHARED_STAGE else (name, coll)
