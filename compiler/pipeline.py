@@ -860,8 +860,11 @@ def variants(compiler: Compiler, protocols: tuple[Protocol, ...] | None = None,
             chunks: tuple[int | None, ...] = (opts.chunks,)
         elif opts.collective is Collective.ALLTOALL:
             chunks = ALLTOALL_CHUNKINGS.get(name, (None,))
-            if name == "rails" and _carried_alltoall(compiler.topo, compiler.budget):
-                chunks = (1,)  # through carriers None is one chunk per block too
+            if name == "rails":
+                from colc.compiler.alltoall.rails_alltoall import uses_carriers
+
+                if uses_carriers(compiler.topo, compiler.budget):
+                    chunks = (1,)  # through carriers None is one chunk per block too
         elif chunkings is not None and name in ("trees", "hier"):
             chunks = scale_chunks(chunkings, compiler.topo.num_ranks)
         elif name in ("trees", "hier"):
@@ -875,12 +878,6 @@ def variants(compiler: Compiler, protocols: tuple[Protocol, ...] | None = None,
             chunks = CHUNKINGS.get(name, (None,))
         out += [Variant(name, c, p) for c in chunks for p in protocols]
     return out
-
-
-def _carried_alltoall(topo: Topology, budget: int) -> bool:
-    from colc.compiler.alltoall.rails_alltoall import uses_carriers
-
-    return uses_carriers(topo, budget)
 
 
 def compile_topology(topo: Topology, opts: CompileOptions) -> CompileResult:

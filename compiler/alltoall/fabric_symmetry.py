@@ -30,6 +30,7 @@ representative (breadth first, so the result is deterministic).
 Hash collisions can only merge colours, never split equivalent ranks, and
 every permutation is checked against the links, so the classes are always
 correct; a search that gives up only leaves more classes (a larger LP).
+Ranks already joined are not searched again (networkx's ``UnionFind``).
 
 Input invariant: ``n`` ranks and directed links ``(u, v)`` with capacities
 (no switches: the LP's nodes are the ranks).
@@ -48,6 +49,7 @@ from collections import deque
 from dataclasses import dataclass
 
 import numpy as np
+from networkx.utils import UnionFind
 
 #: Refinements one search for an automorphism ``a -> b`` may spend.
 SEARCH_BUDGET = 64
@@ -96,14 +98,14 @@ def rank_classes(n: int, edges: list[tuple[int, int]], capacity: list[float]) ->
     graph = _Graph(n, edges, capacity)
     base = graph.refine(np.zeros(n, dtype=_U64))
     invariants = [_digest(graph.refine(_individualize(base, x, 0))) for x in range(n)]
-    parent = list(range(n))
+    joined = UnionFind(range(n))
     gens: list[np.ndarray] = []
     failed = 0
     for cell in _cells(invariants):
         a = cell[0]
         side_a = graph.refine(_individualize(base, a, 0))
         for b in cell[1:]:
-            if _find(parent, b) == _find(parent, a) or failed >= MAX_FAILED_SEARCHES:
+            if joined[b] == joined[a] or failed >= MAX_FAILED_SEARCHES:
                 continue
             perm = _Search(graph).run(side_a, graph.refine(_individualize(base, b, 0)), 1)
             if perm is None:
@@ -111,7 +113,7 @@ def rank_classes(n: int, edges: list[tuple[int, int]], capacity: list[float]) ->
                 continue
             gens.append(perm)
             for x in range(n):
-                _union(parent, x, int(perm[x]))
+                joined.union(x, int(perm[x]))
     return _transversals(n, gens)
 
 
@@ -213,19 +215,6 @@ def _cells(invariants: list[bytes]) -> list[list[int]]:
     for x, key in enumerate(invariants):
         groups.setdefault(key, []).append(x)
     return sorted((g for g in groups.values() if len(g) > 1), key=lambda g: g[0])
-
-
-def _find(parent: list[int], x: int) -> int:
-    while parent[x] != x:
-        parent[x] = parent[parent[x]]
-        x = parent[x]
-    return x
-
-
-def _union(parent: list[int], a: int, b: int) -> None:
-    ra, rb = _find(parent, a), _find(parent, b)
-    if ra != rb:
-        parent[max(ra, rb)] = min(ra, rb)
 
 
 def _transversals(n: int, gens: list[np.ndarray]) -> RankClasses:

@@ -510,17 +510,17 @@ def _capacity_rows(edges, n: int, classes):
     """``(translates, rows, row_of)`` of the class LP: per source and link the
     representative's link carried there; the distinct capacity rows (each
     the sorted columns of every source's translate); each link's row."""
-    m, v = len(edges), n
+    m = len(edges)
     us = np.array([a for a, _ in edges], dtype=np.int64)
     vs = np.array([b for _, b in edges], dtype=np.int64)
-    lookup = np.full(v * v, -1, dtype=np.int64)
-    lookup[us * v + vs] = np.arange(m)
+    lookup = np.full(n * n, -1, dtype=np.int64)
+    lookup[us * n + vs] = np.arange(m)
     column = {o: j for j, o in enumerate(classes.reps)}
     translates = np.empty((n, m), dtype=np.int64)
     first_col = np.empty(n, dtype=np.int64)
     for s in range(n):
         inv = np.argsort(classes.perm[s])
-        translates[s] = lookup[inv[us] * v + inv[vs]]
+        translates[s] = lookup[inv[us] * n + inv[vs]]
         first_col[s] = column[classes.rep[s]] * m
     if (translates < 0).any():
         raise InternalError("mcf: a rank class's permutation is not an automorphism")

@@ -22,7 +22,7 @@ the box switch carries the extra hop.  Threadblocks per rank: one for local
 copies, ``lanes`` per box peer, ``net_lanes`` per rail peer
 (``plan_rails_alltoall`` fits them to the budget).
 
-*Carriers*, when ``nb - 1`` rail peers do not fit the budget (past 16 DGX
+*Carriers*, when ``nb - 1`` rail peers do not fit the budget (past 25 DGX
 boxes at 32 threadblocks): the traffic between boxes ``b`` and ``b'`` crosses
 on one rail, that of place ``c = carrier_place(nb, G, 1, d, 0)`` (``d`` the
 boxes' distance; both directions share it, so a place sends to the rail
@@ -42,8 +42,9 @@ box numbered contiguously.
 Output invariant: a ``Schedule`` of ``Collective.ALLTOALL`` (deps inferred)
 proved out of place; every transfer between ranks joined through switches.
 
-Complexity: O(N (G + nb) cf / piece) ops; with carriers O(N nb G cf / piece).  Seed: the hierarchical
-schedules of 004 section 5.3, here for all-to-all (issue 19).
+Complexity: O(N (G + nb) cf / piece) ops; with carriers O(N nb G cf / piece).
+Seed: the hierarchical schedules of 004 section 5.3, here for all-to-all
+(issue 19).
 """
 
 from __future__ import annotations
@@ -123,7 +124,7 @@ def plan_rails_alltoall(topo: Topology, budget: int, chunks: int = 1) -> Alltoal
     groups = tuple(map(tuple, _layout(topo)))
     _contiguous(RailPlan(groups, 1, (1, 1), 1, 1, 1))
     nb, size = len(groups), len(groups[0])
-    carriers = 1 + (size - 1) + (nb - 1) > budget
+    carriers = _through_carriers(nb, size, budget)
     peers = rail_peers(nb, size, 1) if carriers else nb - 1
     need = 1 + (size - 1) + peers
     if need > budget:
@@ -167,7 +168,13 @@ def uses_carriers(topo: Topology, budget: int) -> bool:
         groups = _layout(topo)
     except ColcError:
         return False
-    return len(groups) + len(groups[0]) - 1 > budget
+    return _through_carriers(len(groups), len(groups[0]), budget)
+
+
+def _through_carriers(nb: int, size: int, budget: int) -> bool:
+    """Whether one threadblock per box peer and per rail peer (and one for
+    local copies) is more than ``budget``."""
+    return 1 + (size - 1) + (nb - 1) > budget
 
 
 def rails_alltoall_schedule(topo: Topology, collective: Collective, chunks: int | None = None,
@@ -270,6 +277,9 @@ def _carried(plan: AlltoallPlan, out: "_Ops", n: int, cf: int) -> Schedule:
         d = (b2 - b) % nb
         return min(d, nb - d)
 
+    def ahead(b: int) -> list[int]:  # the other boxes, nearest first going up
+        return [(b + d) % nb for d in range(1, nb)]
+
     # scratch of place c in each box: for each box it carries (in order of
     # distance), the outgoing blocks then the incoming ones, both by (g, h):
     # sending place g's range for the box is contiguous
@@ -285,7 +295,7 @@ def _carried(plan: AlltoallPlan, out: "_Ops", n: int, cf: int) -> Schedule:
         for c, k in pieces(0, cf):
             out.add(Slot(r, IN, r * cf + c), Slot(r, OUT, r * cf + c), k, 0)
     for b, members in enumerate(groups):  # 1: blocks for other boxes to their carrier
-        for b2 in sorted(range(nb), key=lambda x: (x - b) % nb)[1:]:
+        for b2 in ahead(b):
             t = members[carrier(b, b2)]
             for g, r in enumerate(members):
                 out.round = near(b, b2)
@@ -294,7 +304,7 @@ def _carried(plan: AlltoallPlan, out: "_Ops", n: int, cf: int) -> Schedule:
                     out.add(Slot(r, IN, groups[b2][0] * cf + o), Slot(t, SCR, at + o), k,
                             0 if t == r else 1)
     for b, members in enumerate(groups):  # 2: over the rail, a range per sending place
-        for b2 in sorted(range(nb), key=lambda x: (x - b) % nb)[1:]:
+        for b2 in ahead(b):
             c = carrier(b, b2)
             src, dst = members[c], groups[b2][c]
             for g in range(size):
@@ -305,7 +315,7 @@ def _carried(plan: AlltoallPlan, out: "_Ops", n: int, cf: int) -> Schedule:
                             Slot(dst, SCR, slot[(b2, b)] + span + first + o), k, 2)
     base = nb + nb * size * size * cf
     for b2, members in enumerate(groups):  # 3: the receiving carrier hands each block on
-        for b in sorted(range(nb), key=lambda x: (b2 - x) % nb)[1:]:
+        for b in [(b2 - d) % nb for d in range(1, nb)]:
             held = members[carrier(b2, b)]
             for g, source in enumerate(groups[b]):
                 for h, t in enumerate(members):
@@ -325,9 +335,6 @@ def _carried(plan: AlltoallPlan, out: "_Ops", n: int, cf: int) -> Schedule:
     sched = Schedule(Collective.ALLTOALL, n, n * cf, scratch, tuple(out.ops),
                      algorithm=NAME, inplace=False, rounds=tuple(out.rounds))
     return infer_dependencies(sched)
-
-
-
 
 
 def _carrier_transfers(groups: tuple[tuple[int, ...], ...], cf: int) -> tuple[int, int]:
@@ -372,5 +379,5 @@ class _Ops:
         self.rounds.append(self.round)
 
 
-__all__ = ["AlltoallPlan", "CARRIER_STEPS", "NAME", "plan_rails_alltoall", "rails_alltoall_schedule",
-           "uses_carriers"]
+__all__ = ["AlltoallPlan", "CARRIER_STEPS", "NAME", "plan_rails_alltoall",
+           "rails_alltoall_schedule", "uses_carriers"]
