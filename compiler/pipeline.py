@@ -141,6 +141,14 @@ MESH_RAILS_CHUNKINGS = (1, 2)
 RING_FAMILY = ("ring", "rings2d", "nccl-rings")
 #: Tree algorithms that spread over every rail peer on boxes behind a box switch.
 SPREAD_TREES = ("trees", "hier")
+#: On boxes without a switch, from ``MESH_RAILS_RANKS`` ranks, ``auto`` tries
+#: those trees only within this many threadblocks per box and rail peer:
+#: their relays inside the box add lanes and steps (MI250 x8 allgather, 22
+#: box and rail peers: trees need 40 threadblocks, refused at 32 after 5 min
+#: 19 s and 1.6 GB; hier 41 at 4 chunks, 81 at 8), and at x16 their packings
+#: took half of the allreduce portfolio's first 10 minutes (py-spy; it had
+#: not finished in 40).
+MESH_TREE_LANES_PER_PEER = 2
 
 
 def scale_skip(topo: Topology, algorithm: str, budget: int) -> str | None:
@@ -151,8 +159,11 @@ def scale_skip(topo: Topology, algorithm: str, budget: int) -> str | None:
     peer and per rail peer (spread splitting rotates a GPU's trees over
     every other box: DGX A100 x32, 38 peers per GPU), so ``nb - 1 + G - 1``
     above the budget rules them out before the packing (minutes and
-    gigabytes past 256 GPUs).  Ring-shaped schedules are left
-    out past ``RING_RANKS`` ranks where ``rails`` applies (see there).
+    gigabytes past 256 GPUs).  On boxes without a switch from
+    ``MESH_RAILS_RANKS`` ranks, where ``rails`` applies, their relays inside
+    the box need about ``MESH_TREE_LANES_PER_PEER`` threadblocks per peer.
+    Ring-shaped schedules are left out past ``RING_RANKS`` ranks where
+    ``rails`` applies (see there).
 
     Examples
     --------
@@ -162,6 +173,9 @@ def scale_skip(topo: Topology, algorithm: str, budget: int) -> str | None:
     'trees take a threadblock per box and rail peer: '
     >>> scale_skip(t, "rails", 32) is None, scale_skip(t, "trees", 108) is None
     (True, True)
+    >>> m = build_family({"family": "mi250", "boxes": 8}, "x")
+    >>> scale_skip(m, "hier", 32)[:56], scale_skip(m, "hier", 44) is None
+    ('hier on boxes without a switch relay inside the box and ', True)
     """
     if algorithm == "rails" and topo.num_ranks < MESH_RAILS_RANKS and _meshed_boxes(topo):
         return (f"rails on boxes without a switch relay along trees of the box's links; "
@@ -177,6 +191,13 @@ def scale_skip(topo: Topology, algorithm: str, budget: int) -> str | None:
     if algorithm in SPREAD_TREES and peers > budget:
         return (f"{algorithm} take a threadblock per box and rail peer: {peers} per GPU "
                 f"here, more than the budget of {budget} (--max-threadblocks)")
+    need = MESH_TREE_LANES_PER_PEER * peers
+    if (algorithm in SPREAD_TREES and _meshed_boxes(topo)
+            and topo.num_ranks >= MESH_RAILS_RANKS and need > budget):
+        return (f"{algorithm} on boxes without a switch relay inside the box and take "
+                f"about {need} threadblocks per GPU here ({MESH_TREE_LANES_PER_PEER} per box "
+                f"and rail peer), more than the budget of {budget} (--max-threadblocks "
+                f"{need} tries them; --algorithm {algorithm} builds them anyway)")
     if algorithm in RING_FAMILY and topo.num_ranks > RING_RANKS:
         return (f"{algorithm}: a ring of {topo.num_ranks} ranks is {topo.num_ranks - 1} "
                 f"dependent hops per call and takes {-(-topo.num_ranks // 64)} threadblocks "

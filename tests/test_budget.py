@@ -158,6 +158,24 @@ def test_auto_leaves_out_what_cannot_fit_before_building_it() -> None:
     assert {v.algorithm for v in variants(forced)} == {"trees"}
 
 
+def test_auto_leaves_trees_out_on_meshed_boxes_where_their_relays_cannot_fit() -> None:
+    """On 8 MI250 boxes (no box switch) trees and hier relay inside the box and
+    need about two threadblocks per box and rail peer (22 peers: 40 and 41 were
+    measured), so ``auto`` does not pack them at 32 but does at 44; below 128
+    ranks, where rails is left out, they stay."""
+    from colc.frontends.families import mi250
+
+    def names(topo, budget):
+        return {v.algorithm for v in variants(Compiler(topo, CompileOptions(
+            collective=Collective.ALLREDUCE, max_threadblocks=budget)))}
+
+    big = mi250(8)
+    assert "rails" in names(big, 32) and not names(big, 32) & {"trees", "hier"}
+    assert "44" in scale_skip(big, "trees", 43) and scale_skip(big, "trees", 44) is None
+    assert {"trees", "hier", "rails"} <= names(big, 44)
+    assert {"trees", "hier"} <= names(mi250(4), 32)
+
+
 @pytest.mark.parametrize("algorithm, coll", [("trees", Collective.ALLREDUCE),
                                              ("hier", Collective.ALLGATHER),
                                              ("ring", Collective.REDUCESCATTER)])
