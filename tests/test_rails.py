@@ -205,6 +205,22 @@ def test_boxes_without_a_switch_lower_decoupled_within_the_budget() -> None:
             assert not (tb.send in box and tb.recv in box), (rank.rank, tb.id)
 
 
+def test_meshed_allreduce_at_256_ranks_lowers_within_its_plan() -> None:
+    """MI250 x16 allreduce (256 GCDs): both phases' relays share a lane, so the
+    plan counts their steps together; the decoupled lowering keeps the
+    planned threadblocks (planned as one phase it split the relay lanes: 60
+    per GPU against 31 planned, and no file fit 32)."""
+    from colc.compiler.pipeline import DECOUPLED
+
+    topo = mi250(16)
+    plan = plan_rails(topo, 1, 32, 2)
+    sched = rails_schedule(topo, Collective.ALLREDUCE, 1, budget=32)
+    program = lower_to_program(sched, LoweringOptions(
+        protocol=Protocol.SIMPLE, inplace=sched.inplace, outofplace=sched.outofplace,
+        max_threadblocks=32, name="x", **DECOUPLED[0]))
+    assert program.max_threadblocks <= plan.threadblocks <= 32
+
+
 def test_boxes_without_a_switch_name_the_smallest_budget() -> None:
     """MI250: a send and a receive threadblock per link and lane, both ways."""
     with pytest.raises(InfeasibleError, match="at least 21 threadblocks"):

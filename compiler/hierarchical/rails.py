@@ -71,6 +71,11 @@ STEPS_PER_LANE = 24
 #: GPU; below, the phases fit as planned and larger pieces would cost the
 #: Simple files their FIFO room).
 PHASE_RANKS = 256
+#: The same from this many ranks on boxes without a switch, where relays along
+#: the box's trees put more steps on a lane (MI250 x16, 256 ranks, planned as
+#: one phase: relay lanes of about 70 steps, split by the lowering, 60
+#: threadblocks per GPU against 31 planned; x8 fits as planned).
+MESH_PHASE_RANKS = 256
 #: Channels the runtime has.
 MAX_CHANNELS = 32
 #: Lanes per box peer at most: beyond that the box link, not the
@@ -235,7 +240,8 @@ def plan_rails(topo: Topology, cf: int, budget: int, phases: int = 1) -> RailPla
     ordered = [o for o in options if o[4] >= want] + [o for o in options if o[4] < want]
     # Decoupled (boxes without a switch), a threadblock sends or receives: the
     # steps of both directions are its own.
-    steps = STEPS_PER_LANE * cost // (phases if nb * size > PHASE_RANKS else 1)
+    both = nb * size > PHASE_RANKS or (trees and nb * size >= MESH_PHASE_RANKS)
+    steps = STEPS_PER_LANE * cost // (phases if both else 1)
     too_long = None
     for s, split, net_lanes, fixed, total in ordered:
         lanes = _split_lanes(total, nb)
