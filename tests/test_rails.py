@@ -191,6 +191,39 @@ def test_large_sizes_fall_back_to_ll128_where_no_simple_file_is_correct(monkeypa
     assert any("at 1GB no Simple file is correct" in n for n in port.notes)
 
 
+def test_large_sizes_rank_ll128_where_every_simple_file_is_slower(monkeypatch) -> None:
+    """Past LL128's range only Simple files are ranked; where the best of them
+    is slower than the best file one size below (DGX A100 x16 allreduce: a
+    ring at 1 GiB after rails' LL128 at 128 MiB), LL128 is ranked there too
+    and serves the size when faster, with a note."""
+    import dataclasses
+
+    from colc.compiler import pipeline
+    from colc.compiler.portfolio import build_portfolio
+
+    real = pipeline.Compiler.simulate
+
+    def slow_simple(self, variant, size, program=None):
+        res = real(self, variant, size, program)
+        if variant.protocol is Protocol.SIMPLE and size > 256 << 20:
+            res = dataclasses.replace(res, algbw=res.algbw / 10)
+        return res
+
+    monkeypatch.setattr(pipeline.Compiler, "simulate", slow_simple)
+    port = build_portfolio(dgx_a100(2), CompileOptions(
+        algorithm="rails", collective=Collective.ALLGATHER, chunks=8, jobs=1),
+        sizes=(64 << 20, 1 << 30))
+    top = port.windows[-1]
+    assert top.variant.protocol is Protocol.LL128 and top.hi == 0
+    assert any("at 1GB LL128" in n and "faster than every Simple file" in n
+               for n in port.notes)
+    monkeypatch.setattr(pipeline.Compiler, "simulate", real)
+    plain = build_portfolio(dgx_a100(2), CompileOptions(
+        algorithm="rails", collective=Collective.ALLGATHER, chunks=8, jobs=1),
+        sizes=(64 << 20, 1 << 30))
+    assert plain.windows[-1].variant.protocol is Protocol.SIMPLE
+
+
 def test_boxes_without_a_switch_lower_decoupled_within_the_budget() -> None:
     """The pipeline lowers rails on MI250 boxes with a send and a receive
     threadblock per lane (planned that way), within the budget, verified."""
