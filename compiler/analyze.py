@@ -46,7 +46,7 @@ from colc.compiler.pipeline import (
 from colc.errors import ColcError
 from colc.forked import fork_map
 from colc.progress import report as progress_report
-from colc.ir.core import Collective
+from colc.ir.core import Collective, Protocol
 from colc.ir.runtime_model import model_for, model_named
 from colc.ir.topology import Topology
 from colc.ir.trees import TreePacking
@@ -506,6 +506,7 @@ def _searched(compiler, sizes: tuple[int, ...]) -> dict:
             for s, r in results:
                 if s not in best or r.algbw > best[s][0].algbw:
                     best[s] = (r, v, program)
+    _stretched(compiler, sizes, best)
     if not best:
         return {"emittable": False, "why": why}
     rows = [_sim_row(s, best[s][0], best[s][1].label) for s in sizes if s in best]
@@ -513,6 +514,30 @@ def _searched(compiler, sizes: tuple[int, ...]) -> dict:
     return {"emittable": True, "variant": top[1].label, "nchunks": top[2].nchunks,
             "threadblocks": max(b[2].max_threadblocks for b in best.values()),
             "search": True, "simulated": rows}
+
+
+def _stretched(compiler, sizes: tuple[int, ...], best: dict[int, tuple]) -> None:
+    """The portfolio's rule past LL128's range (``portfolio._falls``): where no
+    file serves a size or its best is slower than the best one size below,
+    LL128's variants are simulated there too and kept when faster."""
+    from colc.compiler.pipeline import variants
+    from colc.compiler.portfolio import CHUNKINGS, PROTOCOL_SIZES
+
+    if Protocol.LL128 not in compiler.model.protocols:
+        return
+    for i, s in enumerate(sizes):
+        below = best.get(sizes[i - 1]) if i else None
+        if s <= PROTOCOL_SIZES[Protocol.LL128][1] or (
+                s in best and not (below and best[s][0].algbw < below[0].algbw)):
+            continue
+        for v in variants(compiler, (Protocol.LL128,), CHUNKINGS[Protocol.LL128]):
+            try:
+                program = compiler.program(v)
+                r = compiler.simulate(v, s)
+            except ColcError:
+                continue
+            if s not in best or r.algbw > best[s][0].algbw:
+                best[s] = (r, v, program)
 
 
 def _sim_row(size: int, r, variant: str) -> dict:
