@@ -28,3 +28,23 @@ def validate_schedule(topo: Topology, sched: Schedule, protocol: Protocol = Prot
     report = verify_text(text, "<test>", backend="msccl")
     assert report.ok, report.errors[:5]
     return text
+
+
+def slow_simple_past_256m(monkeypatch, factor: float = 10.0):
+    """Make the simulator predict Simple files ``factor`` times slower past 256
+    MiB (where the portfolio ranks Simple alone), and return the real
+    ``Compiler.simulate`` so a test can restore it."""
+    import dataclasses
+
+    from colc.compiler import pipeline
+
+    real = pipeline.Compiler.simulate
+
+    def slow(self, variant, size, program=None):
+        res = real(self, variant, size, program)
+        if variant.protocol is Protocol.SIMPLE and size > 256 << 20:
+            res = dataclasses.replace(res, algbw=res.algbw / factor)
+        return res
+
+    monkeypatch.setattr(pipeline.Compiler, "simulate", slow)
+    return real

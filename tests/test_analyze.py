@@ -63,21 +63,13 @@ def test_search_ranks_ll128_past_its_range_where_simple_falls_behind(monkeypatch
     """As the portfolio (``portfolio._falls``): past 256 MiB only Simple is
     searched, unless its best there is slower than the best one size below;
     then LL128's variants are tried at that size and kept when faster."""
-    import dataclasses
-
-    real = pipeline.Compiler.simulate
-
-    def slow_simple(self, variant, size, program=None):
-        res = real(self, variant, size, program)
-        if variant.protocol is Protocol.SIMPLE and size > 256 << 20:
-            res = dataclasses.replace(res, algbw=res.algbw / 10)
-        return res
+    from tests.helpers import slow_simple_past_256m
 
     topo = torus([3, 4], 10)
     sizes = (64 << 20, 1 << 30)
     plain = an._simulated(topo, "trees", Collective.ALLGATHER, sizes, None, 32, search=True)
     assert plain["simulated"][1]["variant"].endswith("/Simple")
-    monkeypatch.setattr(pipeline.Compiler, "simulate", slow_simple)
+    slow_simple_past_256m(monkeypatch)
     row = an._simulated(topo, "trees", Collective.ALLGATHER, sizes, None, 32, search=True)
     assert row["simulated"][1]["variant"].endswith("/LL128")
     assert row["simulated"][1]["algbw"] > plain["simulated"][1]["algbw"] / 10

@@ -196,20 +196,11 @@ def test_large_sizes_rank_ll128_where_every_simple_file_is_slower(monkeypatch) -
     is slower than the best file one size below (DGX A100 x16 allreduce: a
     ring at 1 GiB after rails' LL128 at 128 MiB), LL128 is ranked there too
     and serves the size when faster, with a note."""
-    import dataclasses
-
     from colc.compiler import pipeline
     from colc.compiler.portfolio import build_portfolio
+    from tests.helpers import slow_simple_past_256m
 
-    real = pipeline.Compiler.simulate
-
-    def slow_simple(self, variant, size, program=None):
-        res = real(self, variant, size, program)
-        if variant.protocol is Protocol.SIMPLE and size > 256 << 20:
-            res = dataclasses.replace(res, algbw=res.algbw / 10)
-        return res
-
-    monkeypatch.setattr(pipeline.Compiler, "simulate", slow_simple)
+    real = slow_simple_past_256m(monkeypatch)
     port = build_portfolio(dgx_a100(2), CompileOptions(
         algorithm="rails", collective=Collective.ALLGATHER, chunks=8, jobs=1),
         sizes=(64 << 20, 1 << 30))
