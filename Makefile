@@ -11,7 +11,7 @@ install:  ## install colc and its dependencies (colc lands on PATH)
 	$(PYTHON) -m pip install -e ".[test,dask]"
 
 test:  ## run the whole test suite (doctests included), one worker per core (pytest-xdist)
-	$(PYTHON) -m pytest -n auto --dist worksteal tests --doctest-modules ir compiler frontends backends colc --doctest-glob='api.md' docs -p no:cacheprovider
+	$(PYTHON) -m pytest -n auto --maxprocesses 4 --dist worksteal tests --doctest-modules ir compiler frontends backends colc --doctest-glob='api.md' docs -p no:cacheprovider
 
 examples:  ## run every README command as written (minutes; .ci/run runs it after the tests)
 	COLC_EXAMPLES=all $(PYTHON) -m pytest tests/test_readme.py -q -p no:cacheprovider
