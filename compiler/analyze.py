@@ -517,18 +517,20 @@ def _searched(compiler, sizes: tuple[int, ...]) -> dict:
 
 
 def _stretched(compiler, sizes: tuple[int, ...], best: dict[int, tuple]) -> None:
-    """The portfolio's rule past LL128's range (``portfolio._falls``): where no
+    """The portfolio's rule past LL128's range (``portfolio.falls_behind``): where no
     file serves a size or its best is slower than the best one size below,
     LL128's variants are simulated there too and kept when faster."""
     from colc.compiler.pipeline import variants
-    from colc.compiler.portfolio import CHUNKINGS, PROTOCOL_SIZES
+    from colc.compiler.portfolio import CHUNKINGS, PROTOCOL_SIZES, falls_behind
+
+    def algbw(s: int) -> float | None:
+        return best[s][0].algbw if s in best else None
 
     if Protocol.LL128 not in compiler.model.protocols:
         return
     for i, s in enumerate(sizes):
-        below = best.get(sizes[i - 1]) if i else None
-        if s <= PROTOCOL_SIZES[Protocol.LL128][1] or (
-                s in best and not (below and best[s][0].algbw < below[0].algbw)):
+        if s <= PROTOCOL_SIZES[Protocol.LL128][1] or not falls_behind(
+                algbw(s), algbw(sizes[i - 1]) if i else None):
             continue
         for v in variants(compiler, (Protocol.LL128,), CHUNKINGS[Protocol.LL128]):
             try:

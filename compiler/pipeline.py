@@ -192,8 +192,8 @@ def scale_skip(topo: Topology, algorithm: str, budget: int) -> str | None:
         return (f"{algorithm} take a threadblock per box and rail peer: {peers} per GPU "
                 f"here, more than the budget of {budget} (--max-threadblocks)")
     need = MESH_TREE_LANES_PER_PEER * peers
-    if (algorithm in SPREAD_TREES and _meshed_boxes(topo)
-            and topo.num_ranks >= MESH_RAILS_RANKS and need > budget):
+    if (algorithm in SPREAD_TREES and need > budget
+            and topo.num_ranks >= MESH_RAILS_RANKS and _meshed_boxes(topo)):
         return (f"{algorithm} on boxes without a switch relay inside the box and take "
                 f"about {need} threadblocks per GPU here ({MESH_TREE_LANES_PER_PEER} per box "
                 f"and rail peer), more than the budget of {budget} (--max-threadblocks "

@@ -193,15 +193,24 @@ def _build_once(topo: Topology, opts: CompileOptions, sizes: tuple[int, ...]) ->
 
 def _falls(ranking: dict[int, list[tuple[float, Variant]]], sizes: tuple[int, ...],
            i: int) -> bool:
-    """Whether no file serves ``sizes[i]`` or its best is slower than the best
-    one size below: past LL128's range only Simple is ranked, and where Simple
+    """``falls_behind`` of the rankings at ``sizes[i]`` and one size below."""
+    def best(s: int) -> float | None:
+        return ranking[s][0][0] if ranking[s] else None
+
+    return falls_behind(best(sizes[i]), best(sizes[i - 1]) if i else None)
+
+
+def falls_behind(here: float | None, below: float | None) -> bool:
+    """Whether LL128 is ranked at a size past its range, where ``here`` is the
+    best Simple algbw (None: no file serves it) and ``below`` the best one
+    size smaller: past LL128's range only Simple is ranked, and where Simple
     files lose (DGX A100 x16 allreduce at 1 GiB: NCCL's rings 38.8 GB/s after
-    rails' LL128 53.4 at 128 MiB) LL128 is ranked there too."""
-    here = ranking[sizes[i]]
-    if not here:
-        return True
-    below = ranking[sizes[i - 1]] if i else []
-    return bool(below) and here[0][0] < below[0][0]
+    rails' LL128 53.4 at 128 MiB) LL128 is ranked there too.
+
+    >>> falls_behind(None, None), falls_behind(38.8, 53.4), falls_behind(60.0, 53.4)
+    (True, True, False)
+    """
+    return here is None or (below is not None and here < below)
 
 
 def _with_ll128(compiler: Compiler, cands: list[Variant], size: int, notes: list[str],
@@ -400,5 +409,5 @@ def format_portfolio(p: Portfolio) -> str:
 
 
 __all__ = ["NAME", "Portfolio", "SIZES", "Window", "build_portfolio", "check_windows",
-           "default_sizes", "format_portfolio"]
+           "default_sizes", "falls_behind", "format_portfolio"]
 _ = selection
