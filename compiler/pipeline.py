@@ -240,6 +240,11 @@ DECOUPLED = ({"fuse": False, "pair_connections": False},
              # boxes: many network peers), one threadblock serves one of each
              {"fuse": False, "pair_connections": True},
              {"fuse": True, "pair_connections": True})
+#: rails on boxes behind a switch: when the paired lowering hangs, the same
+#: pairing again with every (pair, lane) given one transfer per round
+#: (``separated_rounds``: DGX A100 x16 Simple allreduce), before the unpaired
+#: lowerings (which take up to twice the threadblocks).
+RAILS = (FUSED[0], {**FUSED[0], "rounds": "separated"}, *FUSED[1:])
 #: Strategies without the balance pass (the pre-cost-model lowering).
 STRATEGIES = FUSED
 #: Algorithms lowered decoupled first, balanced or not, above
@@ -657,6 +662,9 @@ class Compiler:
             return DECOUPLED
         if variant.algorithm == "rails" and _meshed_boxes(self.topo):
             return DECOUPLED  # relays along box trees: paired lanes alternate and wait
+        if (variant.algorithm == "rails" and self.opts.instances == 1
+                and self.opts.collective is not Collective.ALLTOALL):
+            return RAILS
         return (DECOUPLED if variant.algorithm in ("trees", "hier") and self._balances(variant)
                 else FUSED)
 
@@ -686,6 +694,9 @@ class Compiler:
                 continue
             self._strategy[variant] = k
             lowered = sched
+            if "rounds" in strategy:
+                strategy = {key: on for key, on in strategy.items() if key != "rounds"}
+                lowered = self._separated(sched, variant)
             if self._balances(variant):
                 paired = strategy["pair_connections"]
                 if paired not in balanced:
@@ -713,6 +724,16 @@ class Compiler:
         if isinstance(last, InfeasibleError):
             raise last
         raise InfeasibleError(f"{variant.label}: no lowering runs ({last})")
+
+    def _separated(self, sched: Schedule, variant: Variant) -> Schedule:
+        """rails' ``sched`` with the rounds of ``separated_rounds`` (same ops)."""
+        from colc.compiler.hierarchical.rails import separated_rounds
+
+        rounds = separated_rounds(self.topo, self.opts.collective, variant.chunks,
+                                  variant.budget or self.budget)
+        if len(rounds) != len(sched.ops):
+            raise InternalError("rails: separated rounds do not match the schedule's ops")
+        return dataclasses.replace(sched, rounds=rounds)
 
     def _hangs(self, variant: Variant, program: Program) -> Exception | None:
         """Why ``program`` hangs at the protocol's FIFO depth with one primitive

@@ -245,6 +245,49 @@ def test_meshed_allreduce_at_256_ranks_lowers_within_its_plan() -> None:
     assert program.max_threadblocks <= plan.threadblocks <= 32
 
 
+def test_separated_rounds_give_a_lane_one_transfer_per_round() -> None:
+    """The same ops, in other rounds: no (pair, lane) carries two transfers in
+    one round (the plain rounds do), and the schedule still verifies."""
+    topo = dgx_a100(3)
+    plain = rails_schedule(topo, Collective.ALLREDUCE, 2, budget=24)
+    rounds = rails.separated_rounds(topo, Collective.ALLREDUCE, 2, budget=24)
+    assert len(rounds) == len(plain.ops)
+    per_round = Counter((r, op.src.rank, op.dst.rank, op.channel)
+                        for r, op in zip(rounds, plain.ops, strict=True)
+                        if op.src.rank != op.dst.rank)
+    assert max(per_round.values()) == 1
+    twice = Counter((r, op.src.rank, op.dst.rank, op.channel)
+                    for r, op in zip(plain.rounds, plain.ops, strict=True)
+                    if op.src.rank != op.dst.rank)
+    assert max(twice.values()) > 1  # the plain rounds do put two on a lane
+    validate_schedule(topo, rails_schedule(topo, Collective.ALLREDUCE, 2, budget=24,
+                                           separate=True))
+
+
+def test_a_paired_allreduce_that_hangs_at_simple_lowers_with_separated_rounds() -> None:
+    """DGX A100 x4 allreduce, chunking 2, budget 24: paired in the plain rounds
+    the Simple lowering deadlocks (a lane sends twice in a row into a FIFO of
+    2 calls) and unpaired it needs 41 threadblocks; the pipeline's next
+    strategy lowers the same pairing in separated rounds, within 24."""
+    from colc.compiler.pipeline import FUSED, RAILS, Compiler, Variant
+    from colc.ir.interpret import deadlocks
+
+    topo = dgx_a100(4)
+    sched = rails_schedule(topo, Collective.ALLREDUCE, 2, budget=24)
+    plain = lower_to_program(sched, LoweringOptions(
+        protocol=Protocol.SIMPLE, max_threadblocks=24, **FUSED[0]))
+    assert deadlocks(plain, Protocol.SIMPLE.fifo_depth)
+    compiler = Compiler(topo, CompileOptions(algorithm="rails", collective=Collective.ALLREDUCE,
+                                             max_threadblocks=24, rank_sizes=(1 << 20,),
+                                             jobs=1))
+    variant = Variant("rails", 2, Protocol.SIMPLE)
+    program = compiler.program(variant)
+    assert RAILS[compiler._strategy[variant]].get("rounds") == "separated"
+    assert program.max_threadblocks <= 24
+    assert not deadlocks(program, Protocol.SIMPLE.fifo_depth)
+    assert compiler.simulate(variant, 1 << 20).algbw > 0
+
+
 def test_boxes_without_a_switch_name_the_smallest_budget() -> None:
     """MI250: a send and a receive threadblock per link and lane, both ways."""
     with pytest.raises(InfeasibleError, match="at least 21 threadblocks"):

@@ -34,7 +34,10 @@ n_net`` threadblocks (``n_net``: its rail peers, about ``(nb-1) S / G``).
 fallback) and lanes the budget allows: ``S = G`` at 2 to 8 DGX boxes, one
 segment per block at 64 and 128 (16 rail peers each way at 128, where own
 and relayed data share two lanes per box peer: 31 threadblocks).  Lanes are
-planned here, so the pipeline lowers without ``balance-lanes``.
+planned here, so the pipeline lowers without ``balance-lanes``.  Each
+transfer has a round (``Schedule.rounds``, the lowering's order);
+``separated_rounds`` gives every (pair, lane) at most one per round, the
+ordering the pipeline lowers when the plain one hangs in a paired lowering.
 
 Input invariant: a validated ``Topology`` of at least two boxes of equal size,
 each box behind switches (every box peer reached without the network), every
@@ -508,7 +511,7 @@ def box_trees(topo: Topology, groups: list[list[int]]
 class _Builder:
     """Ops in program order, with per-pair lane counters and scratch offsets."""
 
-    def __init__(self, plan: RailPlan, cf: int, n: int) -> None:
+    def __init__(self, plan: RailPlan, cf: int, n: int, separate: bool = False) -> None:
         self.plan = plan
         self.cf = cf
         self.ops: list[Op] = []
@@ -523,7 +526,9 @@ class _Builder:
         self.rounds: list[int] = []
         # Trees in a box put several transfers on one (pair, lane) in a round:
         # the next round starts at the second (``Schedule.rounds``' promise).
-        self.last: dict[tuple[int, int, int], int] | None = {} if plan.trees else None
+        # Elsewhere only on request (``separated_rounds``).
+        self.last: dict[tuple[int, int, int], int] | None = \
+            {} if plan.trees or separate else None
 
     def lane(self, src: int, dst: int) -> int:
         """Channel of the next transfer of ``src -> dst`` (round robin over the lanes
@@ -563,7 +568,7 @@ class _Builder:
 
 
 def rails_schedule(topo: Topology, collective: Collective, chunks: int | None = None,
-                   budget: int = 32) -> Schedule:
+                   budget: int = 32, separate: bool = False) -> Schedule:
     """Rail-aligned hierarchical schedule of ``collective`` (see module docstring).
 
     Parameters
@@ -574,6 +579,9 @@ def rails_schedule(topo: Topology, collective: Collective, chunks: int | None = 
         Chunks per shard (default 8).
     budget : int
         Threadblocks per rank the file may take.
+    separate : bool
+        Give a (pair, lane) at most one transfer per round (``separated_rounds``);
+        boxes without a switch always do.
 
     Returns
     -------
@@ -589,7 +597,7 @@ def rails_schedule(topo: Topology, collective: Collective, chunks: int | None = 
     cf = chunks or 8
     plan = plan_rails(topo, cf, budget, 2 if collective is Collective.ALLREDUCE else 1)
     n = topo.num_ranks
-    out = _Builder(plan, cf, n)
+    out = _Builder(plan, cf, n, separate)
     if collective is Collective.ALLGATHER:
         for r in range(n):
             for c, k in out.pieces(0, cf):
@@ -601,6 +609,27 @@ def rails_schedule(topo: Topology, collective: Collective, chunks: int | None = 
     sched = Schedule(collective, n, n * cf, max(out.scratch), tuple(out.ops), algorithm=NAME,
                      rounds=tuple(out.rounds))
     return infer_dependencies(sched)
+
+
+def separated_rounds(topo: Topology, collective: Collective, chunks: int | None = None,
+                     budget: int = 32) -> tuple[int, ...]:
+    """``Schedule.rounds`` of ``rails_schedule`` where a (pair, lane)'s second
+    transfer in a round starts the next round; the ops are the same.
+
+    A paired lane of an allreduce carries its own and relayed partial sums in
+    one round, so both sides send twice in a row: with Simple's FIFO of 2
+    calls the lowering that follows the plain rounds deadlocks (DGX A100 x16:
+    a cycle through the box lanes), and unpaired it needs 59 threadblocks.
+    Separated, the lowering alternates them (x16 allreduce, chunking 4: 52.8
+    and 65.2 GB/s at 128 MiB and 1 GiB, simulated).  Not the default: where
+    the plain rounds run, they run faster (LL128 allreduce on DGX A100 x32:
+    50.8 GB/s against 42.6; Simple reduce-scatter on x16 at 1 GiB: 138.7
+    against 130.7), so the pipeline tries this ordering only
+    when the plain one hangs.
+
+    Complexity: that of ``rails_schedule`` (it is built again).
+    """
+    return rails_schedule(topo, collective, chunks, budget, separate=True).rounds
 
 
 def _segments(plan: RailPlan, cf: int):
