@@ -126,6 +126,36 @@ def test_single_file_is_selectable_at_power_of_two_sizes() -> None:
     assert res.predicted and res.predicted[0][1].selected
 
 
+@pytest.mark.parametrize("upper_wins", [True, False])
+def test_the_midpoint_between_windows_goes_to_the_faster_file(monkeypatch, upper_wins) -> None:
+    """Between evaluated sizes s and 4s the power of two 2s (128 MiB between 64
+    and 256 MiB) is simulated under both winners and served by the faster: the
+    window boundary lands at s or at 2s, and the midpoint's figure is the
+    serving window's."""
+    from colc.compiler import pipeline
+
+    real = pipeline.Compiler.simulate
+    s, mid = 16 << 20, 32 << 20
+
+    def rigged(self, variant, size, program=None):
+        res = real(self, variant, size, program)
+        slow = ((variant.protocol is Protocol.SIMPLE and size < (mid if upper_wins else 64 << 20))
+                or (variant.protocol is Protocol.LL128 and size > (s if upper_wins else mid)))
+        return dataclasses.replace(res, algbw=res.algbw / 10) if slow else res
+
+    monkeypatch.setattr(pipeline.Compiler, "simulate", rigged)
+    p = build_portfolio(dgx_a100(2), CompileOptions(
+        algorithm="rails", collective=Collective.ALLGATHER, chunks=8, jobs=1),
+        sizes=(s, 64 << 20))
+    assert [w.variant.protocol for w in p.windows] == [Protocol.LL128, Protocol.SIMPLE]
+    assert check_windows(p.windows) == []
+    lower, upper = p.windows
+    assert lower.hi == (s if upper_wins else mid)
+    owner = upper if upper_wins else lower
+    assert mid in [r.nbytes for r in owner.results]
+    assert all(r.selected for w in p.windows for r in w.results)
+
+
 def test_portfolio_covers_every_size_once(tmp_path) -> None:
     topo = two_boxes(4)
     sizes = (1 << 10, 1 << 14, 1 << 18, 1 << 22)
