@@ -24,8 +24,8 @@ evaluated size ``s`` (a power of two, so every power-of-two size between two
 evaluated sizes falls in one window) or, when the next window's file is
 selected and simulates faster at ``2 s``, at ``s`` (``_split_midpoints``:
 128 MiB, what nccl-tests reports, lies between the evaluated 64 and 256
-MiB); the first starts at 0 and the last is unlimited.  A winner that fails verification is replaced by the next
-best for its sizes.
+MiB); the first starts at 0 and the last is unlimited.  A winner that
+fails verification is replaced by the next best for its sizes.
 
 Complexity: one simulation per (variant, size) at most, plus two per window
 boundary; the lowering of each variant once.
@@ -375,7 +375,8 @@ def _split_midpoints(compiler: Compiler, runs: list[tuple[Variant, list[int]]]
     simulate_pairs(compiler, pairs, jobs_for(compiler.opts))
     out = [(v, list(run)) for v, run in runs]
     for i, m in enumerate(cuts):
-        here, there = _sim_or_none(compiler, runs[i][0], m), _sim_or_none(compiler, runs[i + 1][0], m)
+        here = _sim_or_none(compiler, runs[i][0], m)
+        there = _sim_or_none(compiler, runs[i + 1][0], m)
         if there is not None and there.selected and (
                 here is None or not here.selected or there.algbw > here.algbw):
             cuts[i] = m // 2

@@ -881,5 +881,5 @@ def _chain(out: _Builder, r: int, sources: list[Slot], first: Slot, acc: Slot,
         prev = dst
 
 
-__all__ = ["NAME", "RailPlan", "box_trees", "carrier_place", "fifo_problem", "plan_rails", "rail_peers",
-           "rails_schedule"]
+__all__ = ["NAME", "RailPlan", "box_trees", "carrier_place", "fifo_problem", "plan_rails",
+           "rail_peers", "rails_schedule", "separated_rounds"]
