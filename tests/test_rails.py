@@ -53,7 +53,7 @@ def test_pieces_of_several_shards_are_proved(coll, monkeypatch) -> None:
 @pytest.mark.parametrize("budget", [17, 24, 32])
 def test_threadblocks_stay_within_the_budget(budget) -> None:
     topo = dgx_a100(2)
-    plan = plan_rails(topo, 8, budget)
+    plan = plan_rails(topo, 8, budget, 2, reduces=True)
     assert plan.threadblocks <= budget
     sched = rails_schedule(topo, Collective.ALLREDUCE, 8, budget=budget)
     program = lower_to_program(sched, LoweringOptions(max_threadblocks=budget))
@@ -306,3 +306,66 @@ def test_boxes_of_one_rank_behind_a_network_switch(coll) -> None:
     topo = parse_topology_text(text)
     assert not plan_rails(topo, 2, 32).trees
     validate_schedule(topo, rails_schedule(topo, coll, 2))
+
+
+def _first_crossing_depth(topo, sched) -> int:
+    """Transfers (ops between ranks) on the longest dependency path up to
+    and including the earliest network crossing."""
+    box_of = {r: i for i, g in enumerate(boxes(topo)) for r in g}
+    depth: dict[int, int] = {}
+    best = None
+    for op in sched.ops:  # deps point to earlier ops
+        moves = op.src.rank != op.dst.rank
+        depth[op.op_id] = max((depth[d] for d in op.deps), default=0) + moves
+        if box_of[op.src.rank] != box_of[op.dst.rank]:
+            best = depth[op.op_id] if best is None else min(best, depth[op.op_id])
+    return best
+
+
+@pytest.mark.parametrize("coll", (Collective.REDUCESCATTER, Collective.ALLREDUCE))
+def test_carriers_sum_their_box_in_short_chains(coll, monkeypatch) -> None:
+    """With a threadblock to spare, a carrier sums its seven box peers' inputs
+    in four chains of at most two transfers, so the first piece leaves on the
+    rail after three transfers instead of eight; the schedule stays proved."""
+    topo = dgx_a100(4)
+    plan = plan_rails(topo, 2, 32, 2 if coll is Collective.ALLREDUCE else 1, reduces=True)
+    assert plan.sum_chains == rails.SUM_CHAINS == 4
+    sched = rails_schedule(topo, coll, 2)
+    validate_schedule(topo, sched, lower=False)
+    assert _first_crossing_depth(topo, sched) == 3
+    monkeypatch.setattr(rails, "SUM_CHAINS", 1)
+    assert _first_crossing_depth(topo, rails_schedule(topo, coll, 2)) == 8
+
+
+def test_split_sums_take_only_a_spare_threadblock() -> None:
+    """The combining threadblock never costs a lane: at the budget the lanes
+    need exactly, the sums stay one chain; allgathers never split."""
+    topo = dgx_a100(4)
+    tight = plan_rails(topo, 2, 28, reduces=True)
+    assert (tight.sum_chains, tight.threadblocks) == (1, 28)
+    roomy = plan_rails(topo, 2, 29, reduces=True)
+    assert (roomy.sum_chains, roomy.threadblocks, roomy.lanes) == (4, 29, tight.lanes)
+    assert plan_rails(topo, 2, 32).sum_chains == 1
+    sched = rails_schedule(topo, Collective.REDUCESCATTER, 2, budget=29)
+    program = lower_to_program(sched, LoweringOptions(protocol=Protocol.SIMPLE,
+                                                      max_threadblocks=29))
+    assert program.max_threadblocks == 29
+
+
+def test_short_chains_reach_the_rail_sooner_in_simulation(monkeypatch) -> None:
+    """DGX A100 x4 reduce-scatter at 1 GiB, Simple: the split sums are faster
+    than one chain (the NIC idled while the first piece passed seven peers)."""
+    from colc.ir.runtime_model import A100
+    from colc.ir.simulate import simulate
+
+    topo = dgx_a100(4)
+
+    def algbw() -> float:
+        sched = rails_schedule(topo, Collective.REDUCESCATTER, 2)
+        program = lower_to_program(sched, LoweringOptions(protocol=Protocol.SIMPLE,
+                                                          max_threadblocks=32))
+        return simulate(program, topo, A100, 1 << 30).algbw
+
+    split = algbw()
+    monkeypatch.setattr(rails, "SUM_CHAINS", 1)
+    assert split > 1.03 * algbw()

@@ -84,6 +84,21 @@ MAX_CHANNELS = 32
 #: Lanes per box peer at most: beyond that the box link, not the
 #: threadblocks, bounds a lane (A100: 2 lanes already carry 40 GB/s per peer).
 MAX_LANES = 4
+#: Chains a carrier's sum of its box's inputs is split into at most (their
+#: results combined on a threadblock of their own, ``SUM_CHANNEL``): one
+#: chain of ``G - 1`` received reductions keeps the NIC idle until the first
+#: piece has passed every box peer (DGX A100 x4 reduce-scatter at 1 GiB: the
+#: NIC started after 422 us of a 5.6 ms call; simulated 192.2 GB/s with one
+#: chain, 198.6 with two, 199.6 with three, 201.9 with four of two inputs;
+#: seven plain receives, all reduced on the combining threadblock: 109.5).
+SUM_CHAINS = 4
+#: Steps the combining threadblock may take (a combine waits on two chains:
+#: a nop and a reduce; each further one, a reduce).
+SUM_STEPS = 60
+#: Channel hint of the combining threadblock (a local threadblock per hint:
+#: on channel 0's, behind the owner's sums that wait on the network, the
+#: next loop iteration's combines stalled the NIC for 214 us each).
+SUM_CHANNEL = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,6 +134,10 @@ class RailPlan:
         Relay lanes of each box link ``(place, place)`` when the box has no
         switch: in proportion to the trees on the link (``_link_lanes``);
         empty: ``lanes[1]`` for every box peer.
+    sum_chains : int
+        Reduce-scatter and allreduce: chains a carrier's sum of its box's
+        inputs is split into (``_carrier_sum``); above 1 they are combined on
+        one more threadblock, counted in ``threadblocks``.
     """
 
     groups: tuple[tuple[int, ...], ...]
@@ -130,6 +149,7 @@ class RailPlan:
     split_net: bool = False
     trees: tuple[tuple[tuple[int, int], ...], ...] = ()
     link_lanes: tuple[tuple[tuple[int, int], int], ...] = ()
+    sum_chains: int = 1
 
     @property
     def width(self) -> int:
@@ -182,7 +202,8 @@ def rail_peers(nb: int, size: int, segments: int) -> int:
     return max(peers(g) for g in range(size))
 
 
-def plan_rails(topo: Topology, cf: int, budget: int, phases: int = 1) -> RailPlan:
+def plan_rails(topo: Topology, cf: int, budget: int, phases: int = 1,
+               reduces: bool = False) -> RailPlan:
     """Segments, lanes and piece size of a rails schedule (see module docstring).
 
     Parameters
@@ -196,6 +217,9 @@ def plan_rails(topo: Topology, cf: int, budget: int, phases: int = 1) -> RailPla
         2 for an allreduce (reduce-scatter and allgather on the same lanes):
         past ``PHASE_RANKS`` ranks its pieces keep both phases within a
         threadblock's 64 steps.
+    reduces : bool
+        Reduce-scatter or allreduce: behind a box switch, a threadblock is
+        kept for the carriers' split sums (``RailPlan.sum_chains``).
 
     Returns
     -------
@@ -261,8 +285,11 @@ def plan_rails(topo: Topology, cf: int, budget: int, phases: int = 1) -> RailPla
         except InfeasibleError as err:
             too_long = too_long or err
             continue
+        # A spare threadblock combines the carriers' split sums.
+        sums = (_fitting_chains(size, nb, s, cf, piece)
+                if reduces and not trees and used < budget else 1)
         return RailPlan(tuple(map(tuple, groups)), s, lanes, net_lanes, piece,
-                        used, split == 2, trees, weighted)
+                        used + (sums > 1), split == 2, trees, weighted, sums)
     if too_long is not None:
         raise too_long
     raise InfeasibleError(
@@ -288,7 +315,8 @@ def fifo_problem(topo: Topology, collective: Collective, chunks: int | None, bud
     >>> fifo_problem(dgx_a100(128), Collective.ALLGATHER, 1, 32, 2)[:40]
     'rails: pieces of 4 chunks (one call each'
     """
-    plan = plan_rails(topo, chunks or 8, budget, 2 if collective is Collective.ALLREDUCE else 1)
+    plan = plan_rails(topo, chunks or 8, budget, 2 if collective is Collective.ALLREDUCE else 1,
+                      collective is not Collective.ALLGATHER)
     if plan.piece <= depth or 2 * plan.threadblocks <= budget or plan.trees:  # trees: decoupled
         return None
     return (f"rails: pieces of {plan.piece} chunks (one call each in the verifier's case) "
@@ -402,6 +430,19 @@ def _piece(cf: int, size: int, nb: int, segments: int, lanes: tuple[int, int],
     raise InfeasibleError(
         f"rails: {cf} chunks per shard need more than 64 steps per threadblock "
         f"({per_lane} transfers per lane); use fewer chunks per shard")
+
+
+def _fitting_chains(size: int, nb: int, segments: int, cf: int, piece: int) -> int:
+    """Chains for a carrier's sum of ``size - 1`` box inputs: up to
+    ``SUM_CHAINS`` of two inputs each (the last may have one), as many as keep
+    the combining threadblock within ``SUM_STEPS`` (``chains`` steps per piece
+    a carrier sums)."""
+    carried = -(-(nb - 1) * segments // size)
+    sums = carried * -(-(size // segments * cf) // piece)
+    chains = max(1, min(SUM_CHAINS, size // 2))
+    while chains > 1 and chains * sums > SUM_STEPS:
+        chains -= 1
+    return chains
 
 
 def _layout(topo: Topology, mesh: bool = False) -> list[list[int]]:
@@ -547,8 +588,8 @@ class _Builder:
         return own + self.width + k % self.plan.net_lanes
 
     def add(self, kind: OpKind, src: Slot, dst: Slot, count: int,
-            operand: Slot | None = None) -> None:
-        ch = 0 if src.rank == dst.rank else self.lane(src.rank, dst.rank)
+            operand: Slot | None = None, local: int = 0) -> None:
+        ch = local if src.rank == dst.rank else self.lane(src.rank, dst.rank)
         if self.last is not None and src.rank != dst.rank:
             key = (src.rank, dst.rank, ch)
             if self.last.get(key) == self.round:
@@ -595,7 +636,8 @@ def rails_schedule(topo: Topology, collective: Collective, chunks: int | None = 
         The budget is too small, or the chunking too fine for 64 steps.
     """
     cf = chunks or 8
-    plan = plan_rails(topo, cf, budget, 2 if collective is Collective.ALLREDUCE else 1)
+    plan = plan_rails(topo, cf, budget, 2 if collective is Collective.ALLREDUCE else 1,
+                      collective is not Collective.ALLGATHER)
     n = topo.num_ranks
     out = _Builder(plan, cf, n, separate)
     if collective is Collective.ALLGATHER:
@@ -738,6 +780,31 @@ def _gather(out: _Builder, jobs: list) -> list[list[Slot]]:
             for i, (members, edges, c, k) in enumerate(jobs)]
 
 
+def _carrier_sum(out: _Builder, sources: list[Slot], first: Slot, acc: Slot, k: int) -> Slot:
+    """``acc = first (+) sources`` on ``first``'s rank in ``plan.sum_chains``
+    chains of received reductions: the first from ``first`` into ``acc``, each
+    other from a plain receive into scratch; then the others reduced into
+    ``acc`` on the combining threadblock.  Returns the slot of the sum
+    (``first`` itself when there is nothing to add)."""
+    t, m = first.rank, out.plan.sum_chains
+    width = -(-len(sources) // m) or 1
+    chains = [sources[i:i + width] for i in range(0, len(sources), width)] or [[]]
+    prev = first
+    for src in chains[0]:
+        out.add(OpKind.REDUCE, src, acc, k, prev)
+        prev = acc
+    others = []
+    for chain in chains[1:]:
+        other = Slot(t, SCR, out.alloc(t, k))
+        out.add(OpKind.COPY, chain[0], other, k)
+        for src in chain[1:]:
+            out.add(OpKind.REDUCE, src, other, k, other)
+        others.append(other)
+    for other in others:
+        out.add(OpKind.REDUCE, other, acc, k, acc, local=SUM_CHANNEL)
+    return prev
+
+
 def _by_receiver(crossings: list, receiver) -> list[list]:
     """Crossings in batches: batch ``j`` holds each receiving rank's ``j``-th."""
     seen: dict[int, int] = {}
@@ -771,12 +838,8 @@ def _reduce_scatter(out: _Builder, coll: Collective) -> None:
             gathered = _gather(out, [(x[0], plan.tree(x[5]), *x[4][p]) for x in batch])
             for (members, t, start, at, pieces, g), sources in zip(batch, gathered):
                 c, k = pieces[p]
-                acc = Slot(t, SCR, at + c - start)
-                prev = Slot(t, IN, c)
-                for src in sources:
-                    out.add(OpKind.REDUCE, src, acc, k, prev)
-                    prev = acc
-                partial[(t, c)] = prev
+                partial[(t, c)] = _carrier_sum(out, sources, Slot(t, IN, c),
+                                               Slot(t, SCR, at + c - start), k)
             out.round += 1
     # (receiving rank, chunk) -> (length, the partials that cross to it)
     arrived: dict[tuple[int, int], tuple[int, list[Slot]]] = {}
