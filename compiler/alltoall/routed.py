@@ -106,7 +106,10 @@ def _routed(topo: Topology, collective: Collective, chunks: int | None,
 
 
 #: Steps one rank can hold in an MSCCL file: 64 per threadblock, at most 108
-#: threadblocks (an A100), half of them sends on paired threadblocks.
+#: threadblocks (an A100), half of them sends on paired threadblocks.  colc's
+#: oneCCL files come from the same lowered program, so the bound holds for
+#: them too (their format has no such limit; lowering to longer threads is
+#: not built).
 MAX_SENDS_PER_RANK = 64 * 108 // 2
 
 
@@ -122,7 +125,8 @@ def _check_steps(topo: Topology) -> None:
             f"mcf all-to-all on {topo.num_ranks} ranks: a rank sends or relays at least "
             f"{sends} transfers (one per hop of every block), more than the "
             f"{MAX_SENDS_PER_RANK} steps an MSCCL file holds per rank (64 per threadblock, "
-            f"half of 108 threadblocks); a fabric of fewer or nearer ranks is needed")
+            f"half of 108 threadblocks; colc lowers oneCCL files to the same threadblocks); "
+            f"a fabric of fewer or nearer ranks is needed")
 
 
 def chunk_routes(result: McfResult, cf: int) -> dict[tuple[int, int], list[tuple[tuple[int, ...], int]]]:
