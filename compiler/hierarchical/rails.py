@@ -20,7 +20,8 @@ shards):
 3. the receiving carrier forwards the segment to its ``G-1`` box peers.
 
 Reduce-scatter runs it backwards: box peers send their inputs of a segment to
-its carrier, which reduces them and sends the box's partial over the rail;
+its carrier, which reduces them (in up to ``SUM_CHAINS`` short chains when a
+threadblock is spare, ``_carrier_sum``) and sends the box's partial over the rail;
 the owner reduces its input, its box peers' inputs and the partials that
 crossed the network (through the receiving carrier when ``S < G``).
 Allreduce is the reduce-scatter into the output, then the allgather.
@@ -29,7 +30,8 @@ Transfers are cut into pieces (``piece`` chunks) dealt round robin to
 ``lanes`` channels per box peer, and the network pairs get their own
 channels: on every rank the lowering pairs a lane's send to a peer with its
 receive from the same peer, so a rank takes ``1 + lanes (G-1) + net_lanes
-n_net`` threadblocks (``n_net``: its rail peers, about ``(nb-1) S / G``).
+n_net`` threadblocks (``n_net``: its rail peers, about ``(nb-1) S / G``; one
+more combines the carriers' split sums).
 ``plan_rails`` picks the most segments (fewest rail peers first is the
 fallback) and lanes the budget allows: ``S = G`` at 2 to 8 DGX boxes, one
 segment per block at 64 and 128 (16 rail peers each way at 128, where own
