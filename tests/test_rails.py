@@ -369,3 +369,63 @@ def test_short_chains_reach_the_rail_sooner_in_simulation(monkeypatch) -> None:
     split = algbw()
     monkeypatch.setattr(rails, "SUM_CHAINS", 1)
     assert split > 1.03 * algbw()
+
+
+def _nic_shards(topo, sched, cf) -> Counter:
+    """Chunks each rank receives over the network, in shards."""
+    box_of = {r: i for i, g in enumerate(boxes(topo)) for r in g}
+    got: Counter = Counter()
+    for op in sched.ops:
+        if box_of[op.src.rank] != box_of[op.dst.rank]:
+            got[op.dst.rank] += op.count
+    return Counter({r: n / cf for r, n in got.items()})
+
+
+def test_spread_distances_give_every_nic_the_same_share() -> None:
+    """DGX A100 x16 at 4 segments per block: carried in turn, places 0-3 took
+    16 shards over their NICs and places 4-7 took 14; spreading distances 7
+    and 8 one shard per place gives every NIC 15, with one rail peer more."""
+    topo = dgx_a100(16)
+    plan = plan_rails(topo, 2, 32)
+    assert (plan.segments, plan.spread) == (4, (7, 8))
+    assert plan.threadblocks <= 32
+    loads = set(_nic_shards(topo, rails_schedule(topo, Collective.ALLGATHER, 2), 2).values())
+    assert loads == {15.0}
+    even = rails.RailPlan(plan.groups, plan.segments, plan.lanes, plan.net_lanes,
+                          plan.piece, plan.threadblocks)
+    turns = Counter(even.carrier(d, j) for d in range(1, 16) for j in range(4))
+    assert sorted(set(turns.values())) == [7, 8]
+
+
+def test_spread_takes_only_spare_threadblocks() -> None:
+    """At the budget the lanes need exactly there is no rail peer to spare."""
+    topo = dgx_a100(16)
+    assert plan_rails(topo, 2, 30).spread == ()
+    assert plan_rails(topo, 2, 30).threadblocks <= 30
+
+
+@pytest.mark.parametrize("coll", COLLS)
+def test_spread_schedules_are_proved(coll) -> None:
+    topo = dgx_a100(12)
+    sched = rails_schedule(topo, coll, 1)
+    assert plan_rails(topo, 1, 32).spread == (5, 6)
+    validate_schedule(topo, sched, lower=False)
+
+
+def test_even_nics_are_faster_in_simulation(monkeypatch) -> None:
+    """DGX A100 x12 allgather at 1 GiB, Simple: spread beats carriers in turn."""
+    from colc.ir.runtime_model import A100
+    from colc.ir.simulate import simulate
+
+    topo = dgx_a100(12)
+
+    def algbw() -> float:
+        sched = rails_schedule(topo, Collective.ALLGATHER, 2)
+        program = lower_to_program(sched, LoweringOptions(protocol=Protocol.SIMPLE,
+                                                          max_threadblocks=32))
+        assert program.max_threadblocks <= 32
+        return simulate(program, topo, A100, 1 << 30).algbw
+
+    spread = algbw()
+    monkeypatch.setattr(rails, "_spread_choice", lambda *args: ())
+    assert spread > 1.1 * algbw()

@@ -19,6 +19,12 @@ shards):
    (``S = G``: the carrier is the shard's owner and the segment its own shard);
 3. the receiving carrier forwards the segment to its ``G-1`` box peers.
 
+Where the ``(nb-1) S`` segments of a box do not fall evenly on its ``G``
+places (DGX A100 x12 and x16 at 4 segments), a few distances cross as one
+shard per place, carried by its owner, and the others take the carriers in
+turn among themselves (``RailPlan.spread``, when a rail peer more fits the
+budget): every NIC then carries the same share.
+
 Reduce-scatter runs it backwards: box peers send their inputs of a segment to
 its carrier, which reduces them (in up to ``SUM_CHAINS`` short chains when a
 threadblock is spare, ``_carrier_sum``) and sends the box's partial over the rail;
@@ -101,6 +107,9 @@ SUM_STEPS = 60
 #: on channel 0's, behind the owner's sums that wait on the network, the
 #: next loop iteration's combines stalled the NIC for 214 us each).
 SUM_CHANNEL = 1
+#: Distances ``c`` whose segments may be spread at most, one shard per place,
+#: to even out the places' network loads (``_spread_choice``).
+MAX_SPREAD = 3
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,6 +149,11 @@ class RailPlan:
         Reduce-scatter and allreduce: chains a carrier's sum of its box's
         inputs is split into (``_carrier_sum``); above 1 they are combined on
         one more threadblock, counted in ``threadblocks``.
+    spread : tuple of int
+        Distances ``c = min(d, nb - d)`` whose blocks cross as one shard per
+        place (carried by the shard's owner) instead of in ``segments``
+        segments, so that every place's NIC carries the same share
+        (``_spread_choice``); the other distances take the carriers in turn.
     """
 
     groups: tuple[tuple[int, ...], ...]
@@ -152,6 +166,7 @@ class RailPlan:
     trees: tuple[tuple[tuple[int, int], ...], ...] = ()
     link_lanes: tuple[tuple[tuple[int, int], int], ...] = ()
     sum_chains: int = 1
+    spread: tuple[int, ...] = ()
 
     @property
     def width(self) -> int:
@@ -171,7 +186,11 @@ class RailPlan:
 
     def carrier(self, d: int, j: int) -> int:
         """Place carrying segment ``j`` of a block to the box ``d`` boxes further."""
-        return carrier_place(len(self.groups), self.size, self.segments, d, j)
+        return _carrier(len(self.groups), self.size, self.segments, self.spread, d, j)
+
+    def segments_at(self, d: int) -> int:
+        """Segments of a block crossing ``d`` boxes (``size`` where spread)."""
+        return _segments_at(len(self.groups), self.size, self.segments, self.spread, d)
 
 
 def carrier_place(nb: int, size: int, segments: int, d: int, j: int) -> int:
@@ -187,6 +206,73 @@ def carrier_place(nb: int, size: int, segments: int, d: int, j: int) -> int:
     True
     """
     return ((min(d, nb - d) - 1) * segments + j) % size
+
+
+def _segments_at(nb: int, size: int, segments: int, spread: tuple[int, ...], d: int) -> int:
+    return size if min(d, nb - d) in spread else segments
+
+
+def _carrier(nb: int, size: int, segments: int, spread: tuple[int, ...], d: int,
+             j: int) -> int:
+    """``carrier_place`` with the distances in ``spread`` carried by the
+    shard's owner and the others taking the carriers in turn among themselves
+    (``d`` and ``nb - d`` still share theirs)."""
+    if not spread:
+        return carrier_place(nb, size, segments, d, j)
+    c = min(d, nb - d)
+    if c in spread:
+        return j
+    turn = c - 1 - sum(1 for x in spread if x < c)
+    return (turn * segments + j) % size
+
+
+def _carried(nb: int, size: int, segments: int,
+             spread: tuple[int, ...]) -> list[list[tuple[int, int]]]:
+    """Per place, ``(d, shards)`` of every segment it carries to one side."""
+    out: list[list[tuple[int, int]]] = [[] for _ in range(size)]
+    for d in range(1, nb):
+        s = _segments_at(nb, size, segments, spread, d)
+        for j in range(s):
+            out[_carrier(nb, size, segments, spread, d, j)].append((d, size // s))
+    return out
+
+
+def _carrier_load(nb: int, size: int, segments: int,
+                  spread: tuple[int, ...]) -> tuple[int, int]:
+    """Most shards one place carries across the network (each way), and most
+    rail peers of one place."""
+    carried = _carried(nb, size, segments, spread)
+    return (max(sum(w for _, w in x) for x in carried),
+            max(len({d for d, _ in x}) for x in carried))
+
+
+def _spread_choice(nb: int, size: int, segments: int, extra_peers: int) -> tuple[int, ...]:
+    """Distances to spread (``RailPlan.spread``): the fewest shards on the
+    busiest place's NIC, then the fewest rail peers, within ``extra_peers``
+    more than without; up to ``MAX_SPREAD`` of the farthest distances, and
+    ``nb / 2`` (one crossing, not two).  Carried in turn, ``(nb-1) S``
+    segments do not always fall evenly on ``G`` places: DGX A100 x16 at 4
+    segments put 8 on places 0-3 and 7 on places 4-7 (16 shards against an
+    even 15; spreading 7 and 8 gives every place 15).
+
+    >>> _spread_choice(16, 8, 4, 1), _spread_choice(16, 8, 4, 0), _spread_choice(4, 8, 8, 9)
+    ((7, 8), (), ())
+    """
+    if segments >= size or nb < 3:
+        return ()
+    half = nb // 2
+    load, peers = _carrier_load(nb, size, segments, ())
+    best = (load, peers, ())
+    twos = [c for c in range(half, 0, -1) if 2 * c != nb]
+    for middle in ((False, True) if nb % 2 == 0 else (False,)):
+        for k in range(min(MAX_SPREAD, len(twos)) + 1):
+            spread = tuple(sorted(twos[:k] + ([half] if middle else [])))
+            if not spread:
+                continue
+            got = _carrier_load(nb, size, segments, spread)
+            if got[1] <= peers + extra_peers and got < best[:2]:
+                best = (*got, spread)
+    return best[2]
 
 
 def rail_peers(nb: int, size: int, segments: int) -> int:
@@ -281,17 +367,23 @@ def plan_rails(topo: Topology, cf: int, budget: int, phases: int = 1,
             used = fixed + cost * used
             if used > budget:  # not even a lane per link's trees fits
                 continue
+        # Spare threadblocks first even out the NICs (a rail peer more costs a
+        # network lane), then combine the carriers' split sums.
+        spread = () if trees else _spread_choice(nb, size, s, (budget - used) // (
+            split * net_lanes))
+        if spread:
+            used += (_carrier_load(nb, size, s, spread)[1] - rail_peers(nb, size, s)) * (
+                split * net_lanes)
         try:
             piece = _piece(cf, size, nb, s, (lanes[0], 1) if weighted else lanes, steps,
-                           per_lane)
+                           per_lane, spread)
         except InfeasibleError as err:
             too_long = too_long or err
             continue
-        # A spare threadblock combines the carriers' split sums.
-        sums = (_fitting_chains(size, nb, s, cf, piece)
+        sums = (_fitting_chains(size, nb, s, cf, piece, spread)
                 if reduces and not trees and used < budget else 1)
         return RailPlan(tuple(map(tuple, groups)), s, lanes, net_lanes, piece,
-                        used + (sums > 1), split == 2, trees, weighted, sums)
+                        used + (sums > 1), split == 2, trees, weighted, sums, spread)
     if too_long is not None:
         raise too_long
     raise InfeasibleError(
@@ -411,7 +503,8 @@ def _fill(lanes: dict, load: dict, relay: dict, spare: int, cap: int) -> None:
 
 
 def _piece(cf: int, size: int, nb: int, segments: int, lanes: tuple[int, int],
-           steps: int = STEPS_PER_LANE, uses: tuple[int, int] = (1, 1)) -> int:
+           steps: int = STEPS_PER_LANE, uses: tuple[int, int] = (1, 1),
+           spread: tuple[int, ...] = ()) -> int:
     """Piece size: a divisor of ``cf`` or a multiple of it (so pieces of a
     segment and of a shard line up), the smallest that keeps every lane within
     ``STEPS_PER_LANE`` transfers per peer and direction (``uses``: the trees
@@ -424,7 +517,9 @@ def _piece(cf: int, size: int, nb: int, segments: int, lanes: tuple[int, int],
     start = 1  # a piece is one call at large sizes: exchanges alternate within the FIFO
     per_lane = 0
     for piece in (p for p in options if p >= min(start, cf) and p <= MAX_COUNT):
-        own, relayed = uses[0] * -(-cf // piece), uses[1] * carried * -(-seg_len // piece)
+        own = uses[0] * -(-cf // piece)
+        relayed = uses[1] * (_relayed_pieces(nb, size, segments, spread, cf, piece) if spread
+                             else carried * -(-seg_len // piece))
         per_lane = (max(-(-own // lanes[0]), -(-relayed // lanes[1])) if lanes[0]
                     else -(-(own + relayed) // lanes[1]))
         if per_lane <= steps:
@@ -434,13 +529,22 @@ def _piece(cf: int, size: int, nb: int, segments: int, lanes: tuple[int, int],
         f"({per_lane} transfers per lane); use fewer chunks per shard")
 
 
-def _fitting_chains(size: int, nb: int, segments: int, cf: int, piece: int) -> int:
+def _relayed_pieces(nb: int, size: int, segments: int, spread: tuple[int, ...], cf: int,
+                    piece: int) -> int:
+    """Most pieces of ``piece`` chunks one place carries across (each way)."""
+    return max(sum(-(-w * cf // piece) for _, w in x)
+               for x in _carried(nb, size, segments, spread))
+
+
+def _fitting_chains(size: int, nb: int, segments: int, cf: int, piece: int,
+                    spread: tuple[int, ...] = ()) -> int:
     """Chains for a carrier's sum of ``size - 1`` box inputs: up to
     ``SUM_CHAINS`` of two inputs each (the last may have one), as many as keep
     the combining threadblock within ``SUM_STEPS`` (``chains`` steps per piece
     a carrier sums)."""
     carried = -(-(nb - 1) * segments // size)
-    sums = carried * -(-(size // segments * cf) // piece)
+    sums = (_relayed_pieces(nb, size, segments, spread, cf, piece) if spread
+            else carried * -(-(size // segments * cf) // piece))
     chains = max(1, min(SUM_CHAINS, size // 2))
     while chains > 1 and chains * sums > SUM_STEPS:
         chains -= 1
@@ -678,9 +782,10 @@ def separated_rounds(topo: Topology, collective: Collective, chunks: int | None 
 
 def _segments(plan: RailPlan, cf: int):
     """``(b, b2, d, j, carrier place, first chunk, length)`` of every rail crossing."""
-    nb, size, s = len(plan.groups), plan.size, plan.segments
-    width = size // s * cf
+    nb, size = len(plan.groups), plan.size
     for d in range(1, nb):
+        s = plan.segments_at(d)
+        width = size // s * cf
         for b in range(nb):
             b2 = (b + d) % nb
             for j in range(s):
@@ -711,15 +816,18 @@ def _allgather(out: _Builder, first: Buffer) -> None:
     crossings = [(plan.groups[b][g], plan.groups[b2], g, out.pieces(start, width))
                  for b, b2, _, _, g, start, width in _segments(plan, cf)]
     received = _by_receiver(crossings, lambda x: x[1][x[2]])
-    for p in range(max(len(shards[0][2]), len(crossings[0][3]))):
+    most = max(len(x[3]) for x in crossings)  # spread crossings have fewer pieces
+    for p in range(max(len(shards[0][2]), most)):
         out.relay = 0
         if p < len(shards[0][2]):  # 1: own shard to the box peers
             _spread(out, [(members, plan.tree(g), own(members[g], pieces[p][0]), *pieces[p])
                           for members, g, pieces in shards])
-        if p >= len(crossings[0][3]):
+        if p >= most:
             out.round += 1
             continue
         for src, members, g, pieces in crossings:  # 2: over the rails
+            if p >= len(pieces):
+                continue
             c, k = pieces[p]
             mine = c // cf == src == (c + k - 1) // cf  # within the carrier's own shard
             out.add(OpKind.COPY, own(src, c) if mine else Slot(src, OUT, c),
@@ -727,7 +835,7 @@ def _allgather(out: _Builder, first: Buffer) -> None:
         out.relay = 1
         for batch in received:  # 3: to the receiving box, one segment per peer a round
             _spread(out, [(members, plan.tree(g), Slot(members[g], OUT, pieces[p][0]),
-                           *pieces[p]) for _, members, g, pieces in batch])
+                           *pieces[p]) for _, members, g, pieces in batch if p < len(pieces)])
             out.round += 1
 
 
@@ -835,8 +943,9 @@ def _reduce_scatter(out: _Builder, coll: Collective) -> None:
         members, t = plan.groups[b2], plan.groups[b2][g]
         chains.append((members, t, start, out.alloc(t, width), out.pieces(start, width), g))
     batches = _by_receiver(chains, lambda x: x[1])
-    for p in range(len(chains[0][4])):  # 3': box inputs to the carrier, in rounds
+    for p in range(max(len(x[4]) for x in chains)):  # 3': box inputs to the carrier
         for batch in batches:
+            batch = [x for x in batch if p < len(x[4])]
             gathered = _gather(out, [(x[0], plan.tree(x[5]), *x[4][p]) for x in batch])
             for (members, t, start, at, pieces, g), sources in zip(batch, gathered):
                 c, k = pieces[p]
