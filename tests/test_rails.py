@@ -406,6 +406,9 @@ def test_spread_takes_only_spare_threadblocks() -> None:
 
 @pytest.mark.parametrize("coll", COLLS)
 def test_spread_schedules_are_proved(coll) -> None:
+    """DGX A100 x12 spreads distances 5 and 6 (one-shard segments beside
+    two-shard ones, fewer pieces on those crossings): proved in place and out
+    of place."""
     topo = dgx_a100(12)
     sched = rails_schedule(topo, coll, 1)
     assert plan_rails(topo, 1, 32).spread == (5, 6)
