@@ -283,11 +283,7 @@ def rail_peers(nb: int, size: int, segments: int) -> int:
     >>> rail_peers(2, 8, 8), rail_peers(128, 8, 1), rail_peers(16, 8, 8)
     (1, 16, 15)
     """
-    def peers(g: int) -> int:
-        return len({d for d in range(1, nb) for j in range(segments)
-                    if carrier_place(nb, size, segments, d, j) == g})
-
-    return max(peers(g) for g in range(size))
+    return _carrier_load(nb, size, segments, ())[1]
 
 
 def plan_rails(topo: Topology, cf: int, budget: int, phases: int = 1,
@@ -542,9 +538,8 @@ def _fitting_chains(size: int, nb: int, segments: int, cf: int, piece: int,
     ``SUM_CHAINS`` of two inputs each (the last may have one), as many as keep
     the combining threadblock within ``SUM_STEPS`` (``chains`` steps per piece
     a carrier sums)."""
-    carried = -(-(nb - 1) * segments // size)
     sums = (_relayed_pieces(nb, size, segments, spread, cf, piece) if spread
-            else carried * -(-(size // segments * cf) // piece))
+            else -(-(nb - 1) * segments // size) * -(-(size // segments * cf) // piece))
     chains = max(1, min(SUM_CHAINS, size // 2))
     while chains > 1 and chains * sums > SUM_STEPS:
         chains -= 1
