@@ -295,13 +295,24 @@ def _cmd_compile(argv: list[str]) -> int:
     if args.output:
         write_atomically(args.output, result.text, inputs=[args.topology])
         print(f"colc: wrote {args.output} ({result.algorithm}, {opts.collective.value}, "
-              f"{topo.num_ranks} ranks, nchunksperloop {result.program.nchunks}, "
-              f"{result.program.max_threadblocks} threadblocks per GPU; predicted "
-              f"{predicted}; bandwidth bound {float(result.algbw):.1f} GB/s; verified)",
-              file=sys.stderr)
+              f"{topo.num_ranks} ranks, {_written_shape(result, predicted)}; bandwidth "
+              f"bound {float(result.algbw):.1f} GB/s; verified)", file=sys.stderr)
     else:
         sys.stdout.write(result.text)
     return 0
+
+
+def _written_shape(result, predicted: str) -> str:
+    """The summary's middle: a program's chunks, threadblocks and predictions,
+    or the threads of a file written as oneCCL threads directly."""
+    if result.program is not None:
+        return (f"nchunksperloop {result.program.nchunks}, "
+                f"{result.program.max_threadblocks} threadblocks per GPU; predicted {predicted}")
+    ranks = result.threads.ranks
+    threads = max(len(r.threads) for r in ranks)
+    instrs = max(sum(len(t.instrs) for t in r.threads) for r in ranks)
+    return (f"nchunks {result.threads.nchunks}, at most {threads} threads and {instrs} "
+            f"instructions per rank; not simulated: the bound is the routes' busiest link")
 
 
 def _write_portfolio(topo, opts, folder: str, source: str) -> int:

@@ -57,6 +57,7 @@ from colc.ir.chunks import Schedule
 from colc.ir.core import Collective, Protocol
 from colc.ir.interpret import deadlocks
 from colc.ir.load_checks import load_program
+from colc.ir.oneccl import ThreadSchedule
 from colc.ir.program import Program
 from colc.ir.runtime_model import RuntimeModel, model_for, model_named
 from colc.ir.simulate import SimResult, SimulationError, selection, simulate
@@ -348,7 +349,13 @@ def rank_limit_problem(ngpus: int, backend: str = "msccl") -> str | None:
 def available_algorithms() -> list[str]:
     """Names accepted by ``--algorithm`` (``auto`` included)."""
     _load_optional_algorithms()
-    return ["auto", *sorted(ALGORITHMS)]
+    return ["auto", *sorted({*ALGORITHMS, *THREAD_ALGORITHMS})]
+
+
+#: Algorithms lowered straight to oneCCL threads (no chunk schedule, no
+#: threadblock program): a routed all-to-all past what MSCCL's threadblocks
+#: hold (``compiler/alltoall/hop_relay.py``).
+THREAD_ALGORITHMS = frozenset({"hop-relay"})
 
 
 def _load_optional_algorithms() -> None:
@@ -498,14 +505,17 @@ class CompileResult:
     maps message sizes to the simulator's results for the written file.
     """
 
-    schedule: Schedule
-    program: Program
+    schedule: Schedule | None
+    program: Program | None
     text: str
     algorithm: str
     algbw: Fraction
     notes: tuple[str, ...] = ()
     predicted: tuple[tuple[int, SimResult], ...] = ()
     variant: Variant | None = None
+    #: oneCCL threads written directly (``THREAD_ALGORITHMS``; ``schedule`` and
+    #: ``program`` are then None)
+    threads: ThreadSchedule | None = None
 
 
 #: Ops above which ``_modes`` proves the fabric and the two aliasing modes on
@@ -947,6 +957,8 @@ def compile_topology(topo: Topology, opts: CompileOptions) -> CompileResult:
     problem = rank_limit_problem(topo.num_ranks, opts.backend) or protocol_problem(topo, opts)
     if problem is not None:  # before anything is built
         raise InfeasibleError(problem)
+    if _thread_lowered(topo, opts):
+        return _compile_threads(topo, opts)
     try:
         return _compile_once(topo, opts)
     except InfeasibleError as err:
@@ -955,6 +967,63 @@ def compile_topology(topo: Topology, opts: CompileOptions) -> CompileResult:
         if better is None:
             raise
         raise InfeasibleError(better) from None
+
+
+def _thread_lowered(topo: Topology, opts: CompileOptions) -> bool:
+    """Whether the file is written by ``hop-relay``: asked for by name, or, for
+    ``auto``, a oneCCL all-to-all on a fabric of ranks whose routed blocks need
+    more steps than MSCCL's threadblocks hold (what ``mcf`` refuses)."""
+    if opts.algorithm in THREAD_ALGORITHMS:
+        return True
+    if (opts.algorithm != "auto" or opts.collective is not Collective.ALLTOALL
+            or opts.backend != "oneccl" or len(topo.node) != topo.num_ranks):
+        return False
+    from colc.compiler.alltoall.routed import routed_steps_problem
+
+    return routed_steps_problem(topo) is not None
+
+
+def _compile_threads(topo: Topology, opts: CompileOptions) -> CompileResult:
+    """``hop-relay``: balanced fewest-hop trees, one oneCCL message per link and
+    hop, verified by colc's interpreter of the format before it is printed.
+
+    Raises
+    ------
+    UnsupportedError
+        Another collective, the MSCCL backend, switches, in-place aliasing or
+        several instances were asked for.
+    """
+    from colc.backends.oneccl_xml import print_oneccl_xml
+    from colc.compiler.alltoall.hop_relay import hop_relay_threads
+    from colc.compiler.alltoall.shortest_trees import shortest_trees
+    from colc.ir.interpret_oneccl import verify_thread_schedule
+
+    name = opts.algorithm if opts.algorithm in THREAD_ALGORITHMS else "hop-relay"
+    why = _threads_problem(opts, name)
+    if why is not None:
+        raise UnsupportedError(why)
+    cf = opts.chunks or 1
+    trees = shortest_trees(topo)
+    sched = hop_relay_threads(trees, cf, name=f"colc-{name}")
+    sched = dataclasses.replace(sched, min_bytes=opts.min_bytes, max_bytes=opts.max_bytes)
+    problems = [d for d in verify_thread_schedule(sched) if d.is_error]
+    if problems:
+        raise InternalError(f"{name}: generated file failed verification: {problems[0]}")
+    algbw = Fraction(topo.num_ranks / trees.time_per_block() / 1e9).limit_denominator(1 << 20)
+    return CompileResult(None, None, print_oneccl_xml(sched), name, algbw, threads=sched)
+
+
+def _threads_problem(opts: CompileOptions, name: str) -> str | None:
+    if opts.collective is not Collective.ALLTOALL:
+        return f"{name} builds alltoall only; use --collective alltoall"
+    if opts.backend != "oneccl":
+        return (f"{name} writes the oneCCL format only (one message per link and hop, "
+                f"any number of steps per thread); use -o FILE.oneccl.xml")
+    if opts.inplace:
+        return f"{name} files are correct out of place only; drop --inplace"
+    if opts.instances != 1:
+        return f"{name} writes one instance; drop --instances"
+    return None
 
 
 #: Budget errors name what they need: "needs 64 threadblocks", "needs at least 17".

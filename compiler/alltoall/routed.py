@@ -107,26 +107,40 @@ def _routed(topo: Topology, collective: Collective, chunks: int | None,
 
 #: Steps one rank can hold in an MSCCL file: 64 per threadblock, at most 108
 #: threadblocks (an A100), half of them sends on paired threadblocks.  colc's
-#: oneCCL files come from the same lowered program, so the bound holds for
-#: them too (their format has no such limit; lowering to longer threads is
-#: not built).
+#: oneCCL files printed from a lowered program keep that bound; ``hop-relay``
+#: writes oneCCL threads without it.
 MAX_SENDS_PER_RANK = 64 * 108 // 2
 
 
-def _check_steps(topo: Topology) -> None:
-    """Refuse, before the LP and the routes, a fabric on which every rank would
-    send more transfers than a file holds: at least one per hop of every block
-    it sends or relays, ``sum_t dist(s, t)`` (a 32x32 torus: 16384)."""
+def routed_steps_problem(topo: Topology) -> str | None:
+    """Why no routed all-to-all fits a threadblock program on ``topo``, or None:
+    every rank sends at least one transfer per hop of every block it sends or
+    relays, ``sum_t dist(s, t)`` (a 32x32 torus: 16384), against
+    ``MAX_SENDS_PER_RANK``.
+
+    Raises
+    ------
+    InfeasibleError
+        Some rank does not reach another.
+    """
     from colc.compiler.alltoall.mcf import rank_distances
 
     sends = int(rank_distances(topo).sum(axis=1).max())
-    if sends > MAX_SENDS_PER_RANK:
-        raise InfeasibleError(
-            f"mcf all-to-all on {topo.num_ranks} ranks: a rank sends or relays at least "
+    if sends <= MAX_SENDS_PER_RANK:
+        return None
+    return (f"mcf all-to-all on {topo.num_ranks} ranks: a rank sends or relays at least "
             f"{sends} transfers (one per hop of every block), more than the "
             f"{MAX_SENDS_PER_RANK} steps an MSCCL file holds per rank (64 per threadblock, "
-            f"half of 108 threadblocks; colc lowers oneCCL files to the same threadblocks); "
-            f"a fabric of fewer or nearer ranks is needed")
+            f"half of 108 threadblocks); write the oneCCL format instead (-o "
+            f"FILE.oneccl.xml): colc then relays with hop-relay, one message per link and hop")
+
+
+def _check_steps(topo: Topology) -> None:
+    """Refuse, before the LP and the routes, a fabric whose routed blocks need
+    more steps than a threadblock program holds (``routed_steps_problem``)."""
+    problem = routed_steps_problem(topo)
+    if problem is not None:
+        raise InfeasibleError(problem)
 
 
 def chunk_routes(result: McfResult, cf: int) -> dict[tuple[int, int], list[tuple[tuple[int, ...], int]]]:
@@ -260,5 +274,5 @@ def _schedule(n: int, cf: int, routes, name: str = NAME) -> Schedule:
     return infer_dependencies(sched)
 
 
-__all__ = ["DEFAULT_CHUNKS", "HOPS_NAME", "NAME", "chunk_routes", "mcf_hops_schedule",
-           "mcf_schedule"]
+__all__ = ["DEFAULT_CHUNKS", "HOPS_NAME", "MAX_SENDS_PER_RANK", "NAME", "chunk_routes",
+           "mcf_hops_schedule", "mcf_schedule", "routed_steps_problem"]
