@@ -60,9 +60,11 @@ from colc.ir.core import Buffer, buffer_extents
 from colc.ir.oneccl import Instr, InstrKind, RankThreads, Region, Thread, ThreadSchedule
 from colc.ir.program import Loc, Program, RankProgram, Step, StepKind, Threadblock
 
-#: Largest oneCCL XML document colc reads (bytes): as ``colc verify`` for MSCCL
-#: files (a 50x50 torus dimrings allgather is about 120 MB).
-MAX_XML_BYTES = 256 * 1024 * 1024
+#: Largest oneCCL XML document colc reads (bytes).  The reader streams rank by
+#: rank, so memory follows the schedule, not the document: a 50x50 torus
+#: dimrings allgather is about 120 MB, a 1024-rank generalized Kautz
+#: all-to-all (``hop-relay``) 316 MB.
+MAX_XML_BYTES = 1024 * 1024 * 1024
 
 #: File-name suffix of the format.
 SUFFIX = ".oneccl.xml"
@@ -365,6 +367,12 @@ def emit_oneccl_xml(program: Program) -> str:
 
 
 # --------------------------------------------------------------------------- schema
+
+
+@cache
+def schema_for_oneccl() -> etree.RelaxNG:
+    """The RelaxNG schema of the format (``oneccl.rng``), compiled once."""
+    return _schema()
 
 
 @cache

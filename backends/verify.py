@@ -76,12 +76,22 @@ def _summary(program) -> str:
 
 
 def verify_file(path: str, backend: str | None = None) -> VerifyReport:
-    """Read ``path`` and verify it (see ``verify_text``)."""
+    """Read ``path`` and verify it (see ``verify_text``).
+
+    MSCCL files are read up to ``MAX_FILE_BYTES`` (the reader builds the whole
+    tree); oneCCL files up to the oneCCL reader's own limit, which streams
+    rank by rank.
+    """
+    from colc.backends.oneccl_xml import MAX_XML_BYTES
     from colc.safe_xml import read_bytes_limited
 
-    data = read_bytes_limited(path, MAX_FILE_BYTES)  # a regular file, size checked first
+    data = read_bytes_limited(path, max(MAX_FILE_BYTES, MAX_XML_BYTES))  # regular, size first
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as err:
         raise ColcError(f"{path}: error: not UTF-8 text (byte {err.start})") from err
+    backend = backend or detect_backend(text)
+    if backend != "oneccl" and len(data) > MAX_FILE_BYTES:
+        raise ColcError(f"{path}: error: file is {len(data)} bytes; colc reads MSCCL files "
+                        f"of at most {MAX_FILE_BYTES >> 20} MiB ({MAX_FILE_BYTES} bytes)")
     return verify_text(text, path, backend)

@@ -43,6 +43,24 @@ def read_bytes_limited(path: str, max_bytes: int) -> bytes:
     return read_input(path, max_bytes)
 
 
+def check_xml_bytes(data: str | bytes, path: str, max_bytes: int) -> bytes:
+    """The document as bytes, refused when too large or carrying a DOCTYPE
+    (colc's own refusal, before libxml2 words one of its own).
+
+    Raises
+    ------
+    SpecError
+    """
+    raw = data.encode("utf-8") if isinstance(data, str) else data
+    if len(raw) > max_bytes:
+        raise SpecError(path, f"file is {len(raw)} bytes; at most {max_bytes} are accepted")
+    doctype = raw.find(b"<!DOCTYPE")
+    if doctype >= 0:
+        raise SpecError(path, "DOCTYPE declarations are not allowed",
+                        raw.count(b"\n", 0, doctype) + 1)
+    return raw
+
+
 def parse_xml(data: str | bytes, path: str, max_bytes: int) -> etree._Element:
     """Parse untrusted XML and return its root element.
 
@@ -64,13 +82,7 @@ def parse_xml(data: str | bytes, path: str, max_bytes: int) -> etree._Element:
     SpecError
         Too large, not well-formed, or carrying a DOCTYPE.
     """
-    raw = data.encode("utf-8") if isinstance(data, str) else data
-    if len(raw) > max_bytes:
-        raise SpecError(path, f"file is {len(raw)} bytes; at most {max_bytes} are accepted")
-    doctype = raw.find(b"<!DOCTYPE")
-    if doctype >= 0:  # colc's own refusal, before libxml2 words one of its own
-        raise SpecError(path, "DOCTYPE declarations are not allowed",
-                        raw.count(b"\n", 0, doctype) + 1)
+    raw = check_xml_bytes(data, path, max_bytes)
     try:
         root = etree.fromstring(raw, safe_parser())
     except etree.XMLSyntaxError as err:

@@ -993,6 +993,7 @@ def _compile_threads(topo: Topology, opts: CompileOptions) -> CompileResult:
         Another collective, the MSCCL backend, switches, in-place aliasing or
         several instances were asked for.
     """
+    from colc.backends.oneccl_reader import read_oneccl_xml
     from colc.backends.oneccl_xml import print_oneccl_xml
     from colc.compiler.alltoall.hop_relay import hop_relay_threads
     from colc.compiler.alltoall.shortest_trees import shortest_trees
@@ -1009,8 +1010,12 @@ def _compile_threads(topo: Topology, opts: CompileOptions) -> CompileResult:
     problems = [d for d in verify_thread_schedule(sched) if d.is_error]
     if problems:
         raise InternalError(f"{name}: generated file failed verification: {problems[0]}")
+    text = print_oneccl_xml(sched)
+    # the text must be what was proved: read back (schema, ids, peers, syncs) and compared
+    if read_oneccl_xml(text, f"<generated {name} file>") != sched:
+        raise InternalError(f"{name}: the printed file does not read back as the verified one")
     algbw = Fraction(topo.num_ranks / trees.time_per_block() / 1e9).limit_denominator(1 << 20)
-    return CompileResult(None, None, print_oneccl_xml(sched), name, algbw, threads=sched)
+    return CompileResult(None, None, text, name, algbw, threads=sched)
 
 
 def _threads_problem(opts: CompileOptions, name: str) -> str | None:

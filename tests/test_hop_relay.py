@@ -152,3 +152,19 @@ def test_compiled_result_carries_threads_and_window() -> None:
     assert 'min_bytes="1048576"' in result.text
     assert float(result.algbw) == pytest.approx(48 * alltoall_mcf(topo, shortest=True).f,
                                                 rel=1e-5)
+
+
+def test_verify_reads_oneccl_past_the_msccl_cap(monkeypatch) -> None:
+    """The oneCCL reader streams rank by rank, so ``colc verify`` takes oneCCL
+    files past the cap it keeps for MSCCL files (whose reader builds the whole
+    tree): the 1024-rank hop-relay file is 316 MB."""
+    from pathlib import Path
+
+    from colc.backends import verify
+    from colc.errors import ColcError
+
+    data = Path(__file__).parent / "data" / "oneccl"
+    monkeypatch.setattr(verify, "MAX_FILE_BYTES", 100)
+    assert verify.verify_file(str(data / "ring3-allgather-split.oneccl.xml")).ok
+    with pytest.raises(ColcError, match="colc reads MSCCL files of at most"):
+        verify.verify_file(str(data / "ring3-allgather-split.msccl.xml"))

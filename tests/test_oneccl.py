@@ -347,6 +347,13 @@ def _bad(text: str) -> SpecError:
     (lambda t: t.replace('thread="1" instr="0"', 'thread="1" instr="9"', 1),
      "sync on thread 1 instr 9, but that thread has 2 instructions"),
     (lambda t: t.replace('nranks="3"', 'nranks="4"'), "4 <rank> elements"[2:]),
+    # read rank by rank: the last rank, text between ranks, a root without ranks
+    (lambda t: t.replace('<rank id="2"', '<rank id="2" extra="x"', 1), "schema"),
+    (lambda t: t.replace("</rank>", "</rank>words", 1), "schema"),
+    (lambda t: t.replace('eager_depth="2">', 'eager_depth="2">words', 1), "text inside"),
+    (lambda t: t[:t.index("  <rank")] + "</oneccl_schedule>\n", "schema"),
+    (lambda t: t.replace("<oneccl_schedule ", "<other ", 1).replace(
+        "</oneccl_schedule>", "</other>"), "schema"),
 ])
 def test_reader_rejects(mutate, expect: str) -> None:
     err = _bad(mutate(GOOD))
@@ -358,6 +365,9 @@ def test_reader_rejects(mutate, expect: str) -> None:
 def test_reader_line_numbers() -> None:
     err = _bad(GOOD.replace('peer="1"', 'peer="0"', 1))
     assert err.line == 6
+    last = GOOD.rindex('cnt="1"')
+    err = _bad(GOOD[:last] + 'cnt="0"' + GOOD[last + 7:])  # a schema error in the last rank
+    assert err.line == GOOD.count("\n", 0, last) + 1
 
 
 def test_reader_refuses_entities_and_dtd() -> None:
