@@ -103,13 +103,22 @@ class Compiled:
         """The MSCCL executor file (what ``colc TOPO -o x.xml`` writes)."""
         from colc.backends.msccl_xml import emit_msccl_xml
 
-        return emit_msccl_xml(self.program)
+        return emit_msccl_xml(self._program("MSCCL file"))
 
     def to_oneccl_xml(self) -> str:
-        """The same program in colc's oneCCL thread format (docs/oneccl-xml.md)."""
+        """The same program in colc's oneCCL thread format (docs/oneccl-xml.md);
+        for an algorithm written as threads directly (``hop-relay``), its file."""
         from colc.backends.oneccl_xml import emit_oneccl_xml
 
+        if getattr(self.result, "threads", None) is not None:
+            return self.result.text
         return emit_oneccl_xml(self.program)
+
+    def _program(self, what: str):
+        if self.program is None:
+            raise ColcError(f"{self.algorithm} writes oneCCL threads directly: it has no "
+                            f"threadblock program, so no {what}; use to_oneccl_xml()")
+        return self.program
 
     def verify(self, backend: str = "msccl"):
         """``colc verify`` on the printed file: a report with ``ok``, ``errors``, ``summary``."""
@@ -126,7 +135,8 @@ class Compiled:
 
         model = model_named(machine) if machine else model_for(self.topology)
         size_list = [parse_size(s) if isinstance(s, str) else int(s) for s in sizes]
-        return [simulate(self.program, self.topology, model, s, dtype_bytes(dtype))
+        program = self._program("simulation (the simulator runs threadblock programs)")
+        return [simulate(program, self.topology, model, s, dtype_bytes(dtype))
                 for s in size_list]
 
     def analyze(self, **kw) -> dict:

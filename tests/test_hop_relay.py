@@ -168,3 +168,18 @@ def test_verify_reads_oneccl_past_the_msccl_cap(monkeypatch) -> None:
     assert verify.verify_file(str(data / "ring3-allgather-split.oneccl.xml")).ok
     with pytest.raises(ColcError, match="colc reads MSCCL files of at most"):
         verify.verify_file(str(data / "ring3-allgather-split.msccl.xml"))
+
+
+def test_python_api_returns_the_thread_file() -> None:
+    import colc
+    from colc.errors import ColcError
+
+    done = colc.compile(generalized_kautz(48, 2, 25), collective="alltoall",
+                        algorithm="hop-relay", backend="oneccl")
+    assert done.program is None
+    assert done.verify(backend="oneccl").ok
+    assert done.to_oneccl_xml() == done.result.text
+    with pytest.raises(ColcError, match="no MSCCL file"):
+        done.to_msccl_xml()
+    with pytest.raises(ColcError, match="no simulation"):
+        done.simulate()
