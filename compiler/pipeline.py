@@ -984,7 +984,7 @@ def _thread_lowered(topo: Topology, opts: CompileOptions) -> bool:
 
 
 def _compile_threads(topo: Topology, opts: CompileOptions) -> CompileResult:
-    """``hop-relay``: balanced fewest-hop trees, one oneCCL message per link and
+    """``hop-relay``: balanced routing trees, one oneCCL message per link and
     hop, verified by colc's interpreter of the format before it is printed.
 
     Raises
@@ -996,7 +996,7 @@ def _compile_threads(topo: Topology, opts: CompileOptions) -> CompileResult:
     from colc.backends.oneccl_reader import read_oneccl_xml
     from colc.backends.oneccl_xml import print_oneccl_xml
     from colc.compiler.alltoall.hop_relay import hop_relay_threads
-    from colc.compiler.alltoall.shortest_trees import shortest_trees
+    from colc.compiler.alltoall.balanced_trees import balanced_trees
     from colc.ir.interpret_oneccl import verify_thread_schedule
 
     name = opts.algorithm if opts.algorithm in THREAD_ALGORITHMS else "hop-relay"
@@ -1004,7 +1004,7 @@ def _compile_threads(topo: Topology, opts: CompileOptions) -> CompileResult:
     if why is not None:
         raise UnsupportedError(why)
     cf = opts.chunks or 1
-    trees = shortest_trees(topo)
+    trees = balanced_trees(topo)
     sched = hop_relay_threads(trees, cf, name=f"colc-{name}")
     sched = dataclasses.replace(sched, min_bytes=opts.min_bytes, max_bytes=opts.max_bytes)
     problems = [d for d in verify_thread_schedule(sched) if d.is_error]

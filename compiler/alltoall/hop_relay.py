@@ -4,7 +4,7 @@
 threadblocks of 64 steps: a rank of a 1024-rank fabric would send or relay
 about 4900 of them, more than any MSCCL file holds.  The oneCCL format has
 no such limit, and this pass writes it directly from the routes
-(``shortest_trees``), aggregated so that each link carries one message per
+(``balanced_trees``), aggregated so that each link carries one message per
 hop:
 
 * rank ``u`` has a *receive thread* per in-neighbour ``p`` and a *send
@@ -26,7 +26,7 @@ complete without buffering (``eager_depth`` 0): a receive thread takes its
 messages in hop order, and a hop-``h`` message needs only messages of hop
 ``h - 1``.  The file is correct out of place.
 
-Input invariant: a ``ShortestTrees`` of the fabric.
+Input invariant: a ``RouteTrees`` of the fabric.
 Output invariant: a ``ThreadSchedule`` of ``Collective.ALLTOALL`` whose
 transfers go over links only (the runtime routes nothing), one message per
 (link, hop) with traffic; ``colc verify`` proves it (postcondition, races,
@@ -44,7 +44,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from colc.compiler.alltoall.shortest_trees import ShortestTrees
+from colc.compiler.alltoall.balanced_trees import RouteTrees
 from colc.errors import InternalError
 from colc.ir.core import Collective
 from colc.ir.oneccl import Instr, InstrKind, RankThreads, Region, Thread, ThreadSchedule
@@ -68,12 +68,12 @@ class _Records:
     after: np.ndarray  # record index of the same block's next hop, -1 at the end
 
 
-def hop_relay_threads(trees: ShortestTrees, cf: int = 1, name: str = NAME) -> ThreadSchedule:
+def hop_relay_threads(trees: RouteTrees, cf: int = 1, name: str = NAME) -> ThreadSchedule:
     """The all-to-all on ``trees`` as a oneCCL thread schedule (see module docstring).
 
     Parameters
     ----------
-    trees : ShortestTrees
+    trees : RouteTrees
     cf : int
         Chunks per block.
     name : str
@@ -107,7 +107,7 @@ def hop_relay_threads(trees: ShortestTrees, cf: int = 1, name: str = NAME) -> Th
     return ThreadSchedule(name, Collective.ALLTOALL, n, n * cf, False, True, 0, 0, 0, ranks)
 
 
-def _records(trees: ShortestTrees) -> _Records:
+def _records(trees: RouteTrees) -> _Records:
     """Every (block, hop) of the routes, in message order."""
     n, parent, level = trees.ranks, trees.parent, trees.level
     s, t = np.nonzero(~np.eye(n, dtype=bool))
