@@ -29,6 +29,7 @@ companion paper's lowering of MCF routes (issue 19).
 
 from __future__ import annotations
 
+import functools
 from collections import deque
 
 import numpy as np
@@ -100,7 +101,7 @@ def _routed(topo: Topology, collective: Collective, chunks: int | None,
                                "ranks); this one has switches: use --algorithm direct or rails")
     cf = chunks or DEFAULT_CHUNKS
     _check_steps(topo)
-    result = alltoall_mcf(topo, shortest=name == HOPS_NAME)
+    result = _solved(topo, name == HOPS_NAME)
     routes = chunk_routes(result, cf)
     return _schedule(topo.num_ranks, cf, routes, name)
 
@@ -141,6 +142,13 @@ def _check_steps(topo: Topology) -> None:
     problem = routed_steps_problem(topo)
     if problem is not None:
         raise InfeasibleError(problem)
+
+
+@functools.lru_cache(maxsize=4)
+def _solved(topo: Topology, shortest: bool) -> McfResult:
+    """LP (A.1) once per fabric, whatever the chunking (the portfolio builds
+    several)."""
+    return alltoall_mcf(topo, shortest=shortest)
 
 
 def chunk_routes(result: McfResult, cf: int) -> dict[tuple[int, int], list[tuple[tuple[int, ...], int]]]:
