@@ -30,7 +30,11 @@ from colc.ir.oneccl import Instr, InstrKind, RankThreads, Region, Thread, Thread
 
 from colc.safe_xml import check_xml_bytes, read_bytes_limited
 
-from .oneccl_xml import MAX_XML_BYTES, schema_for_oneccl
+from .oneccl_xml import MAX_STREAM_BYTES, schema_for_oneccl
+
+#: Elements one ``<rank>`` may hold (its tree is built whole: about 2 KB of
+#: memory each); a 1024-rank hop-relay all-to-all holds about 4200.
+MAX_RANK_ELEMENTS = 1_000_000
 
 
 def load_oneccl_xml(path: str) -> ThreadSchedule:
@@ -50,7 +54,7 @@ def load_oneccl_xml(path: str) -> ThreadSchedule:
     SpecError
         Unreadable, too large, malformed, or inconsistent file.
     """
-    return read_oneccl_xml(read_bytes_limited(path, MAX_XML_BYTES), path)
+    return read_oneccl_xml(read_bytes_limited(path, MAX_STREAM_BYTES), path)
 
 
 def read_oneccl_xml(text: str | bytes, path: str = "<string>") -> ThreadSchedule:
@@ -79,10 +83,10 @@ def read_oneccl_xml(text: str | bytes, path: str = "<string>") -> ThreadSchedule
         Malformed XML, schema violation, or an inconsistent id, index, peer
         or sync target (with its line).
     """
-    raw = check_xml_bytes(text, path, MAX_XML_BYTES)
+    raw = check_xml_bytes(text, path, MAX_STREAM_BYTES)
     root = None
     ranks: list[RankThreads] = []
-    depth = 0
+    depth = elements = 0
     events = etree.iterparse(io.BytesIO(raw), events=("start", "end"), resolve_entities=False,
                              no_network=True, huge_tree=False, load_dtd=False,
                              dtd_validation=False)
@@ -90,19 +94,22 @@ def read_oneccl_xml(text: str | bytes, path: str = "<string>") -> ThreadSchedule
         for event, el in events:
             if event == "start":
                 depth += 1
+                elements += 1
+                if elements > MAX_RANK_ELEMENTS:
+                    raise SpecError(path, f"a <rank> holds more than {MAX_RANK_ELEMENTS} "
+                                    "elements; colc reads at most that many", el.sourceline)
                 root = el if root is None else root
                 continue
             depth -= 1
             if depth == 1 and isinstance(el.tag, str):
                 ranks.append(_streamed_rank(root, el, len(ranks), path))
+                elements = 0
     except etree.XMLSyntaxError as err:
-        msg = str(err.msg or err).splitlines()[0]
+        msg = (str(err.msg or err) or "syntax error").splitlines()[0]
         raise SpecError(path, f"malformed XML: {msg}", err.lineno or None) from None
+    _check_document(root, path)
     if not ranks:  # the schema's own words for a root without ranks
         _validate(_skeleton(root), path)
-    if root.text and root.text.strip():
-        raise SpecError(path, "does not match the oneCCL XML schema: text inside "
-                        "<oneccl_schedule>", root.sourceline)
     nranks = int(root.get("nranks"))
     if len(ranks) != nranks:
         raise SpecError(path, f"nranks is {nranks} but {len(ranks)} <rank> elements are given",
@@ -119,6 +126,19 @@ def read_oneccl_xml(text: str | bytes, path: str = "<string>") -> ThreadSchedule
         eager_depth=int(root.get("eager_depth")),
         ranks=tuple(ranks),
     )
+
+
+def _check_document(root: etree._Element, path: str) -> None:
+    """What the per-rank validation cannot see: a DTD (in a document not in
+    UTF-8, the byte scan misses it) and text beside the root's comments and
+    processing instructions, which stay in the root when its ranks leave."""
+    info = root.getroottree().docinfo
+    if info.doctype or info.internalDTD is not None:
+        raise SpecError(path, "DOCTYPE declarations are not allowed", 1)
+    texts = [root.text] + [c.tail for c in root]
+    if any(t and t.strip() for t in texts):
+        raise SpecError(path, "does not match the oneCCL XML schema: text inside "
+                        "<oneccl_schedule>", root.sourceline)
 
 
 def _skeleton(root: etree._Element) -> etree._Element:

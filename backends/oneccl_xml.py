@@ -60,11 +60,14 @@ from colc.ir.core import Buffer, buffer_extents
 from colc.ir.oneccl import Instr, InstrKind, RankThreads, Region, Thread, ThreadSchedule
 from colc.ir.program import Loc, Program, RankProgram, Step, StepKind, Threadblock
 
-#: Largest oneCCL XML document colc reads (bytes).  The reader streams rank by
-#: rank, so memory follows the schedule, not the document: a 50x50 torus
-#: dimrings allgather is about 120 MB, a 1024-rank generalized Kautz
-#: all-to-all (``hop-relay``) 316 MB.
-MAX_XML_BYTES = 1024 * 1024 * 1024
+#: Largest oneCCL XML document parsed as one tree (bytes; about 30 times that
+#: in memory): what colc prints and validates from a threadblock program.
+MAX_XML_BYTES = 256 * 1024 * 1024
+#: Largest oneCCL XML document the reader takes: it streams rank by rank, so
+#: memory follows the schedule, not the document (a 50x50 torus dimrings
+#: allgather is about 120 MB, a 1024-rank generalized Kautz all-to-all,
+#: ``hop-relay``, 334 MB).
+MAX_STREAM_BYTES = 1024 * 1024 * 1024
 
 #: File-name suffix of the format.
 SUFFIX = ".oneccl.xml"
@@ -371,7 +374,12 @@ def emit_oneccl_xml(program: Program) -> str:
 
 @cache
 def schema_for_oneccl() -> etree.RelaxNG:
-    """The RelaxNG schema of the format (``oneccl.rng``), compiled once."""
+    """The RelaxNG schema of the format (``oneccl.rng``), compiled once.
+
+    Returns
+    -------
+    lxml.etree.RelaxNG
+    """
     return _schema()
 
 

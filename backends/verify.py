@@ -9,9 +9,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from colc.errors import ColcError
+from colc.errors import ColcError, SpecError
 
 MAX_FILE_BYTES = 256 * 1024 * 1024
+#: Bytes read to tell the format (``detect_backend`` looks at the first element).
+HEAD_BYTES = 8192
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,20 +80,26 @@ def _summary(program) -> str:
 def verify_file(path: str, backend: str | None = None) -> VerifyReport:
     """Read ``path`` and verify it (see ``verify_text``).
 
-    MSCCL files are read up to ``MAX_FILE_BYTES`` (the reader builds the whole
-    tree); oneCCL files up to the oneCCL reader's own limit, which streams
-    rank by rank.
+    MSCCL files are read up to ``MAX_FILE_BYTES`` (their reader builds the
+    whole tree); oneCCL files up to ``MAX_STREAM_BYTES``, their reader
+    streaming rank by rank.  The format is told from the file's first
+    kilobytes before the rest is read.
     """
-    from colc.backends.oneccl_xml import MAX_XML_BYTES
+    from colc.backends.oneccl_xml import MAX_STREAM_BYTES
+    from colc.frontends._input import check_input
     from colc.safe_xml import read_bytes_limited
 
-    data = read_bytes_limited(path, max(MAX_FILE_BYTES, MAX_XML_BYTES))  # regular, size first
+    if backend is None:
+        check_input(path, MAX_STREAM_BYTES)  # a regular file, size checked first
+        try:
+            with open(path, "rb") as fh:
+                head = fh.read(HEAD_BYTES).decode("utf-8", errors="replace")
+        except OSError as err:
+            raise SpecError(path, f"cannot read file: {err.strerror or err}") from None
+        backend = detect_backend(head)
+    data = read_bytes_limited(path, MAX_STREAM_BYTES if backend == "oneccl" else MAX_FILE_BYTES)
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as err:
         raise ColcError(f"{path}: error: not UTF-8 text (byte {err.start})") from err
-    backend = backend or detect_backend(text)
-    if backend != "oneccl" and len(data) > MAX_FILE_BYTES:
-        raise ColcError(f"{path}: error: file is {len(data)} bytes; colc reads MSCCL files "
-                        f"of at most {MAX_FILE_BYTES >> 20} MiB ({MAX_FILE_BYTES} bytes)")
     return verify_text(text, path, backend)

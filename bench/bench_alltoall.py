@@ -4,6 +4,7 @@
     python bench/bench_alltoall.py --boxes 2 --budget 32
     python bench/bench_alltoall.py --fabrics             # direct-connect fabrics, mcf
     python bench/bench_alltoall.py --table-3-4           # LP (A.1) at N = 1024 (minutes)
+    python bench/bench_alltoall.py --hop-relay           # 1024-rank oneCCL files (minutes)
 
 Boxes: for each box count, in a child process (its own peak memory), the
 size-window portfolio ``colc TOPO --collective alltoall -o DIR/`` is built
@@ -17,6 +18,15 @@ Fabrics: torus 4x4 and 8x8, hypercube dim 4 and 6, a circulant and a
 generalized Kautz graph (25 GB/s links): the ``mcf`` file's bandwidth-only
 algbw (the throughput its traffic implies) and simulated algbw at 1 GiB
 against the LP's ``N f``.
+
+Hop-relay: the oneCCL file ``colc TOPO --collective alltoall -o F.oneccl.xml``
+writes where no MSCCL file can hold a routed all-to-all (``hop-relay``; asked
+for by name here, so smaller graphs get it too), for
+generalized Kautz graphs of degree 4 (1024 ranks by default, 12.5 GB/s
+links), each in a child process: build time and peak memory (verification
+and the read-back included), the file's size, threads and instructions per
+rank, the routes' bandwidth bound against LP (A.1)'s figure of Table A.1
+(Pi_{4,1024}: f = 8.0106e-4 with unit links; ``--table-3-4`` solves it).
 
 Table 3.4 (seed 001): LP (A.1) with unit links on the generalized Kautz graph
 Pi_{4,1024} (4.2 million columns: HiGHS's PDLP, ``mcf.PDLP_MAX_COLUMNS``) and
@@ -117,6 +127,45 @@ def table_row(spec: dict) -> dict:
             "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
 
 
+#: LP (A.1)'s f with unit links where it is known (Pi_{4,1024}: ``--table-3-4``).
+KNOWN_F = {(1024, 4): 8.0106e-4}
+
+
+def hop_relay_row(spec: dict) -> dict:
+    """One generalized Kautz hop-relay oneCCL file, built in this process."""
+    from colc.compiler.pipeline import CompileOptions, compile_topology
+    from colc.frontends.families import generalized_kautz
+    from colc.ir.core import Collective
+
+    topo = generalized_kautz(spec["ranks"], spec["degree"], 12.5)
+    t0 = time.perf_counter()
+    result = compile_topology(topo, CompileOptions(collective=Collective.ALLTOALL,
+                                                   algorithm="hop-relay", backend="oneccl",
+                                                   jobs=1))
+    ranks = result.threads.ranks
+    return {"algorithm": result.algorithm, "build_s": time.perf_counter() - t0,
+            "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+            "mb": len(result.text) / 1e6, "algbw": float(result.algbw),
+            "threads": max(len(r.threads) for r in ranks),
+            "instrs": max(sum(len(t.instrs) for t in r.threads) for r in ranks)}
+
+
+def hop_relay(sizes: list[int], timeout: float) -> None:
+    print(f"{'graph':<22}{'file':>10}{'build s':>9}{'peak MB':>9}{'MB':>7}{'threads':>8}"
+          f"{'instrs':>8}{'GB/s':>7}{'LP GB/s':>8}")
+    for n in sizes:
+        r = run("hoprelay", {"ranks": n, "degree": 4}, timeout)
+        name = f"gen. Kautz 4-{n}"
+        if "error" in r:
+            print(f"{name:<22}  {r['error']}")
+            continue
+        f = KNOWN_F.get((n, 4))
+        lp = f"{n * f * 12.5:>8.2f}" if f else f"{'-':>8}"
+        print(f"{name:<22}{r['algorithm']:>10}{r['build_s']:>9.0f}{r['rss_mb']:>9.0f}"
+              f"{r['mb']:>7.0f}{r['threads']:>8}{r['instrs']:>8}{r['algbw']:>7.2f}{lp}",
+              flush=True)
+
+
 #: Table 3.4's figures: (name, spec, all-to-all us of 1 MB per node at 100 Gbps).
 TABLE_3_4 = (("Pi_{4,1024}", {"graph": "kautz"}, 409.1),
              ("L^3(C(16,{3,4}))", {"graph": "line"}, 403.5))
@@ -175,16 +224,22 @@ def main() -> None:
     p.add_argument("--jobs", type=int, default=0)
     p.add_argument("--fabrics", action="store_true")
     p.add_argument("--table-3-4", action="store_true")
+    p.add_argument("--hop-relay", type=int, nargs="*", metavar="RANKS",
+                   help="generalized Kautz hop-relay oneCCL files (default 1024 ranks)")
     p.add_argument("--timeout", type=float, default=3600)
     p.add_argument("--one", nargs=2, help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.one:
         kind, spec = args.one
-        row = {"boxes": boxes_row, "table": table_row}.get(kind, fabric_row)
+        row = {"boxes": boxes_row, "table": table_row, "hoprelay": hop_relay_row}.get(
+            kind, fabric_row)
         print(json.dumps(row(json.loads(spec))))
         return
     if args.table_3_4:
         table_3_4(args.timeout)
+        return
+    if args.hop_relay is not None:
+        hop_relay(args.hop_relay or [1024], args.timeout)
         return
     if args.fabrics:
         print(f"{'fabric':<20}{'ranks':>6}{'LP N f':>9}{'traffic':>9}{'%':>6}{'sim 1G':>9}"

@@ -120,10 +120,13 @@ class Compiled:
                             f"threadblock program, so no {what}; use to_oneccl_xml()")
         return self.program
 
-    def verify(self, backend: str = "msccl"):
-        """``colc verify`` on the printed file: a report with ``ok``, ``errors``, ``summary``."""
+    def verify(self, backend: str | None = None):
+        """``colc verify`` on the printed file: a report with ``ok``, ``errors``, ``summary``
+        (``backend`` None: oneCCL for an algorithm written as threads, else MSCCL)."""
         from colc.backends.verify import verify_text
 
+        threads = getattr(self.result, "threads", None)
+        backend = backend or ("oneccl" if threads is not None else "msccl")
         text = self.to_msccl_xml() if backend == "msccl" else self.to_oneccl_xml()
         return verify_text(text, f"<{self.algorithm}>", backend=backend)
 
@@ -143,7 +146,8 @@ class Compiled:
         """``colc analyze`` restricted to this file's collective (same keywords)."""
         from colc.compiler.analyze import analyze_topology
 
-        kw.setdefault("collectives", (self.program.collective,))
+        made = self.program if self.program is not None else self.result.threads
+        kw.setdefault("collectives", (made.collective,))
         return analyze_topology(self.topology, **kw)
 
 

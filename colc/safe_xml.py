@@ -45,7 +45,12 @@ def read_bytes_limited(path: str, max_bytes: int) -> bytes:
 
 def check_xml_bytes(data: str | bytes, path: str, max_bytes: int) -> bytes:
     """The document as bytes, refused when too large or carrying a DOCTYPE
-    (colc's own refusal, before libxml2 words one of its own).
+    (colc's own refusal, before libxml2 words one of its own).  Parameters as
+    ``parse_xml``; the streaming oneCCL reader calls it before ``iterparse``.
+
+    Returns
+    -------
+    bytes
 
     Raises
     ------

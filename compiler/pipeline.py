@@ -902,6 +902,9 @@ def variants(compiler: Compiler, protocols: tuple[Protocol, ...] | None = None,
     """Variants to try: algorithms that apply x chunkings x protocols."""
     opts = compiler.opts
     names = sorted(ALGORITHMS) if opts.algorithm == "auto" else [opts.algorithm]
+    if opts.algorithm in THREAD_ALGORITHMS:
+        raise UnsupportedError(f"{opts.algorithm} writes one oneCCL file, not threadblock "
+                               "programs to rank or a portfolio; use -o FILE.oneccl.xml")
     if opts.algorithm != "auto" and opts.algorithm not in ALGORITHMS:
         raise UnsupportedError(f"unknown algorithm '{opts.algorithm}'; choose from "
                                f"{', '.join(available_algorithms())}")
@@ -1007,6 +1010,8 @@ def _compile_threads(topo: Topology, opts: CompileOptions) -> CompileResult:
     if why is not None:
         raise UnsupportedError(why)
     cf = opts.chunks or 1
+    if cf < 1:
+        raise UnsupportedError(f"{name}: chunks per block must be at least 1, got {cf}")
     trees = balanced_trees(topo)
     sched = hop_relay_threads(trees, cf, name=f"colc-{name}")
     sched = dataclasses.replace(sched, min_bytes=opts.min_bytes, max_bytes=opts.max_bytes)
@@ -1018,7 +1023,12 @@ def _compile_threads(topo: Topology, opts: CompileOptions) -> CompileResult:
     if read_oneccl_xml(text, f"<generated {name} file>") != sched:
         raise InternalError(f"{name}: the printed file does not read back as the verified one")
     algbw = Fraction(topo.num_ranks / trees.time_per_block() / 1e9).limit_denominator(1 << 20)
-    return CompileResult(None, None, text, name, algbw, threads=sched)
+    unused = [flag for flag, default in (("--protocol", opts.protocol is Protocol.SIMPLE),
+                                         ("--max-threadblocks", opts.max_threadblocks
+                                          == DEFAULT_THREADBLOCKS)) if not default]
+    notes = ((f"{name} writes oneCCL threads: {' and '.join(unused)} do not apply",)
+             if unused else ())
+    return CompileResult(None, None, text, name, algbw, notes, threads=sched)
 
 
 def _threads_problem(opts: CompileOptions, name: str) -> str | None:

@@ -4,6 +4,7 @@ and hop."""
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 
 import numpy as np
@@ -121,9 +122,33 @@ def test_threads_verify_and_send_one_message_per_link_and_hop(topo, cf: int) -> 
         e: k for e, k in trees.link_loads().items() if k}
 
 
-def test_threads_are_deterministic() -> None:
-    topo = generalized_kautz(48, 2, 25)
-    assert hop_relay_threads(balanced_trees(topo), 2) == hop_relay_threads(balanced_trees(topo), 2)
+def test_file_bytes_do_not_depend_on_the_hash_seed(tmp_path) -> None:
+    """Two processes with different PYTHONHASHSEED write the same bytes."""
+    import subprocess
+    import sys
+
+    yaml = tmp_path / "gk.yaml"
+    yaml.write_text("family: generalized-kautz\nranks: 48\ndegree: 2\nbandwidth: 25\n")
+    outs = []
+    for seed in ("0", "12345"):
+        out = tmp_path / f"a{seed}.oneccl.xml"
+        env = {**os.environ, "PYTHONHASHSEED": seed}
+        subprocess.run([sys.executable, "-m", "colc.cli", str(yaml), "--collective", "alltoall",
+                        "--algorithm", "hop-relay", "-o", str(out)], check=True, env=env,
+                       capture_output=True)
+        outs.append(out.read_bytes())
+    assert outs[0] == outs[1] and b"<send " in outs[0]
+
+
+def test_one_rank_and_bad_chunks_are_refused() -> None:
+    from colc.frontends.families import complete
+    from colc.ir.topology import Node, Topology
+
+    with pytest.raises(UnsupportedError, match="at least 2 ranks"):
+        balanced_trees(Topology("one", (Node("a", "gpu"),), ()))
+    with pytest.raises(UnsupportedError, match="at least 1"):
+        compile_topology(complete(4, 10), CompileOptions(
+            algorithm="hop-relay", collective=A2A, backend="oneccl", chunks=-1))
 
 
 def test_auto_picks_hop_relay_past_the_msccl_steps(tmp_path) -> None:
@@ -185,7 +210,7 @@ def test_verify_reads_oneccl_past_the_msccl_cap(monkeypatch) -> None:
     data = Path(__file__).parent / "data" / "oneccl"
     monkeypatch.setattr(verify, "MAX_FILE_BYTES", 100)
     assert verify.verify_file(str(data / "ring3-allgather-split.oneccl.xml")).ok
-    with pytest.raises(ColcError, match="colc reads MSCCL files of at most"):
+    with pytest.raises(ColcError, match="colc reads input files of at most 100 bytes"):
         verify.verify_file(str(data / "ring3-allgather-split.msccl.xml"))
 
 

@@ -362,6 +362,21 @@ def test_reader_rejects(mutate, expect: str) -> None:
     assert "\n" not in str(err)
 
 
+def test_reader_streaming_sees_the_whole_document(monkeypatch) -> None:
+    """Read rank by rank, the document is still checked as a whole: text beside
+    a comment in the root, a DTD in a document not in UTF-8 (no byte scan
+    finds it), and a rank past the per-rank element cap."""
+    from colc.backends import oneccl_reader
+
+    assert "text inside" in str(_bad(GOOD.replace("</rank>", "</rank><!--c-->junk", 1)))
+    doc = GOOD.replace('<?xml version="1.0" encoding="UTF-8"?>',
+                       '<?xml version="1.0" encoding="UTF-16"?>\n<!DOCTYPE x [<!ENTITY e "v">]>')
+    with pytest.raises(SpecError, match="DOCTYPE"):
+        read_oneccl_xml(doc.encode("utf-16"), "bad.oneccl.xml")
+    monkeypatch.setattr(oneccl_reader, "MAX_RANK_ELEMENTS", 3)
+    assert "more than 3 elements" in str(_bad(GOOD))
+
+
 def test_reader_line_numbers() -> None:
     err = _bad(GOOD.replace('peer="1"', 'peer="0"', 1))
     assert err.line == 6

@@ -79,7 +79,13 @@ class RouteTrees:
     capacity: dict[tuple[int, int], float]
 
     def link_loads(self) -> dict[tuple[int, int], int]:
-        """Blocks crossing each link when every source sends one block to every rank."""
+        """Blocks crossing each link when every source sends one block to every rank.
+
+        Returns
+        -------
+        dict
+            ``(u, v) -> blocks`` for every link the trees use.
+        """
         n = self.ranks
         load: dict[tuple[int, int], int] = {}
         for s in range(n):
@@ -93,7 +99,12 @@ class RouteTrees:
     def time_per_block(self) -> float:
         """Seconds per byte of block, bandwidth only: the busiest link's blocks over
         its bandwidth (in bytes per second), i.e. the all-to-all time for blocks of
-        one byte when every link streams (the routes' throughput is its inverse)."""
+        one byte when every link streams (the routes' throughput is its inverse).
+
+        Returns
+        -------
+        float
+        """
         load = self.link_loads()
         return max(k / (self.capacity[e] * 1e9) for e, k in load.items())
 
@@ -127,6 +138,9 @@ def balanced_trees(topo: Topology) -> RouteTrees:
         raise UnsupportedError(f"{NAME} routes over direct-connect fabrics (links between "
                                "ranks); this one has switches")
     n = topo.num_ranks
+    if n < 2:
+        raise UnsupportedError(f"{NAME}: an all-to-all needs at least 2 ranks, {topo.name} "
+                               f"has {n}")
     index = topo.rank_of
     capacity: dict[tuple[int, int], float] = {}
     for (a, b), c in sorted(topo.capacity().items()):

@@ -15,9 +15,10 @@ hop:
   own blocks in from the input; later, the receive threads copy in what
   they received at hop ``h - 1``, and the send thread ``sync``s on each of
   them before it sends;
-* the receive thread for ``p`` receives each hop's message into its
-  *inbox* (one per thread, reused hop after hop), then copies each block on: into the outbox of the block's next
-  hop, or, at its destination, into the output.  Blocks in a message are
+* the receive thread for ``p`` receives each hop's message into its *inbox*
+  (one per thread, reused hop after hop), then copies each block on: into
+  the outbox of the block's next hop, or, at its destination, into the
+  output.  Blocks in a message are
   ordered by their next hop, then the rank they came from, then source and
   destination, so copies move runs of blocks where they can.
 
@@ -68,6 +69,23 @@ class _Records:
     after: np.ndarray  # record index of the same block's next hop, -1 at the end
 
 
+@dataclass(frozen=True, slots=True)
+class _Messages:
+    """The messages (one per link and hop with traffic), in record order, and
+    where each record's block sits."""
+
+    start: np.ndarray  # first record of each message
+    size: np.ndarray  # blocks of each message
+    u: np.ndarray  # sender
+    h: np.ndarray  # hop
+    v: np.ndarray  # receiver
+    out_base: np.ndarray  # outbox of each message in the sender's scratch (blocks)
+    in_base: np.ndarray  # inbox of each message in the receiver's scratch (blocks)
+    out_off: np.ndarray  # each record's block in its sender's outbox
+    in_off: np.ndarray  # each record's block in its receiver's inbox
+    dst: np.ndarray  # where the receiver copies it: output block or next outbox
+
+
 def hop_relay_threads(trees: RouteTrees, cf: int = 1, name: str = NAME) -> ThreadSchedule:
     """The all-to-all on ``trees`` as a oneCCL thread schedule (see module docstring).
 
@@ -85,26 +103,31 @@ def hop_relay_threads(trees: RouteTrees, cf: int = 1, name: str = NAME) -> Threa
     """
     rec = _records(trees)
     n = trees.ranks
-    starts = np.r_[0, np.flatnonzero(np.diff(rec.group)) + 1]
-    sizes = np.diff(np.r_[starts, len(rec.group)])
-    g_u, g_h, g_v = rec.u[starts], rec.h[starts], rec.v[starts]
-    out_base, in_base, scratch = _regions(n, g_u, g_v, sizes)
-    # where each record sits: in the sender's outbox and the receiver's inbox
-    out_off = out_base[rec.group] + rec.pos
-    in_off = in_base[rec.group] + rec.pos
+    msg, scratch = _messages(rec, n)
     final = rec.nxt < 0
-    dst = np.where(final, rec.s, out_off[np.maximum(rec.after, 0)])
     dst_group = np.where(final, -1, rec.group[np.maximum(rec.after, 0)])
-    relay_runs = _runs(rec.group, dst_group, in_off, dst)
+    relay_runs = _runs(rec.group, dst_group, msg.in_off, msg.dst)
     first = np.flatnonzero(rec.h == 1)
-    gather_runs = _runs(rec.group[first], rec.group[first], rec.t[first], out_off[first])
-    builder = _Threads(n, cf)
-    builder.receives(starts, sizes, g_u, g_h, g_v, in_base, relay_runs, rec, in_off, dst)
-    builder.sends(starts, sizes, g_u, g_h, g_v, out_base, gather_runs, rec, first, out_off,
-                  dst_group)
+    gather_runs = _runs(rec.group[first], rec.group[first], rec.t[first], msg.out_off[first])
+    builder = _Threads(n, cf, rec, msg)
+    builder.receives(relay_runs)
+    builder.sends(first[gather_runs[0]], gather_runs[1])
     ranks = tuple(RankThreads(r, n * cf, n * cf, int(scratch[r]) * cf, builder.threads_of(r))
                   for r in range(n))
     return ThreadSchedule(name, Collective.ALLTOALL, n, n * cf, False, True, 0, 0, 0, ranks)
+
+
+def _messages(rec: _Records, n: int) -> tuple[_Messages, np.ndarray]:
+    """The messages of ``rec`` with their scratch regions, and each rank's
+    scratch size in blocks."""
+    start = np.r_[0, np.flatnonzero(np.diff(rec.group)) + 1]
+    size = np.diff(np.r_[start, len(rec.group)])
+    u, h, v = rec.u[start], rec.h[start], rec.v[start]
+    out_base, in_base, scratch = _regions(n, u, v, size)
+    out_off = out_base[rec.group] + rec.pos
+    in_off = in_base[rec.group] + rec.pos
+    dst = np.where(rec.nxt < 0, rec.s, out_off[np.maximum(rec.after, 0)])
+    return _Messages(start, size, u, h, v, out_base, in_base, out_off, in_off, dst), scratch
 
 
 def _records(trees: RouteTrees) -> _Records:
@@ -193,9 +216,11 @@ class _Threads:
     """Per rank, its receive threads (one per in-neighbour) and send threads
     (one per out-neighbour), filled message by message."""
 
-    def __init__(self, n: int, cf: int) -> None:
+    def __init__(self, n: int, cf: int, rec: _Records, msg: _Messages) -> None:
         self.n = n
         self.cf = cf
+        self.rec = rec
+        self.msg = msg
         self.recv: list[dict[int, list[Instr]]] = [{} for _ in range(n)]
         self.send: list[dict[int, list[Instr]]] = [{} for _ in range(n)]
         # (rank, in-neighbour, hop) -> index of the receive thread's last
@@ -204,18 +229,19 @@ class _Threads:
         # (rank, hop, out-neighbour) -> in-neighbours whose copies fill that outbox
         self.fills: dict[tuple[int, int, int], set[int]] = {}
 
-    def receives(self, starts, sizes, g_u, g_h, g_v, in_base, runs, rec, in_off, dst) -> None:
-        """Receive threads: each message's receive, then its copies on."""
-        cf = self.cf
+    def receives(self, runs: tuple[np.ndarray, np.ndarray]) -> None:
+        """Receive threads: each message's receive, then its copies on
+        (``runs``: first record and length of every copied run)."""
+        cf, rec, msg = self.cf, self.rec, self.msg
         first, length = runs
-        run_at = np.searchsorted(first, starts)  # first run of each message
+        run_at = np.searchsorted(first, msg.start)  # first run of each message
         run_group = rec.group[first]
         final = rec.nxt[first] < 0
-        for g in range(len(starts)):
-            u, h, v = int(g_u[g]), int(g_h[g]), int(g_v[g])
+        for g in range(len(msg.start)):
+            u, h, v = int(msg.u[g]), int(msg.h[g]), int(msg.v[g])
             code = self.recv[v].setdefault(u, [])
             code.append(Instr(InstrKind.RECV, peer=u, tag=h, dst=Region.SCRATCH,
-                              dst_off=int(in_base[g]) * cf, count=int(sizes[g]) * cf))
+                              dst_off=int(msg.in_base[g]) * cf, count=int(msg.size[g]) * cf))
             k = int(run_at[g])
             while k < len(first) and run_group[k] == g:
                 j = int(first[k])
@@ -224,23 +250,21 @@ class _Threads:
                 else:
                     target = Region.SCRATCH
                     self.fills.setdefault((v, h + 1, int(rec.nxt[j])), set()).add(u)
-                code.append(Instr(InstrKind.COPY, src=Region.SCRATCH, src_off=int(in_off[j]) * cf,
-                                  dst=target, dst_off=int(dst[j]) * cf,
-                                  count=int(length[k]) * cf))
+                code.append(Instr(InstrKind.COPY, src=Region.SCRATCH,
+                                  src_off=int(msg.in_off[j]) * cf, dst=target,
+                                  dst_off=int(msg.dst[j]) * cf, count=int(length[k]) * cf))
                 k += 1
             self.done[(v, u, h)] = len(code) - 1
 
-    def sends(self, starts, sizes, g_u, g_h, g_v, out_base, runs, rec, first_hop, out_off,
-              dst_group) -> None:
+    def sends(self, items: np.ndarray, length: np.ndarray) -> None:
         """Send threads: each message's staging (copies from the input at hop 1,
-        syncs on the receive threads after), then its send."""
-        cf = self.cf
-        first, length = runs
-        items = first_hop[first]  # record index of each run's first block
+        ``items`` the first record and ``length`` the blocks of each run; syncs
+        on the receive threads after), then its send."""
+        cf, rec, msg = self.cf, self.rec, self.msg
         run_group = rec.group[items]
-        run_at = np.searchsorted(run_group, np.arange(len(starts)))
-        for g in range(len(starts)):
-            u, h, v = int(g_u[g]), int(g_h[g]), int(g_v[g])
+        run_at = np.searchsorted(run_group, np.arange(len(msg.start)))
+        for g in range(len(msg.start)):
+            u, h, v = int(msg.u[g]), int(msg.h[g]), int(msg.v[g])
             code = self.send[u].setdefault(v, [])
             if h == 1:
                 k = int(run_at[g])
@@ -248,14 +272,15 @@ class _Threads:
                     j = int(items[k])
                     code.append(Instr(InstrKind.COPY, src=Region.INPUT,
                                       src_off=int(rec.t[j]) * cf, dst=Region.SCRATCH,
-                                      dst_off=int(out_off[j]) * cf, count=int(length[k]) * cf))
+                                      dst_off=int(msg.out_off[j]) * cf,
+                                      count=int(length[k]) * cf))
                     k += 1
             else:
                 for p in sorted(self.fills.get((u, h, v), ())):
                     code.append(Instr(InstrKind.SYNC, wait_thread=p,
                                       wait_instr=self.done[(u, p, h - 1)]))
             code.append(Instr(InstrKind.SEND, peer=v, tag=h, src=Region.SCRATCH,
-                              src_off=int(out_base[g]) * cf, count=int(sizes[g]) * cf))
+                              src_off=int(msg.out_base[g]) * cf, count=int(msg.size[g]) * cf))
 
     def threads_of(self, r: int) -> tuple[Thread, ...]:
         """Rank ``r``'s threads: receive threads by in-neighbour, then send

@@ -119,6 +119,15 @@ def routed_steps_problem(topo: Topology) -> str | None:
     relays, ``sum_t dist(s, t)`` (a 32x32 torus: 16384), against
     ``MAX_SENDS_PER_RANK``.
 
+    Parameters
+    ----------
+    topo : Topology
+
+    Returns
+    -------
+    str or None
+        The one-line refusal, naming the limit and the oneCCL route.
+
     Raises
     ------
     InfeasibleError
@@ -132,8 +141,8 @@ def routed_steps_problem(topo: Topology) -> str | None:
     return (f"mcf all-to-all on {topo.num_ranks} ranks: a rank sends or relays at least "
             f"{sends} transfers (one per hop of every block), more than the "
             f"{MAX_SENDS_PER_RANK} steps an MSCCL file holds per rank (64 per threadblock, "
-            f"half of 108 threadblocks); write the oneCCL format instead (-o "
-            f"FILE.oneccl.xml): colc then relays with hop-relay, one message per link and hop")
+            f"half of 108 threadblocks); hop-relay writes it as oneCCL threads, one message "
+            f"per link and hop (-o FILE.oneccl.xml, --algorithm auto or hop-relay)")
 
 
 def _check_steps(topo: Topology) -> None:
@@ -147,7 +156,7 @@ def _check_steps(topo: Topology) -> None:
 @functools.lru_cache(maxsize=4)
 def _solved(topo: Topology, shortest: bool) -> McfResult:
     """LP (A.1) once per fabric, whatever the chunking (the portfolio builds
-    several)."""
+    several).  The result is shared: callers only read it."""
     return alltoall_mcf(topo, shortest=shortest)
 
 
