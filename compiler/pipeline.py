@@ -1026,7 +1026,8 @@ def _compile_threads(topo: Topology, opts: CompileOptions) -> CompileResult:
     unused = [flag for flag, default in (("--protocol", opts.protocol is Protocol.SIMPLE),
                                          ("--max-threadblocks", opts.max_threadblocks
                                           == DEFAULT_THREADBLOCKS)) if not default]
-    notes = ((f"{name} writes oneCCL threads: {' and '.join(unused)} do not apply",)
+    verb = "does" if len(unused) == 1 else "do"
+    notes = ((f"{name} writes oneCCL threads: {' and '.join(unused)} {verb} not apply",)
              if unused else ())
     return CompileResult(None, None, text, name, algbw, notes, threads=sched)
 
