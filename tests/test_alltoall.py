@@ -367,3 +367,29 @@ def test_mcf_fits_the_default_budget_on_torus_8x8() -> None:
     assert result.program.max_threadblocks <= 32
     assert float(result.algbw) >= 0.95 * lp
     assert dict(result.predicted)[1 << 30].algbw >= 0.9 * lp
+
+
+def test_rails_alltoall_spreads_a_rail_peer_over_lanes_that_divide_the_box(monkeypatch) -> None:
+    """Blocks crossing one by one (chunking 1) take 4 lanes per rail peer on
+    DGX A100 x4 where 2 lanes per box peer fit beside them (27 threadblocks):
+    a rail peer's 8 blocks spread evenly, and the 16 MiB call simulates more
+    than 5% faster than with 2 lanes.  One message per rail peer keeps 2;
+    x8 has no room for 4."""
+    from colc.compiler.alltoall import rails_alltoall
+    from colc.compiler.pipeline import Compiler, CompileOptions, Variant
+    from colc.ir.core import Protocol
+
+    topo = dgx_a100(4)
+    plan = plan_rails_alltoall(topo, 32)
+    assert (plan.net_lanes, plan.lanes, plan.threadblocks) == (4, 2, 27)
+    assert plan_rails_alltoall(topo, 32, whole=True).net_lanes == 2
+    assert plan_rails_alltoall(dgx_a100(8), 32).net_lanes == 2
+
+    def simulated() -> float:
+        comp = Compiler(topo, CompileOptions(algorithm="rails", collective=A2A,
+                                             rank_sizes=(16 << 20,), jobs=1))
+        return comp.simulate(Variant("rails", 1, Protocol.SIMPLE), 16 << 20).algbw
+
+    four = simulated()
+    monkeypatch.setattr(rails_alltoall, "NET_LANES", (2,))
+    assert four > 1.05 * simulated()

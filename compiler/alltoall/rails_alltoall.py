@@ -62,6 +62,13 @@ NAME = "rails"
 IN, OUT, SCR = Buffer.INPUT, Buffer.OUTPUT, Buffer.SCRATCH
 #: Lanes (channels) per box peer at most.
 MAX_LANES = 4
+#: Lanes per rail peer to try, most first, when blocks cross one by one; only
+#: those dividing the box size (a rail peer's blocks, one per box peer, then
+#: spread evenly): DGX A100 x4
+#: at 16 MiB, chunking 1, Simple, with 2 lanes per box peer: 4 lanes 23.85
+#: GB/s (27 threadblocks), 2 lanes 21.75, 3 lanes 21.57, 5 lanes 23.32, 6
+#: lanes 19.83.
+NET_LANES = (4, 2)
 #: Transfers a carrier plan may put on one threadblock (each direction's
 #: sends and receives together, paired): the runtime's 64 steps (each
 #: transfer waits on one threadblock at most, so no nops are added).
@@ -98,7 +105,8 @@ class AlltoallPlan:
     carriers: bool = False
 
 
-def plan_rails_alltoall(topo: Topology, budget: int, chunks: int = 1) -> AlltoallPlan:
+def plan_rails_alltoall(topo: Topology, budget: int, chunks: int = 1,
+                        whole: bool = False) -> AlltoallPlan:
     """Lanes per box peer and per rail peer within ``budget`` threadblocks.
 
     One threadblock serves one send peer and one receive peer: a rank takes
@@ -107,6 +115,10 @@ def plan_rails_alltoall(topo: Topology, budget: int, chunks: int = 1) -> Alltoal
     connection does not fill a NIC); box peers take what is left, up to
     ``MAX_LANES``.  Through carriers (``chunks`` per block), every lane also
     keeps within a threadblock's 64 steps (``_carrier_transfers``).
+
+    ``whole``: the blocks for a rail peer cross in one message (``chunks``
+    None of ``rails_alltoall_schedule``), so more than 2 lanes per rail peer
+    would stay empty; else up to ``NET_LANES``.
 
     Raises
     ------
@@ -145,11 +157,12 @@ def plan_rails_alltoall(topo: Topology, budget: int, chunks: int = 1) -> Alltoal
                 f"({box}) and a rail peer's ({rail}) take {least} and {net_least} "
                 f"threadblocks of {CARRIER_STEPS} steps, more than the budget of {budget} "
                 f"allows; {hint}")
-    # two lanes per rail peer where two per box peer fit beside them: more
-    # network transfers in flight hide the network hop's latency (DGX A100 x4
-    # at 16 MiB) and one connection does not fill a NIC
-    net_lanes = max(net_least, 2 if 1 + 2 * peers + max(2, least) * (size - 1) <= budget
-                    else 1)
+    # lanes per rail peer (``NET_LANES``) where two per box peer fit beside
+    # them: more network transfers in flight hide the network hop's latency
+    # and one connection does not fill a NIC
+    tried = NET_LANES if not whole else (2,)  # whole: one message per rail peer
+    net_lanes = max(net_least, next((k for k in tried if size % k == 0 and
+                                     1 + k * peers + max(2, least) * (size - 1) <= budget), 1))
     lanes = 1
     if size > 1:
         room = (budget - 1 - peers * net_lanes) // (size - 1)
@@ -204,7 +217,7 @@ def rails_alltoall_schedule(topo: Topology, collective: Collective, chunks: int 
         As ``plan_rails_alltoall``.
     """
     require_alltoall(collective, "rails all-to-all")
-    plan = plan_rails_alltoall(topo, budget, chunks or 1)
+    plan = plan_rails_alltoall(topo, budget, chunks or 1, whole=chunks is None)
     groups, cf, whole = plan.groups, chunks or 1, chunks is None
     nb, size = len(groups), len(groups[0])
     if nb < 2:
