@@ -432,3 +432,19 @@ def test_even_nics_are_faster_in_simulation(monkeypatch) -> None:
     spread = algbw()
     monkeypatch.setattr(rails, "_spread_choice", lambda *args: ())
     assert spread > 1.1 * algbw()
+
+
+@pytest.mark.parametrize("budget", [17, 25, 28])
+def test_plan_counts_the_lanes_two_boxes_use(budget: int) -> None:
+    """Two boxes split an odd lane total evenly (``_split_lanes``), so the odd
+    lane is not used: the plan's count is what the lowered file takes, give
+    or take the local threadblock (it counted the odd lane, 24 against 17 at
+    budget 25, so spare-threadblock choices saw no room)."""
+    from colc.compiler.pipeline import Compiler, Variant
+
+    topo = dgx_a100(2)
+    plan = plan_rails(topo, 16, budget, reduces=True)
+    comp = Compiler(topo, CompileOptions(algorithm="rails", collective=Collective.REDUCESCATTER,
+                                         max_threadblocks=budget, jobs=1))
+    used = comp.program(Variant("rails", 16, Protocol.SIMPLE)).max_threadblocks
+    assert used <= plan.threadblocks <= used + 1  # the local one may fold into a lane

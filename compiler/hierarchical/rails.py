@@ -356,7 +356,8 @@ def plan_rails(topo: Topology, cf: int, budget: int, phases: int = 1,
     too_long = None
     for s, split, net_lanes, fixed, total in ordered:
         lanes = _split_lanes(total, nb)
-        weighted, per_lane, used = (), (1, 1), fixed + cost * total * peers
+        # two boxes split an odd total evenly: the odd lane is not used
+        weighted, per_lane, used = (), (1, 1), fixed + cost * sum(lanes) * peers
         if trees:  # relay lanes where the trees are
             spare = budget - fixed - cost * lanes[0] * peers
             weighted, per_lane, used = _link_lanes(trees, spare // cost, lanes[0])
