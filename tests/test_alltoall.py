@@ -369,27 +369,24 @@ def test_mcf_fits_the_default_budget_on_torus_8x8() -> None:
     assert dict(result.predicted)[1 << 30].algbw >= 0.9 * lp
 
 
-def test_rails_alltoall_spreads_a_rail_peer_over_lanes_that_divide_the_box(monkeypatch) -> None:
-    """Blocks crossing one by one (chunking 1) take 4 lanes per rail peer on
-    DGX A100 x4 where 2 lanes per box peer fit beside them (27 threadblocks):
-    a rail peer's 8 blocks spread evenly, and the 16 MiB call simulates more
-    than 5% faster than with 2 lanes.  One message per rail peer keeps 2;
-    x8 has no room for 4."""
+def test_rails_alltoall_aggregators_send_their_own_block_first(monkeypatch) -> None:
+    """Blocks crossing one by one: place g gathers for aggregators g+1, g+2,
+    ... in turn, and aggregator h sends its own block first, then place h-1's,
+    h-2's, ..., so the k-th block on every rail is the k-th each place
+    gathered.  DGX A100 x4 at 16 MiB (chunking 1, Simple) simulates more than
+    5% faster than in place order (23.85 GB/s before).  Chunking 2 takes at
+    most 2 lanes per box peer, chunking 1 as many as fit."""
     from colc.compiler.alltoall import rails_alltoall
     from colc.compiler.pipeline import Compiler, CompileOptions, Variant
     from colc.ir.core import Protocol
 
     topo = dgx_a100(4)
-    plan = plan_rails_alltoall(topo, 32)
-    assert (plan.net_lanes, plan.lanes, plan.threadblocks) == (4, 2, 27)
-    assert plan_rails_alltoall(topo, 32, whole=True).net_lanes == 2
-    assert plan_rails_alltoall(dgx_a100(8), 32).net_lanes == 2
-
-    def simulated() -> float:
-        comp = Compiler(topo, CompileOptions(algorithm="rails", collective=A2A,
-                                             rank_sizes=(16 << 20,), jobs=1))
-        return comp.simulate(Variant("rails", 1, Protocol.SIMPLE), 16 << 20).algbw
-
-    four = simulated()
-    monkeypatch.setattr(rails_alltoall, "NET_LANES", (2,))
-    assert four > 1.05 * simulated()
+    assert (plan_rails_alltoall(topo, 32, 1).lanes, plan_rails_alltoall(topo, 32, 2).lanes) == (3, 2)
+    comp = Compiler(topo, CompileOptions(algorithm="rails", collective=A2A,
+                                         rank_sizes=(16 << 20,), jobs=1))
+    algbw = comp.simulate(Variant("rails", 1, Protocol.SIMPLE), 16 << 20).algbw
+    assert algbw > 1.05 * 23.85
+    sched = rails_alltoall.rails_alltoall_schedule(topo, A2A, 1, budget=32)
+    rank = 3  # place 3 of box 0: its rail sends to box 1, own block first, then places 2, 1, 0
+    rail = [op for op in sched.ops if op.src.rank == rank and op.dst.rank == 8 + 3]
+    assert [op.dst.index for op in rail][:4] == [3, 2, 1, 0]

@@ -11,8 +11,11 @@ reaches ``(b', g)`` of every box; see ``colc.compiler.hierarchical.rails``).  Ra
 3. sends, for every other box ``b'``, the ``G`` blocks of box ``b`` gathered
    for ``(b', g)`` over its rail, in one message (the fewest network
    messages: small sizes) or block by block as they are gathered (they
-   pipeline: large sizes); they are the blocks of ranks ``b G .. b G + G -
-   1``, so they land in one contiguous range of the receiver's output;
+   pipeline: large sizes; its own block first, then places ``g - 1, g - 2,
+   ...``, while each place gathers for the places above it in turn, so the
+   ``k``-th block on every rail is the ``k``-th each place gathered); they
+   are the blocks of ranks ``b G .. b G + G - 1``, so they land in one
+   contiguous range of the receiver's output;
 4. meanwhile sends each box peer ``(b, h)`` its own block (after the
    aggregation, which the network waits for, in program order).
 
@@ -62,13 +65,13 @@ NAME = "rails"
 IN, OUT, SCR = Buffer.INPUT, Buffer.OUTPUT, Buffer.SCRATCH
 #: Lanes (channels) per box peer at most.
 MAX_LANES = 4
-#: Lanes per rail peer to try, most first, when blocks cross one by one; only
-#: those dividing the box size (a rail peer's blocks, one per box peer, then
-#: spread evenly): DGX A100 x4
-#: at 16 MiB, chunking 1, Simple, with 2 lanes per box peer: 4 lanes 23.85
-#: GB/s (27 threadblocks), 2 lanes 21.75, 3 lanes 21.57, 5 lanes 23.32, 6
-#: lanes 19.83.
-NET_LANES = (4, 2)
+#: Lanes per box peer at most when blocks cross in pieces of 2 chunks or more:
+#: the portfolio then ranks two lane shapes, chunking 1 with as many box lanes
+#: as fit (DGX A100 x4, 3; best at 128 MiB) and chunking 2 with 2 (best at 16
+#: MiB and 1 GiB: 25.77 and 29.35 GB/s against 25.65 and 29.06 with 3).
+#: More lanes per rail peer lost once each aggregator sends its own block
+#: first (x4 at 16 MiB, chunking 1: 4 lanes 24.62, 2 lanes 25.65).
+HALF_BLOCK_LANES = 2
 #: Transfers a carrier plan may put on one threadblock (each direction's
 #: sends and receives together, paired): the runtime's 64 steps (each
 #: transfer waits on one threadblock at most, so no nops are added).
@@ -117,8 +120,8 @@ def plan_rails_alltoall(topo: Topology, budget: int, chunks: int = 1,
     keeps within a threadblock's 64 steps (``_carrier_transfers``).
 
     ``whole``: the blocks for a rail peer cross in one message (``chunks``
-    None of ``rails_alltoall_schedule``), so more than 2 lanes per rail peer
-    would stay empty; else up to ``NET_LANES``.
+    None of ``rails_alltoall_schedule``); else with ``chunks`` of 2 or more a
+    box peer takes at most ``HALF_BLOCK_LANES``.
 
     Raises
     ------
@@ -157,16 +160,15 @@ def plan_rails_alltoall(topo: Topology, budget: int, chunks: int = 1,
                 f"({box}) and a rail peer's ({rail}) take {least} and {net_least} "
                 f"threadblocks of {CARRIER_STEPS} steps, more than the budget of {budget} "
                 f"allows; {hint}")
-    # lanes per rail peer (``NET_LANES``) where two per box peer fit beside
-    # them: more network transfers in flight hide the network hop's latency
-    # and one connection does not fill a NIC
-    tried = NET_LANES if not whole else (2,)  # whole: one message per rail peer
-    net_lanes = max(net_least, next((k for k in tried if size % k == 0 and
-                                     1 + k * peers + max(2, least) * (size - 1) <= budget), 1))
+    # two lanes per rail peer where two per box peer fit beside them: more
+    # network transfers in flight hide the network hop's latency and one
+    # connection does not fill a NIC
+    net_lanes = max(net_least, 2 if 1 + 2 * peers + max(2, least) * (size - 1) <= budget
+                    else 1)
     lanes = 1
     if size > 1:
         room = (budget - 1 - peers * net_lanes) // (size - 1)
-        lanes = max(least, min(MAX_LANES, room))
+        lanes = max(least, min(MAX_LANES if whole or chunks < 2 else HALF_BLOCK_LANES, room))
     return AlltoallPlan(groups, lanes, net_lanes,
                         1 + lanes * (size - 1) + net_lanes * peers, carriers)
 
@@ -239,7 +241,11 @@ def rails_alltoall_schedule(topo: Topology, collective: Collective, chunks: int 
     for b_here, members in enumerate(groups):  # 2: blocks for other boxes, by rail
         for g, r in enumerate(members):
             for b2 in sorted(range(nb), key=lambda x: (x - b_here) % nb)[1:]:
-                for h, t in enumerate(members):
+                # its own first, then the next places up: aggregator h sends
+                # place h - k's block k-th (below), which place h - k gathers k-th
+                for k in range(size):
+                    h = (g + k) % size
+                    t = members[h]
                     dest = groups[b2][h]
                     for c, k in pieces(0, cf):
                         out.round = (b2 - b_here) % nb
@@ -254,7 +260,12 @@ def rails_alltoall_schedule(topo: Topology, collective: Collective, chunks: int 
                 b2 = (b_here + d) % nb
                 dest = groups[b2][h]
                 first = members[0] * cf
-                for j, (c, k) in enumerate(pieces(0, size * cf, min(step, MAX_COUNT))):
+                if whole:
+                    ranges = list(pieces(0, size * cf, min(step, MAX_COUNT)))
+                else:  # its own block first, then the places below
+                    ranges = [(((h - k) % size) * cf + c, m) for k in range(size)
+                              for c, m in pieces(0, cf)]
+                for j, (c, k) in enumerate(ranges):
                     out.round = nb + j  # the two directions of a rail alternate
                     out.add(Slot(t, SCR, agg(b_here, b2, 0) + c), Slot(dest, OUT, first + c), k,
                             2)
