@@ -169,7 +169,7 @@ def balanced_trees(topo: Topology) -> RouteTrees:
         for s in range(n):
             lev, order = visits[s]
             if sweep:
-                _unload(load, parent[s], lev, order)
+                _shift(load, parent[s], order, -1)
             _grow(parent[s], lev, order, pred, load, inv)
     _detour(parent, level, visits, succ, load, inv)
     return RouteTrees(n, parent, level, capacity)
@@ -185,12 +185,11 @@ def _detour(parent: np.ndarray, level: np.ndarray, visits: list, succ: list[list
     for _ in range(DETOUR_SWEEPS):
         peak = busiest()
         for s in range(len(visits)):
-            lev, order = visits[s]
-            _unload(load, parent[s], lev, order)
+            _shift(load, parent[s], visits[s][1], -1)
             lev, order = _priced_tree(parent[s], s, succ, load, inv, peak)
             visits[s] = (lev, order)
             level[s] = lev
-            _add(load, parent[s], order)
+            _shift(load, parent[s], order, 1)
         if busiest() < best[0]:
             best = (busiest(), parent.copy(), level.copy())
     parent[:], level[:] = best[1], best[2]
@@ -225,13 +224,15 @@ def _priced_tree(par: np.ndarray, s: int, succ: list[list[int]],
     return lev, order
 
 
-def _add(load: dict[tuple[int, int], float], par: np.ndarray, order: list[int]) -> None:
-    """Put one source's tree on the link loads (``order``: parents first)."""
+def _shift(load: dict[tuple[int, int], float], par: np.ndarray, order: list[int],
+           sign: int) -> None:
+    """Put one source's tree on the link loads (``sign`` 1) or take it off (-1);
+    ``order``: the tree's ranks, parents first."""
     weight = [1] * len(par)
     for t in reversed(order[1:]):
         p = int(par[t])
         weight[p] += weight[t]
-        load[(p, t)] += weight[t]
+        load[(p, t)] += sign * weight[t]
 
 
 def _grow(par: np.ndarray, lev: list[int], order: list[int], pred: list[list[int]],
@@ -249,16 +250,6 @@ def _grow(par: np.ndarray, lev: list[int], order: list[int], pred: list[list[int
         par[t] = best
         weight[best] += w
         load[(best, t)] += w
-
-
-def _unload(load: dict[tuple[int, int], float], par: np.ndarray, lev: list[int],
-            order: list[int]) -> None:
-    """Take one source's tree off the link loads."""
-    weight = [1] * len(lev)
-    for t in reversed(order[1:]):
-        p = int(par[t])
-        weight[p] += weight[t]
-        load[(p, t)] -= weight[t]
 
 
 def _bfs(succ: list[list[int]], s: int, n: int) -> tuple[list[int], list[int]]:

@@ -243,8 +243,8 @@ def rails_alltoall_schedule(topo: Topology, collective: Collective, chunks: int 
             for b2 in sorted(range(nb), key=lambda x: (x - b_here) % nb)[1:]:
                 # its own first, then the next places up: aggregator h sends
                 # place h - k's block k-th (below), which place h - k gathers k-th
-                for k in range(size):
-                    h = (g + k) % size
+                for turn in range(size):
+                    h = (g + turn) % size
                     t = members[h]
                     dest = groups[b2][h]
                     for c, k in pieces(0, cf):
@@ -263,7 +263,7 @@ def rails_alltoall_schedule(topo: Topology, collective: Collective, chunks: int 
                 if whole:
                     ranges = list(pieces(0, size * cf, min(step, MAX_COUNT)))
                 else:  # its own block first, then the places below
-                    ranges = [(((h - k) % size) * cf + c, m) for k in range(size)
+                    ranges = [(((h - turn) % size) * cf + c, m) for turn in range(size)
                               for c, m in pieces(0, cf)]
                 for j, (c, k) in enumerate(ranges):
                     out.round = nb + j  # the two directions of a rail alternate
