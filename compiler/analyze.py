@@ -451,7 +451,7 @@ def _representative(compiler, sizes: tuple[int, ...]) -> dict:
     if not found:
         raise ColcError("no variant applies")
     v = found[0]
-    sched = compiler.schedule(v.algorithm, v.chunks, v.budget)
+    sched = compiler.variant_schedule(v)
     try:
         program = compiler.program(v)
     except ColcError as err:

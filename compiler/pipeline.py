@@ -250,6 +250,21 @@ DECOUPLED = ({"fuse": False, "pair_connections": False},
 #: (``separated_rounds``: DGX A100 x16 Simple allreduce), before the unpaired
 #: lowerings (which take up to twice the threadblocks).
 RAILS = (FUSED[0], {**FUSED[0], "rounds": "separated"}, *FUSED[1:])
+#: rails' unpaired variants (``Variant.unpaired``): the unpaired lowerings only.
+UNPAIRED = FUSED[1:]
+#: Boxes (behind switches) up to which rails is also tried unpaired: its lanes
+#: planned for about half the budget, each lane a sending and a receiving
+#: threadblock (``RailPlan.unpaired``).  DGX A100 x2 reduce-scatter at budget
+#: 32 (simulated, c16 Simple, 32 threadblocks): 214.3 / 254.1 GB/s at 128M /
+#: 1G against the paired file's 177.6 / 234.1.  A paired lane alternates a
+#: send with a receive-reduce, and its NVLink share idles while it reduces;
+#: unpaired, a sending threadblock only sends.  From 4 boxes the halved
+#: plan loses (x4 reduce-scatter at 1 GiB: 157.9 against 201.9).
+UNPAIRED_RAILS_BOXES = 2
+#: Chunks per shard of the unpaired variants (powers of two, so the runtime
+#: selects them at power-of-two sizes; x2 reduce-scatter: c8 202.4 / 254.1,
+#: c16 214.3 / 254.1, c32 214.3 / 232.7 at 128M / 1G).
+UNPAIRED_RAILS_CHUNKINGS = (8, 16)
 #: Strategies without the balance pass (the pre-cost-model lowering).
 STRATEGIES = FUSED
 #: Algorithms lowered decoupled first, balanced or not, above
@@ -416,7 +431,7 @@ def _shallow_packing(topo: Topology):
 
 
 def _rails(topo: Topology, collective: Collective, chunks: int | None = None,
-           budget: int = DEFAULT_THREADBLOCKS) -> Schedule:
+           budget: int = DEFAULT_THREADBLOCKS, unpaired: bool = False) -> Schedule:
     """Rail-aligned schedules: ``compiler/hierarchical/rails.py``, all-to-all in
     ``compiler/alltoall/rails_alltoall.py``."""
     if collective is Collective.ALLTOALL:
@@ -425,7 +440,7 @@ def _rails(topo: Topology, collective: Collective, chunks: int | None = None,
         return rails_alltoall_schedule(topo, collective, chunks, budget=budget)
     from colc.compiler.hierarchical.rails import rails_schedule
 
-    return rails_schedule(topo, collective, chunks, budget=budget)
+    return rails_schedule(topo, collective, chunks, budget=budget, unpaired=unpaired)
 
 
 def _trees(topo: Topology, collective: Collective, chunks: int | None = None) -> Schedule:
@@ -492,12 +507,16 @@ class Variant:
     chunks: int | None = None
     protocol: Protocol = Protocol.SIMPLE
     budget: int = 0  # threadblocks its lowering may take; 0: the compiler's budget
+    #: rails only: sends and receives on separate threadblocks, the lanes
+    #: planned for about half the budget (``Compiler.plan_budget``)
+    unpaired: bool = False
 
     @property
     def label(self) -> str:
-        """``algorithm[/chunks]/protocol`` (``/tbN`` when lowered for a smaller budget)."""
+        """``algorithm[/chunks]/protocol`` (``/unpaired`` for rails' unpaired
+        lowering, ``/tbN`` when lowered for a smaller budget)."""
         mid = f"/c{self.chunks}" if self.chunks is not None else ""
-        tail = f"/tb{self.budget}" if self.budget else ""
+        tail = ("/unpaired" if self.unpaired else "") + (f"/tb{self.budget}" if self.budget else "")
         return f"{self.algorithm}{mid}/{self.protocol.value}{tail}"
 
 
@@ -584,29 +603,44 @@ class Compiler:
         progress_report(stage, self._work, 0)
 
     # -- schedules -----------------------------------------------------------
-    def schedule_key(self, variant: Variant) -> tuple[str, int | None, int]:
-        """``(algorithm, chunks, budget)``: where ``schedule`` caches ``variant``'s
-        schedule (the budget counts only for the algorithms that plan lanes)."""
-        budget = (variant.budget or self.budget) if variant.algorithm in BUDGETED else 0
-        return (variant.algorithm, variant.chunks, budget)
+    def schedule_key(self, variant: Variant) -> tuple[str, int | None, int, bool]:
+        """``(algorithm, chunks, budget, unpaired)``: where ``schedule`` caches
+        ``variant``'s schedule (the budget counts only for the algorithms that
+        plan lanes); ``schedule(*key)`` builds it."""
+        budget = self.plan_budget(variant) if variant.algorithm in BUDGETED else 0
+        return (variant.algorithm, variant.chunks, budget, variant.unpaired)
 
-    def schedule(self, algorithm: str, chunks: int | None, budget: int = 0) -> Schedule:
+    def variant_schedule(self, variant: Variant) -> Schedule:
+        """The schedule ``variant`` lowers (``schedule`` of its key)."""
+        return self.schedule(*self.schedule_key(variant))
+
+    def plan_budget(self, variant: Variant) -> int:
+        """Threadblocks ``variant``'s schedule plans its lanes for: its lowering's
+        budget, or about half of it when the lowering is unpaired (a lane then
+        takes a send and a receive threadblock: DGX A100 x2 reduce-scatter plans
+        17 and lowers to 32)."""
+        budget = variant.budget or self.budget
+        return budget // 2 + 1 if variant.unpaired else budget
+
+    def schedule(self, algorithm: str, chunks: int | None, budget: int = 0,
+                 unpaired: bool = False) -> Schedule:
         """The proved (and replicated) chunk schedule of one algorithm and chunking
         (for the algorithms that plan their own lanes, of a budget: 0 = the
-        compiler's)."""
+        compiler's; rails also for an unpaired lowering, ``Variant.unpaired``)."""
         budget = budget or self.budget
-        key = self.schedule_key(Variant(algorithm, chunks, budget=budget))
+        key = (algorithm, chunks, budget if algorithm in BUDGETED else 0, unpaired)
         if key in self._unbuildable:  # asked again at every size of a portfolio
             raise self._unbuildable[key]
         if key not in self._schedules:
             try:
-                self._schedules[key] = self._build(algorithm, chunks, budget)
+                self._schedules[key] = self._build(algorithm, chunks, budget, unpaired)
             except ColcError as err:
                 self._unbuildable[key] = err
                 raise
         return self._schedules[key]
 
-    def _build(self, algorithm: str, chunks: int | None, budget: int) -> Schedule:
+    def _build(self, algorithm: str, chunks: int | None, budget: int,
+               unpaired: bool = False) -> Schedule:
         """``schedule``'s work: generate, prove the modes, replicate."""
         self._progress(f"building {algorithm}" + (f"/c{chunks}" if chunks else ""))
         if algorithm not in ALGORITHMS:
@@ -622,9 +656,19 @@ class Compiler:
         if problem is not None:
             raise InfeasibleError(problem)
         generate = ALGORITHMS[algorithm]
-        sched = (generate(self.topo, self.opts.collective, chunks, budget=budget)
-                 if algorithm in BUDGETED else
-                 generate(self.topo, self.opts.collective, chunks))
+        if unpaired:
+            try:
+                sched = generate(self.topo, self.opts.collective, chunks, budget=budget,
+                                 unpaired=True)
+            except InfeasibleError as err:  # its message names the plan's budget
+                raise InfeasibleError(
+                    f"{algorithm} unpaired plans its lanes for about half the budget "
+                    f"({budget} threadblocks), too few here ({str(err).split(';')[0]})"
+                ) from None
+        elif algorithm in BUDGETED:
+            sched = generate(self.topo, self.opts.collective, chunks, budget=budget)
+        else:
+            sched = generate(self.topo, self.opts.collective, chunks)
         if self.opts.prove:
             sched = _modes(sched, self.topo, self.opts)
         if self.opts.instances != 1:
@@ -641,7 +685,7 @@ class Compiler:
         is not a bound: NCCL's rings on MI250 x2 reduce-scatter were estimated
         at 119 GB/s, simulate 147, and were pruned from the portfolio.)
         """
-        sched = self.schedule(variant.algorithm, variant.chunks, variant.budget)
+        sched = self.variant_schedule(variant)
         eff = max(self.model.p2p_efficiency, self.model.net_efficiency)
         return float(schedule_algbw(sched, self.topo)) * eff
 
@@ -672,6 +716,8 @@ class Compiler:
         return True
 
     def _strategies(self, variant: Variant) -> tuple[dict, ...]:
+        if variant.unpaired:
+            return UNPAIRED
         if variant.algorithm in DECOUPLED_FIRST and self.topo.num_ranks > DECOUPLED_FIRST_RANKS:
             return DECOUPLED
         if variant.algorithm == "rails" and _meshed_boxes(self.topo):
@@ -686,8 +732,9 @@ class Compiler:
         return self.opts.balance and variant.algorithm not in UNBALANCED
 
     def _lower(self, variant: Variant, first: int = 0) -> Program:
-        sched = self.schedule(variant.algorithm, variant.chunks, variant.budget)
-        if variant.algorithm == "rails" and self.opts.collective is not Collective.ALLTOALL:
+        sched = self.variant_schedule(variant)
+        if (variant.algorithm == "rails" and not variant.unpaired
+                and self.opts.collective is not Collective.ALLTOALL):
             from colc.compiler.hierarchical.rails import fifo_problem
 
             problem = fifo_problem(self.topo, self.opts.collective, variant.chunks,
@@ -744,7 +791,7 @@ class Compiler:
         from colc.compiler.hierarchical.rails import separated_rounds
 
         rounds = separated_rounds(self.topo, self.opts.collective, variant.chunks,
-                                  variant.budget or self.budget)
+                                  self.plan_budget(variant))
         if len(rounds) != len(sched.ops):
             raise InternalError("rails: separated rounds do not match the schedule's ops")
         return dataclasses.replace(sched, rounds=rounds)
@@ -936,7 +983,17 @@ def variants(compiler: Compiler, protocols: tuple[Protocol, ...] | None = None,
         else:
             chunks = CHUNKINGS.get(name, (None,))
         out += [Variant(name, c, p) for c in chunks for p in protocols]
+        if name == "rails" and _unpaired_rails(compiler.topo, opts.collective):
+            chunks = (opts.chunks,) if opts.chunks is not None else UNPAIRED_RAILS_CHUNKINGS
+            out += [Variant(name, c, p, unpaired=True) for c in chunks for p in protocols]
     return out
+
+
+def _unpaired_rails(topo: Topology, collective: Collective) -> bool:
+    """Whether rails is also tried unpaired here (``UNPAIRED_RAILS_BOXES``)."""
+    if collective is Collective.ALLTOALL or not _box_switches(topo):
+        return False  # boxes without a switch lower rails unpaired anyway
+    return 2 <= len(boxes(topo)) <= UNPAIRED_RAILS_BOXES
 
 
 def compile_topology(topo: Topology, opts: CompileOptions) -> CompileResult:
@@ -1165,7 +1222,7 @@ def _compile_once(topo: Topology, opts: CompileOptions) -> CompileResult:
             refusals.append(str(err))
             continue
         notes = tuple(dict.fromkeys(f"not used: {r}" for r in refusals))
-        sched = compiler.schedule(variant.algorithm, variant.chunks, variant.budget)
+        sched = compiler.variant_schedule(variant)
         predicted = tuple((s, compiler.simulate(variant, s)) for s in sizes)
         return CompileResult(sched, program, text, variant.label,
                              schedule_algbw(sched, topo), notes, predicted, variant)

@@ -61,6 +61,7 @@ Complexity: O(N (G + nb S / G) cf / piece) ops.  Seeds: the hierarchical
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from colc.compiler.lowering.infer_dependencies import infer_dependencies
@@ -77,6 +78,10 @@ MAX_COUNT = 71
 #: Transfers one lane carries per peer and direction: with the receives and
 #: the nops of their dependencies a threadblock stays within 64 steps.
 STEPS_PER_LANE = 24
+#: Pieces the carriers' sums run ahead of the owners' sums in an unpaired
+#: reduce-scatter (``_interleave``; DGX A100 x2, 1 GiB c16: lead 1 248.2
+#: GB/s, 2 and 3 254.1).
+LEAD = 2
 #: Ranks above which an allreduce plans its pieces for both phases (DGX A100
 #: x128: planned as one phase, the lowering split its threadblocks, 55 per
 #: GPU; below, the phases fit as planned and larger pieces would cost the
@@ -154,6 +159,12 @@ class RailPlan:
         place (carried by the shard's owner) instead of in ``segments``
         segments, so that every place's NIC carries the same share
         (``_spread_choice``); the other distances take the carriers in turn.
+    unpaired : bool
+        Planned for an unpaired lowering (a send and a receive threadblock
+        per lane, within about twice the planned threadblocks): on two boxes
+        own and relayed data share the lanes (``_split_lanes``), and a
+        reduce-scatter's owner sums follow the carriers' sums ``LEAD`` pieces
+        behind (``_interleave``).
     """
 
     groups: tuple[tuple[int, ...], ...]
@@ -167,6 +178,7 @@ class RailPlan:
     link_lanes: tuple[tuple[tuple[int, int], int], ...] = ()
     sum_chains: int = 1
     spread: tuple[int, ...] = ()
+    unpaired: bool = False
 
     @property
     def width(self) -> int:
@@ -287,7 +299,7 @@ def rail_peers(nb: int, size: int, segments: int) -> int:
 
 
 def plan_rails(topo: Topology, cf: int, budget: int, phases: int = 1,
-               reduces: bool = False) -> RailPlan:
+               reduces: bool = False, unpaired: bool = False) -> RailPlan:
     """Segments, lanes and piece size of a rails schedule (see module docstring).
 
     Parameters
@@ -304,6 +316,8 @@ def plan_rails(topo: Topology, cf: int, budget: int, phases: int = 1,
     reduces : bool
         Reduce-scatter or allreduce: behind a box switch, a threadblock is
         kept for the carriers' split sums (``RailPlan.sum_chains``).
+    unpaired : bool
+        For an unpaired lowering (``RailPlan.unpaired``).
 
     Returns
     -------
@@ -355,7 +369,7 @@ def plan_rails(topo: Topology, cf: int, budget: int, phases: int = 1,
     steps = STEPS_PER_LANE * cost // (phases if both else 1)
     too_long = None
     for s, split, net_lanes, fixed, total in ordered:
-        lanes = _split_lanes(total, nb)
+        lanes = _split_lanes(total, nb, unpaired)
         # two boxes split an odd total evenly: the odd lane is not used
         weighted, per_lane, used = (), (1, 1), fixed + cost * sum(lanes) * peers
         if trees:  # relay lanes where the trees are
@@ -380,7 +394,8 @@ def plan_rails(topo: Topology, cf: int, budget: int, phases: int = 1,
         sums = (_fitting_chains(size, nb, s, cf, piece, spread)
                 if reduces and not trees and used < budget else 1)
         return RailPlan(tuple(map(tuple, groups)), s, lanes, net_lanes, piece,
-                        used + (sums > 1), split == 2, trees, weighted, sums, spread)
+                        used + (sums > 1), split == 2, trees, weighted, sums, spread,
+                        unpaired)
     if too_long is not None:
         raise too_long
     raise InfeasibleError(
@@ -414,20 +429,21 @@ def fifo_problem(topo: Topology, collective: Collective, chunks: int | None, bud
             f"exceed the protocol's FIFO of {depth} calls; paired exchanges would hang")
 
 
-def _split_lanes(total: int, nb: int) -> tuple[int, int]:
+def _split_lanes(total: int, nb: int, unpaired: bool = False) -> tuple[int, int]:
     """Lanes per box peer for own data and for relayed data: a rank relays
     ``nb - 1`` times what it sends of its own, so the relay lanes get that
     share; two boxes split evenly (an odd split, simulated, is slower than
     the even one below it: DGX A100 x2 allgather at 1 GiB, (1, 2) lanes
-    211 GB/s, (1, 1) 224).
+    211 GB/s, (1, 1) 224), or share them all when unpaired (the program
+    order then says which goes first: ``_interleave``).
 
     >>> _split_lanes(4, 2), _split_lanes(3, 2), _split_lanes(4, 4), _split_lanes(3, 8)
     ((2, 2), (1, 1), (1, 3), (1, 2))
-    >>> _split_lanes(2, 128)
-    (0, 2)
+    >>> _split_lanes(2, 128), _split_lanes(2, 2, unpaired=True)
+    ((0, 2), (0, 2))
     """
     if nb == 2:
-        return (total // 2, total // 2)
+        return (0, total) if unpaired else (total // 2, total // 2)
     if total < 3:  # one class: the own shard is a small share here
         return (0, total)
     own = max(1, round(total / nb))
@@ -711,7 +727,7 @@ class _Builder:
 
 
 def rails_schedule(topo: Topology, collective: Collective, chunks: int | None = None,
-                   budget: int = 32, separate: bool = False) -> Schedule:
+                   budget: int = 32, separate: bool = False, unpaired: bool = False) -> Schedule:
     """Rail-aligned hierarchical schedule of ``collective`` (see module docstring).
 
     Parameters
@@ -725,6 +741,9 @@ def rails_schedule(topo: Topology, collective: Collective, chunks: int | None = 
     separate : bool
         Give a (pair, lane) at most one transfer per round (``separated_rounds``);
         boxes without a switch always do.
+    unpaired : bool
+        Plan for an unpaired lowering (``RailPlan.unpaired``); ``budget`` is
+        then what the plan counts, about half what the lowering takes.
 
     Returns
     -------
@@ -739,7 +758,7 @@ def rails_schedule(topo: Topology, collective: Collective, chunks: int | None = 
     """
     cf = chunks or 8
     plan = plan_rails(topo, cf, budget, 2 if collective is Collective.ALLREDUCE else 1,
-                      collective is not Collective.ALLGATHER)
+                      collective is not Collective.ALLGATHER, unpaired)
     n = topo.num_ranks
     out = _Builder(plan, cf, n, separate)
     if collective is Collective.ALLGATHER:
@@ -929,6 +948,8 @@ def _reduce_scatter(out: _Builder, coll: Collective) -> None:
     plan, cf = out.plan, out.cf
     if plan.segments < plan.size:
         _contiguous(plan)
+    first = len(out.ops)
+    ends = []  # where each piece round of the carriers' sums ends
     crossings = list(_segments(plan, cf))
     partial: dict[tuple[int, int], Slot] = {}  # (carrier rank, chunk) -> its box's partial
     # A crossing of the allgather carries block b from box b to box b2; here box
@@ -948,24 +969,28 @@ def _reduce_scatter(out: _Builder, coll: Collective) -> None:
                 partial[(t, c)] = _carrier_sum(out, sources, Slot(t, IN, c),
                                                Slot(t, SCR, at + c - start), k)
             out.round += 1
+        ends.append(len(out.ops))
     # (receiving rank, chunk) -> (length, the partials that cross to it)
     arrived: dict[tuple[int, int], tuple[int, list[Slot]]] = {}
     for b, b2, _, _, g, start, width in crossings:  # 2': over the rails
         t, u = plan.groups[b2][g], plan.groups[b][g]
         for c, k in out.pieces(start, width):
             arrived.setdefault((u, c), (k, []))[1].append(partial[(t, c)])
-    _owner_sums(out, coll, arrived)
+    starts = _owner_sums(out, coll, arrived)
+    if plan.unpaired and starts and starts[0] == ends[-1]:  # nothing crossed apart
+        _interleave(out, [first, *ends], [*starts, len(out.ops)])
 
 
 def _owner_sums(out: _Builder, coll: Collective,
-                arrived: dict[tuple[int, int], tuple[int, list[Slot]]]) -> None:
+                arrived: dict[tuple[int, int], tuple[int, list[Slot]]]) -> list[int]:
     """1': every owner reduces its input, its box peers' inputs and the partials that
-    crossed the rails (through the receiving carrier's sum when it is not the owner)."""
+    crossed the rails (through the receiving carrier's sum when it is not the owner).
+    Returns where each piece round of the owners' sums starts in ``out.ops``."""
     plan, cf = out.plan, out.cf
     # Two boxes' reduce-scatter chains the crossing partial into the owner's
     # sum (simulated DGX A100 x2 at 1 GiB: 222 GB/s, landed first 208); else
     # it lands in scratch first (x8: 167 against 158; allreduce: no hang).
-    land = coll is Collective.ALLREDUCE or len(plan.groups) > 2
+    land = (coll is Collective.ALLREDUCE and not plan.unpaired) or len(plan.groups) > 2
     extra: dict[tuple[int, int], list[Slot]] = {}  # (owner, chunk) -> rail sources
     base, nth = out.round, {}  # a receiving rank's j-th arrival crosses in round base + j
     for (u, c), (k, parts) in sorted(arrived.items()):
@@ -998,8 +1023,10 @@ def _owner_sums(out: _Builder, coll: Collective,
     out.relay = 0
     owners = [(members, r, out.alloc(r, cf), out.pieces(r * cf, cf), g)
               for members in plan.groups for g, r in enumerate(members)]
+    starts = []
     for p in range(len(owners[0][3])):  # in rounds, as the allgather
         out.round += 1
+        starts.append(len(out.ops))
         gathered = _gather(out, [(x[0], plan.tree(x[4]), *x[3][p]) for x in owners])
         for (members, r, base, pieces, g), sources in zip(owners, gathered):
             c, k = pieces[p]
@@ -1007,6 +1034,40 @@ def _owner_sums(out: _Builder, coll: Collective,
             final = (Slot(r, OUT, c - r * cf) if coll is Collective.REDUCESCATTER
                      else Slot(r, OUT, c))
             _chain(out, r, sources, Slot(r, IN, c), Slot(r, SCR, base + c - r * cf), final, k)
+    return starts
+
+
+def _interleave(out: _Builder, carriers: list[int], owners: list[int]) -> None:
+    """Reorder ``out.ops`` so that the owners' sums of piece ``p`` follow the
+    carriers' sums of piece ``p + LEAD`` (``carriers`` and ``owners``: where
+    each piece round of the two starts, and where the last ends).
+
+    Unpaired lanes carry both in program order.  Carriers' sums first, then
+    owners' sums (as paired lanes do them side by side) end with the last
+    piece's network crossing after the box links are done: on DGX A100 x2 the
+    NIC is fed at the pace of the owners' sums and the call ends 340 us
+    after the NVLinks idle (reduce-scatter, 1 GiB, c16 Simple: 246.0 GB/s).
+    With the carriers ``LEAD`` pieces ahead the last crossing overlaps the
+    last owners' sums: 254.1 GB/s.  Every op keeps its data dependencies
+    (an owner's sum reads a carrier's partial of the same piece, ahead of it);
+    rounds become the new groups, carriers' before owners'.
+    """
+    ops, pieces = out.ops, []
+    groups = [list(range(a, b)) for a, b in zip(carriers, carriers[1:])]
+    later = [list(range(a, b)) for a, b in zip(owners, owners[1:])]
+    for i in range(max(len(groups), len(later) + LEAD)):
+        if i < len(groups):
+            pieces.append(groups[i])
+        if 0 <= i - LEAD < len(later):
+            pieces.append(later[i - LEAD])
+    head = ops[:carriers[0]]
+    new, rounds = list(head), list(out.rounds[:carriers[0]])
+    base = max(rounds, default=-1) + 1
+    for g, idx in enumerate(pieces):
+        for j in idx:
+            new.append(dataclasses.replace(ops[j], op_id=len(new)))
+            rounds.append(base + g)
+    out.ops, out.rounds = new, rounds
 
 
 def _toward(out: _Builder, u: int, o: int, part: Slot, n: int) -> Slot:
