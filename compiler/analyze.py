@@ -313,7 +313,7 @@ def analyze_topology(topo: Topology, *, algorithms: tuple[str, ...] = (),
 #: representative file on two to four boxes; rails is skipped on MI250 x2
 #: and takes 1-2 s a row on DGX A100 x4); rows run costliest first so that the
 #: processes end together (the cheap ring rows fill the gaps at the end).
-_ROW_COST = {"trees": 6, "nccl-rings": 4, "rings2d": 3, "rails": 3, "hier": 2, "ring": 1}
+_ROW_COST = {"trees": 6, "trees-rated": 6, "nccl-rings": 4, "rings2d": 3, "rails": 3, "hier": 2, "ring": 1}
 
 
 #: Algorithms whose rows share a per-topology stage their generator caches
@@ -321,7 +321,7 @@ _ROW_COST = {"trees": 6, "nccl-rings": 4, "rings2d": 3, "rails": 3, "hier": 2, "
 #: search): their rows run one after another in one process.  MI250 x2: the
 #: three trees rows take 5.2 s together against 6.1 s apart, hier 1.2 against 1.6,
 #: nccl-rings 5.7 against 6.1.
-SHARED_STAGE = frozenset({"trees", "hier", "nccl-rings"})
+SHARED_STAGE = frozenset({"trees", "trees-rated", "hier", "nccl-rings"})
 
 
 def _row_weight(name: str, coll: Collective) -> float:
@@ -682,13 +682,13 @@ def format_table(report: dict) -> str:
            "form ranks fastest; --search tries every chunking and protocol")
     lines += ["", "Schedules ('bandwidth' = bandwidth-only algbw of the schedule; size "
               f"columns = simulated algbw {how}):",
-              f"{'algorithm':<10}{'collective':<15}{'hops':>5}{'bandwidth':>10}{head}  file"]
+              f"{'algorithm':<12}{'collective':<15}{'hops':>5}{'bandwidth':>10}{head}  file"]
     for s in report["schedules"]:
         if "error" in s:
-            lines.append(f"{s['algorithm']:<10}{s['collective']:<15}  n/a: {s['error']}")
+            lines.append(f"{s['algorithm']:<12}{s['collective']:<15}  n/a: {s['error']}")
             continue
         steps = "?" if s.get("steps") is None else s["steps"]
-        row = f"{s['algorithm']:<10}{s['collective']:<15}{steps:>5}{s['algbw']:>10.2f}"
+        row = f"{s['algorithm']:<12}{s['collective']:<15}{steps:>5}{s['algbw']:>10.2f}"
         if s.get("estimated"):
             row += "  estimated from its plan (not built)"
         if s.get("emittable") is False:

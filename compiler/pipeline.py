@@ -45,6 +45,7 @@ from colc.compiler.lowering.lower_to_program import (
 )
 from colc.compiler.lowering.replicate_instances import replicate_instances
 from colc.compiler.rings.ring import ring_schedule
+from colc.compiler.trees.rate_links import rating_differs
 from colc.errors import (
     ColcError,
     InfeasibleError,
@@ -77,7 +78,8 @@ ALGORITHMS: dict[str, Generator] = {"ring": lambda t, c, _chunks=None: ring_sche
 #: and Simple at 1 GiB on 16 boxes (140.6 against 128.3: its relays lag
 #: less); 16 wins reduce-scatter at 128 MiB and allreduce at 1 GiB on two.
 CHUNKINGS: dict[str, tuple[int | None, ...]] = {
-    "ring": (None,), "bfb": (None, 16, 4, 1), "trees": (16, 32, 64), "hier": (16, 32, 64),
+    "ring": (None,), "bfb": (None, 16, 4, 1), "trees": (16, 32, 64),
+    "trees-rated": (16, 32, 64), "hier": (16, 32, 64),
     "rings2d": (8, 16, 32), "dimrings": (None, 2), "rails": (4, 8, 16, 2)}
 
 #: Algorithms that build all-to-all (``compiler/alltoall/``), and their
@@ -145,7 +147,14 @@ MESH_RAILS_CHUNKINGS = (1, 2)
 #: Algorithms whose threadblocks each serve one ring.
 RING_FAMILY = ("ring", "rings2d", "nccl-rings")
 #: Tree algorithms that spread over every rail peer on boxes behind a box switch.
-SPREAD_TREES = ("trees", "hier")
+SPREAD_TREES = ("trees", "trees-rated", "hier")
+#: Tree algorithms lowered as trees (decoupled first, the portfolio's tree chunkings).
+TREE_FAMILY = SPREAD_TREES
+#: ``trees-rated`` is tried where the runtime reaches a NIC's bandwidth less
+#: than this share as well as a GPU link's (MI250: 0.577 against 0.859;
+#: DGX A100: 0.887 against 0.8, where rated trees lose: x2 allgather at 1
+#: GiB 182.9 against 222.7 GB/s).
+RATED_TREES_BELOW = 0.75
 #: On boxes without a switch, from ``MESH_RAILS_RANKS`` ranks, ``auto`` tries
 #: those trees only within this many threadblocks per box and rail peer:
 #: their relays inside the box add lanes and steps (MI250 x8 allgather, 22
@@ -182,6 +191,11 @@ def scale_skip(topo: Topology, algorithm: str, budget: int) -> str | None:
     >>> scale_skip(m, "hier", 32)[:56], scale_skip(m, "hier", 44) is None
     ('hier on boxes without a switch relay inside the box and ', True)
     """
+    if algorithm == "trees-rated" and not rating_differs(topo, model_for(topo),
+                                                         RATED_TREES_BELOW):
+        return ("trees-rated: the runtime reaches every link here about as well as the "
+                "NICs, so the rated trees are the trees (--algorithm trees-rated builds "
+                "them anyway)")
     if algorithm == "rails" and topo.num_ranks < MESH_RAILS_RANKS and _meshed_boxes(topo):
         return (f"rails on boxes without a switch relay along trees of the box's links; "
                 f"below {MESH_RAILS_RANKS} ranks trees and rings are faster (--algorithm "
@@ -390,6 +404,7 @@ def _load_optional_algorithms() -> None:
     from colc.compiler.rings.rings2d import rings2d_schedule
 
     ALGORITHMS["trees"] = _trees
+    ALGORITHMS["trees-rated"] = _rated_trees
     ALGORITHMS["hier"] = _hier
     ALGORITHMS["bfb"] = bfb_schedule_for
     ALGORITHMS["rings2d"] = rings2d_schedule
@@ -446,14 +461,35 @@ def _rails(topo: Topology, collective: Collective, chunks: int | None = None,
 def _trees(topo: Topology, collective: Collective, chunks: int | None = None) -> Schedule:
     """ForestColl trees (optimal packing; shallow by spread splitting behind box switches;
     on directed topologies reductions run on in-trees, packed on the transpose)."""
+    return _packed_trees(_tree_packing, topo, collective, chunks)
+
+
+def _rated_trees(topo: Topology, collective: Collective, chunks: int | None = None) -> Schedule:
+    """ForestColl trees packed on the links' rated bandwidths (``rate_links``:
+    what the runtime reaches on each link, by the topology's cost model)."""
+    return _packed_trees(_rated_packing, topo, collective, chunks)
+
+
+def _packed_trees(packing: Callable, topo: Topology, collective: Collective,
+                  chunks: int | None) -> Schedule:
+    """The chunk schedule of ``packing(topo, transposed)``'s trees."""
     from colc.compiler.trees.generate_trees import is_symmetric, lower_packing
 
     directed = not is_symmetric(topo)
     flip = collective.reduces and directed  # reduce phases run on in-trees (of G^T)
-    broadcast = (_tree_packing(topo, False)
+    broadcast = (packing(topo, False)
                  if collective is Collective.ALLREDUCE and directed else None)
-    return lower_packing(_tree_packing(topo, flip), collective, chunks_per_root=chunks,
+    return lower_packing(packing(topo, flip), collective, chunks_per_root=chunks,
                          piece=1, broadcast=broadcast)
+
+
+@functools.lru_cache(maxsize=8)
+def _rated_packing(topo: Topology, transposed: bool):
+    from colc.compiler.trees.generate_trees import pack_trees, transpose
+    from colc.compiler.trees.rate_links import rate_links
+
+    rated = rate_links(topo, model_for(topo))
+    return pack_trees(transpose(rated) if transposed else rated, spread=_box_switches(topo))
 
 
 def _hier(topo: Topology, collective: Collective, chunks: int | None = None) -> Schedule:
@@ -725,7 +761,7 @@ class Compiler:
         if (variant.algorithm == "rails" and self.opts.instances == 1
                 and self.opts.collective is not Collective.ALLTOALL):
             return RAILS
-        return (DECOUPLED if variant.algorithm in ("trees", "hier") and self._balances(variant)
+        return (DECOUPLED if variant.algorithm in TREE_FAMILY and self._balances(variant)
                 else FUSED)
 
     def _balances(self, variant: Variant) -> bool:
@@ -971,9 +1007,9 @@ def variants(compiler: Compiler, protocols: tuple[Protocol, ...] | None = None,
 
                 if uses_carriers(compiler.topo, compiler.budget):
                     chunks = (1,)  # through carriers None is one chunk per block too
-        elif chunkings is not None and name in ("trees", "hier"):
+        elif chunkings is not None and name in TREE_FAMILY:
             chunks = scale_chunks(chunkings, compiler.topo.num_ranks)
-        elif name in ("trees", "hier"):
+        elif name in TREE_FAMILY:
             chunks = scale_chunks(CHUNKINGS[name], compiler.topo.num_ranks)
         elif name in ("bfb", "dimrings", "rails") and \
                 compiler.topo.num_ranks > ONE_CHUNKING_RANKS:

@@ -438,12 +438,12 @@ def check_windows(windows: tuple[Window, ...] | list[Window]) -> list[str]:
 def format_portfolio(p: Portfolio) -> str:
     """The summary table: window, algorithm, protocol, chunks, threadblocks per
     GPU (the most of any rank), predicted algbw."""
-    lines = [f"{'window (bytes)':<22}{'algorithm':<10}{'protocol':<9}{'nchunks':>8}"
+    lines = [f"{'window (bytes)':<22}{'algorithm':<12}{'protocol':<9}{'nchunks':>8}"
              f"{'tbs/GPU':>8}  predicted algbw GB/s"]
     for w in p.windows:
         span = w.span()
         bws = ", ".join(f"{r.algbw:.1f}@{_human(r.nbytes)}" for r in w.results)
-        lines.append(f"{span:<22}{w.variant.algorithm:<10}{w.variant.protocol.value:<9}"
+        lines.append(f"{span:<22}{w.variant.algorithm:<12}{w.variant.protocol.value:<9}"
                      f"{w.program.nchunks:>8}{w.program.max_threadblocks:>8}  {bws}")
     if p.budget:
         lines.append(f"threadblock budget: {p.budget} per GPU (--max-threadblocks)")
