@@ -692,6 +692,9 @@ class Compiler:
         if problem is not None:
             raise InfeasibleError(problem)
         generate = ALGORITHMS[algorithm]
+        if unpaired and algorithm != "rails":
+            raise UnsupportedError(f"{algorithm} has no unpaired variant (only rails plans "
+                                   "its lanes for an unpaired lowering)")
         if unpaired:
             try:
                 sched = generate(self.topo, self.opts.collective, chunks, budget=budget,
