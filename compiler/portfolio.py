@@ -21,14 +21,15 @@ variants whose bandwidth bound cannot beat the best simulated one are
 skipped.  Runs of
 sizes with the same winner form a window; a window ends at twice its last
 evaluated size ``s`` (a power of two, so every power-of-two size between two
-evaluated sizes falls in one window) or, when the next window's file is
-selected and simulates faster at ``2 s``, at ``s`` (``_split_midpoints``:
-128 MiB, what nccl-tests reports, lies between the evaluated 64 and 256
-MiB); the first starts at 0 and the last is unlimited.  A winner that
-fails verification is replaced by the next best for its sizes.
+evaluated sizes falls in one window) or, when the next window's file or a
+runner-up of either side is selected and simulates faster at ``2 s``, at
+``s``, the runner-up then serving ``(s, 2 s]`` (``_split_midpoints``: 128
+MiB, what nccl-tests reports, lies between the evaluated 64 and 256 MiB);
+the first starts at 0 and the last is unlimited.  A winner that fails
+verification is replaced by the next best for its sizes.
 
-Complexity: one simulation per (variant, size) at most, plus two per window
-boundary; the lowering of each variant once.
+Complexity: one simulation per (variant, size) at most, plus up to
+``2 + 2 MIDPOINT_RIVALS`` per window boundary; the lowering of each variant once.
 """
 
 from __future__ import annotations
@@ -345,45 +346,80 @@ def _windows(compiler: Compiler, sizes: tuple[int, ...],
                 runs[-1][1].append(s)
             else:
                 runs.append((v, [s]))
+        split = _split_midpoints(compiler, runs, ranking, failed)
         try:
-            return _finish(compiler, _split_midpoints(compiler, runs))
+            return _finish(compiler, split)
         except VerificationFailed as err:
-            bad = next(v for v, _ in runs if v.label in str(err))
+            bad = next(v for v, _, _ in split if v.label in str(err))
             failed.add(bad)
             notes.append(str(err))
 
 
-def _split_midpoints(compiler: Compiler, runs: list[tuple[Variant, list[int]]]
+def _split_midpoints(compiler: Compiler, runs: list[tuple[Variant, list[int]]],
+                     ranking: dict[int, list[tuple[float, Variant]]] | None = None,
+                     failed: set[Variant] | frozenset = frozenset()
                      ) -> list[tuple[Variant, list[int], int]]:
     """``(variant, sizes, hi)`` per window: a window ends at twice its last
     evaluated size ``s`` (the power of two between ``s`` and the next window's
-    first size: 128 MiB between 64 MiB and 256 MiB), unless the next window's
-    variant is selected there and simulates faster, which then takes it (the
-    window ends at ``s``).  The midpoint joins the sizes of the window that
-    serves it (its figure is shown and counted in the file's comment).
+    first size: 128 MiB between 64 MiB and 256 MiB), unless another variant is
+    selected there and simulates faster: the next window's variant (the window
+    then ends at ``s``), or one of the ``MIDPOINT_RIVALS`` next best of either
+    neighbouring size's ``ranking``, which then gets a window of its own,
+    ``(s, 2 s]``.  The midpoint joins the sizes of the window that serves it
+    (its figure is shown and counted in the file's comment).
 
     Before, the midpoint always went to the smaller sizes' winner: MI250 x2
     reduce-scatter at 128 MiB ran rings2d at 112.8 GB/s where RCCL's rings,
-    the winner from 256 MiB, give 134.6.  Two simulations per boundary (on
-    ``--jobs`` processes); skipped past ``COARSE_RANKS`` ranks, where a
-    simulation takes minutes.
+    the winner from 256 MiB, give 134.6.  Then only the two neighbours' winners
+    competed: DGX A100 x4 allgather ran NCCL's rings as LL128 at 128 MiB
+    (153.4) where rails c8 Simple, second at 256 MiB, gives 163.6.  A few
+    simulations per boundary (on ``--jobs`` processes); skipped past
+    ``COARSE_RANKS`` ranks, where a simulation takes minutes.
     """
     cuts = [2 * run[-1] for _, run in runs[:-1]]
     if compiler.topo.num_ranks > COARSE_RANKS:
         return [(v, run, cut) for (v, run), cut in zip(runs, [*cuts, 0], strict=True)]
-    pairs = [(v, m) for i, m in enumerate(cuts) for v in (runs[i][0], runs[i + 1][0])]
+    rivals = [_rivals(runs, i, m, ranking or {}, failed) for i, m in enumerate(cuts)]
+    pairs = [(v, m) for i, m in enumerate(cuts) for v in rivals[i]]
     simulate_pairs(compiler, pairs, jobs_for(compiler.opts))
-    out = [(v, list(run)) for v, run in runs]
+    out: list[tuple[Variant, list[int], int]] = []
+    sizes = list(runs[0][1])
     for i, m in enumerate(cuts):
-        here = _sim_or_none(compiler, runs[i][0], m)
-        there = _sim_or_none(compiler, runs[i + 1][0], m)
-        if there is not None and there.selected and (
-                here is None or not here.selected or there.algbw > here.algbw):
-            cuts[i] = m // 2
-            out[i + 1][1].insert(0, m)
-        elif here is not None and here.selected:
-            out[i][1].append(m)
-    return [(v, run, cut) for (v, run), cut in zip(out, [*cuts, 0], strict=True)]
+        v, nxt = runs[i][0], list(runs[i + 1][1])
+        best = max(((r.algbw, k) for k, c in enumerate(rivals[i])
+                    if (r := _sim_or_none(compiler, c, m)) is not None and r.selected),
+                   default=None)
+        if best is None:  # nobody serves the midpoint: the window ends there anyway
+            out.append((v, sizes, m))
+        elif best[1] == 0:
+            out.append((v, [*sizes, m], m))
+        elif best[1] == 1:
+            out.append((v, sizes, m // 2))
+            nxt.insert(0, m)
+        else:
+            out += [(v, sizes, m // 2), (rivals[i][best[1]], [m], m)]
+        sizes = nxt
+    out.append((runs[-1][0], sizes, 0))
+    return out
+
+
+#: Variants besides the two neighbours' winners ranked at a midpoint size: the
+#: next best at each neighbouring evaluated size, this many from each.
+MIDPOINT_RIVALS = 2
+
+
+def _rivals(runs: list[tuple[Variant, list[int]]], i: int, m: int,
+            ranking: dict[int, list[tuple[float, Variant]]],
+            failed: set[Variant] | frozenset) -> list[Variant]:
+    """The winners on both sides of the ``i``-th boundary (midpoint ``m``),
+    then up to ``MIDPOINT_RIVALS`` runners-up of each side whose protocol
+    serves ``m`` (``PROTOCOL_SIZES``)."""
+    out = [runs[i][0], runs[i + 1][0]]
+    for s in (runs[i][1][-1], runs[i + 1][1][0]):
+        more = [v for _, v in ranking.get(s, []) if v not in out and v not in failed
+                and PROTOCOL_SIZES[v.protocol][0] <= m <= PROTOCOL_SIZES[v.protocol][1]]
+        out += more[:MIDPOINT_RIVALS]
+    return out
 
 
 def _sim_or_none(compiler: Compiler, v: Variant, size: int) -> SimResult | None:

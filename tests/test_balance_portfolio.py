@@ -156,6 +156,33 @@ def test_the_midpoint_between_windows_goes_to_the_faster_file(monkeypatch, upper
     assert all(r.selected for w in p.windows for r in w.results)
 
 
+def test_a_runner_up_that_is_faster_at_the_midpoint_gets_a_window(monkeypatch) -> None:
+    """At the midpoint 2s between evaluated sizes s and 4s, the runners-up of
+    both sides compete with the two winners (DGX A100 x4 allgather at 128 MiB:
+    rails c8 Simple, second at 256 MiB, 163.6 GB/s against NCCL's rings as
+    LL128, 153.4): a faster runner-up serves (s, 2s] in a window of its own."""
+    from colc.compiler import pipeline
+
+    real = pipeline.Compiler.simulate
+    s, mid, top = 16 << 20, 32 << 20, 64 << 20
+    best = {s: "rails/c8/LL128", mid: "rails/c4/Simple", top: "rails/c8/Simple"}
+    second = {top: "rails/c4/Simple"}
+
+    def rigged(self, variant, size, program=None):
+        res = real(self, variant, size, program)
+        slow = (1 if variant.label == best.get(size) else
+                3 if variant.label == second.get(size) else 30)
+        return dataclasses.replace(res, algbw=res.algbw / slow)
+
+    monkeypatch.setattr(pipeline.Compiler, "simulate", rigged)
+    p = build_portfolio(dgx_a100(2), CompileOptions(
+        algorithm="rails", collective=Collective.ALLGATHER, jobs=1), sizes=(s, top))
+    assert [w.variant.label for w in p.windows] == [best[s], best[mid], best[top]]
+    assert [(w.lo, w.hi) for w in p.windows] == [(0, s), (s + 1, mid), (mid + 1, 0)]
+    assert check_windows(p.windows) == []
+    assert [r.nbytes for r in p.windows[1].results] == [mid]
+
+
 def test_portfolio_covers_every_size_once(tmp_path) -> None:
     topo = two_boxes(4)
     sizes = (1 << 10, 1 << 14, 1 << 18, 1 << 22)
