@@ -523,3 +523,22 @@ def test_two_boxes_reduce_scatter_beats_forestcoll_within_32() -> None:
     assert res.variant.unpaired and res.program.max_threadblocks <= 32
     got = dict((s, r.algbw) for s, r in res.predicted)
     assert got[128 << 20] >= 185 and got[1 << 30] >= 247
+
+
+def test_two_boxes_share_an_odd_lane_total_within_forestcolls_count() -> None:
+    """At ForestColl's own 25 threadblocks (seed 004, DGX A100 x2 allgather:
+    201 / 247 GB/s measured at 128M / 1G) the plan has three lanes per box
+    peer: split evenly the odd one went unused (17 threadblocks, 176.7 /
+    223.6); shared by own and relayed data, all three carry (24)."""
+    from colc.compiler.pipeline import Compiler, Variant
+
+    topo = dgx_a100(2)
+    assert plan_rails(topo, 8, 25).lanes == (0, 3)
+    assert plan_rails(topo, 8, 25, reduces=True).lanes == (1, 1)  # reduce-scatter keeps it
+    comp = Compiler(topo, CompileOptions(algorithm="rails", collective=Collective.ALLGATHER,
+                                         max_threadblocks=25, jobs=1))
+    at_128m = Variant("rails", 8, Protocol.SIMPLE)
+    at_1g = Variant("rails", 16, Protocol.SIMPLE)
+    assert max(comp.program(v).max_threadblocks for v in (at_128m, at_1g)) <= 25
+    assert comp.simulate(at_128m, 128 << 20).algbw >= 201
+    assert comp.simulate(at_1g, 1 << 30).algbw >= 247
