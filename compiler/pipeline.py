@@ -146,10 +146,9 @@ MESH_RAILS_RANKS = 128
 MESH_RAILS_CHUNKINGS = (1, 2)
 #: Algorithms whose threadblocks each serve one ring.
 RING_FAMILY = ("ring", "rings2d", "nccl-rings")
-#: Tree algorithms that spread over every rail peer on boxes behind a box switch.
+#: Tree algorithms: they spread over every rail peer on boxes behind a box
+#: switch, are lowered decoupled first and take the portfolio's tree chunkings.
 SPREAD_TREES = ("trees", "trees-rated", "hier")
-#: Tree algorithms lowered as trees (decoupled first, the portfolio's tree chunkings).
-TREE_FAMILY = SPREAD_TREES
 #: ``trees-rated`` is tried where the runtime reaches a NIC's bandwidth less
 #: than this share as well as a GPU link's (MI250: 0.577 against 0.859;
 #: DGX A100: 0.887 against 0.8, where rated trees lose: x2 allgather at 1
@@ -764,7 +763,7 @@ class Compiler:
         if (variant.algorithm == "rails" and self.opts.instances == 1
                 and self.opts.collective is not Collective.ALLTOALL):
             return RAILS
-        return (DECOUPLED if variant.algorithm in TREE_FAMILY and self._balances(variant)
+        return (DECOUPLED if variant.algorithm in SPREAD_TREES and self._balances(variant)
                 else FUSED)
 
     def _balances(self, variant: Variant) -> bool:
@@ -1010,9 +1009,9 @@ def variants(compiler: Compiler, protocols: tuple[Protocol, ...] | None = None,
 
                 if uses_carriers(compiler.topo, compiler.budget):
                     chunks = (1,)  # through carriers None is one chunk per block too
-        elif chunkings is not None and name in TREE_FAMILY:
+        elif chunkings is not None and name in SPREAD_TREES:
             chunks = scale_chunks(chunkings, compiler.topo.num_ranks)
-        elif name in TREE_FAMILY:
+        elif name in SPREAD_TREES:
             chunks = scale_chunks(CHUNKINGS[name], compiler.topo.num_ranks)
         elif name in ("bfb", "dimrings", "rails") and \
                 compiler.topo.num_ranks > ONE_CHUNKING_RANKS:

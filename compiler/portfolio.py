@@ -356,8 +356,7 @@ def _windows(compiler: Compiler, sizes: tuple[int, ...],
 
 
 def _split_midpoints(compiler: Compiler, runs: list[tuple[Variant, list[int]]],
-                     ranking: dict[int, list[tuple[float, Variant]]] | None = None,
-                     failed: set[Variant] | frozenset = frozenset()
+                     ranking: dict[int, list[tuple[float, Variant]]], failed: set[Variant]
                      ) -> list[tuple[Variant, list[int], int]]:
     """``(variant, sizes, hi)`` per window: a window ends at twice its last
     evaluated size ``s`` (the power of two between ``s`` and the next window's
@@ -379,25 +378,25 @@ def _split_midpoints(compiler: Compiler, runs: list[tuple[Variant, list[int]]],
     cuts = [2 * run[-1] for _, run in runs[:-1]]
     if compiler.topo.num_ranks > COARSE_RANKS:
         return [(v, run, cut) for (v, run), cut in zip(runs, [*cuts, 0], strict=True)]
-    rivals = [_rivals(runs, i, m, ranking or {}, failed) for i, m in enumerate(cuts)]
+    rivals = [_rivals(runs, i, m, ranking, failed) for i, m in enumerate(cuts)]
     pairs = [(v, m) for i, m in enumerate(cuts) for v in rivals[i]]
     simulate_pairs(compiler, pairs, jobs_for(compiler.opts))
     out: list[tuple[Variant, list[int], int]] = []
     sizes = list(runs[0][1])
     for i, m in enumerate(cuts):
         v, nxt = runs[i][0], list(runs[i + 1][1])
-        best = max(((r.algbw, k) for k, c in enumerate(rivals[i])
+        best = max(((r.algbw, -k) for k, c in enumerate(rivals[i])  # ties: the earlier
                     if (r := _sim_or_none(compiler, c, m)) is not None and r.selected),
                    default=None)
         if best is None:  # nobody serves the midpoint: the window ends there anyway
             out.append((v, sizes, m))
         elif best[1] == 0:
             out.append((v, [*sizes, m], m))
-        elif best[1] == 1:
+        elif best[1] == -1:
             out.append((v, sizes, m // 2))
             nxt.insert(0, m)
         else:
-            out += [(v, sizes, m // 2), (rivals[i][best[1]], [m], m)]
+            out += [(v, sizes, m // 2), (rivals[i][-best[1]], [m], m)]
         sizes = nxt
     out.append((runs[-1][0], sizes, 0))
     return out
@@ -410,7 +409,7 @@ MIDPOINT_RIVALS = 2
 
 def _rivals(runs: list[tuple[Variant, list[int]]], i: int, m: int,
             ranking: dict[int, list[tuple[float, Variant]]],
-            failed: set[Variant] | frozenset) -> list[Variant]:
+            failed: set[Variant]) -> list[Variant]:
     """The winners on both sides of the ``i``-th boundary (midpoint ``m``),
     then up to ``MIDPOINT_RIVALS`` runners-up of each side whose protocol
     serves ``m`` (``PROTOCOL_SIZES``)."""
