@@ -763,7 +763,7 @@ class Compiler:
             return UNPAIRED
         if variant.algorithm in DECOUPLED_FIRST and self.topo.num_ranks > DECOUPLED_FIRST_RANKS:
             return DECOUPLED
-        if variant.algorithm == "rings2d" and self._crossing_once():
+        if variant.algorithm == "rings2d" and self._crossing_once(variant):
             return TWO_BOX_RINGS
         if variant.algorithm == "rails" and _meshed_boxes(self.topo):
             return DECOUPLED  # relays along box trees: paired lanes alternate and wait
@@ -773,10 +773,11 @@ class Compiler:
         return (DECOUPLED if variant.algorithm in SPREAD_TREES and self._balances(variant)
                 else FUSED)
 
-    def _crossing_once(self) -> bool:
-        from colc.compiler.rings.rings2d import crossing_once
+    def _crossing_once(self, variant: Variant) -> bool:
+        from colc.compiler.rings.rings2d import DEFAULT_CHUNKS, crossing_once
 
-        return crossing_once(boxes(self.topo), self.opts.collective)
+        return crossing_once(boxes(self.topo), self.opts.collective,
+                             variant.chunks or DEFAULT_CHUNKS)
 
     def _balances(self, variant: Variant) -> bool:
         return self.opts.balance and variant.algorithm not in UNBALANCED

@@ -25,6 +25,10 @@ boxes of ``G`` ranks, rank ``(b, g)`` (``g``: its place in its box) and
   of their own: ``R + 5`` threadblocks (DGX A100 x2, 32 chunks per shard,
   21: 188.1 GB/s at 128 MiB as LL128, 247.2 at 1 GiB as Simple, ForestColl's
   measured figures with 25; MI250 x2 218.7 at 1 GiB against RCCL's 163);
+  an allreduce there follows it on the same threadblocks with the owners'
+  results sent to their rail peers and the box rings handing round one chunk
+  at a time (``_allgather_two``; MI250 x2 at 1 GiB 91.6 GB/s with 21
+  against RCCL's tree 86.5);
 * allgather: (1) along every rail a ring allgather of the shards, (2) inside
   every box a ring allgather of the box shards;
 * allreduce: reduce-scatter (into the output), then allgather.
@@ -67,6 +71,11 @@ RINGS = 16
 #: Network channels of the two-box reduce-scatter (``_reduce_scatter_two``):
 #: one connection does not fill a NIC.
 RAIL_CHANNELS = 2
+#: Chunks per shard from which an allreduce on two boxes takes the two-box
+#: form (``crossing_once``): with 8 the old form's 24 threadblocks win at 1M
+#: and 16M (MI250 x2: 11.7 / 65.4 GB/s against 7.4 / 56.3 with 13), with 16
+#: the two-box form at 128M and 1G (88.1 / 91.6 against 78.6 / 78.9).
+TWO_BOX_ALLREDUCE_CHUNKS = 16
 #: Chunks per shard when none are asked for.
 DEFAULT_CHUNKS = 16
 
@@ -227,7 +236,10 @@ def rings2d_schedule(topo: Topology, collective: Collective,
     if collective is not Collective.ALLGATHER:
         _reduce_scatter(out, groups, orders, cf, n, collective)
     if collective is not Collective.REDUCESCATTER:
-        _allgather(out, groups, orders, cf, collective)
+        if crossing_once(groups, collective, cf) and _same_rings(orders):
+            _allgather_two(out, groups, orders, cf)
+        else:
+            _allgather(out, groups, orders, cf, collective)
     scratch = 0 if collective is Collective.ALLGATHER else 2 * n * cf
     sched = Schedule(collective, n, n * cf, scratch, tuple(out.ops), algorithm=NAME)
     return infer_dependencies(sched)
@@ -241,12 +253,20 @@ def _channel(q: int, box: int, rings: int) -> int:
     return (q % rings + rings * box) % 32
 
 
-def crossing_once(groups: list[list[int]], collective: Collective) -> bool:
-    """Whether a reduce-scatter takes the two-box form (``_reduce_scatter_two``):
-    two boxes of at least three ranks each.  Its network sends and receives
-    land on separate threadblocks (the pipeline lowers it unpaired first)."""
-    return (collective is Collective.REDUCESCATTER and len(groups) == 2
-            and len(groups[0]) >= 3)
+def crossing_once(groups: list[list[int]], collective: Collective, chunks: int) -> bool:
+    """Whether a reduce-scatter or an allreduce takes the two-box form
+    (``_reduce_scatter_two``, and ``_allgather_two`` after it): two boxes of
+    at least three ranks each.  Its network sends and receives land on
+    separate threadblocks (the pipeline lowers it unpaired first).  An
+    allreduce from ``TWO_BOX_ALLREDUCE_CHUNKS`` chunks per shard.
+
+    >>> crossing_once([[0, 1, 2], [3, 4, 5]], Collective.ALLREDUCE, 8)
+    False
+    """
+    if len(groups) != 2 or len(groups[0]) < 3:
+        return False
+    return (collective is Collective.REDUCESCATTER
+            or (collective is Collective.ALLREDUCE and chunks >= TWO_BOX_ALLREDUCE_CHUNKS))
 
 
 def _same_rings(orders: list[list[list[int]]]) -> bool:
@@ -259,8 +279,8 @@ def _reduce_scatter(out: _Ops, groups: list[list[int]], orders: list[list[list[i
                     cf: int, n: int, coll: Collective) -> None:
     """Box rings, then rail rings; partials in scratch ``[0, n cf)`` (box phase)
     and ``[n cf, 2 n cf)`` (rail phase)."""
-    if crossing_once(groups, coll) and _same_rings(orders):
-        _reduce_scatter_two(out, groups, orders, cf, n)
+    if crossing_once(groups, coll, cf) and _same_rings(orders):
+        _reduce_scatter_two(out, groups, orders, cf, n, coll)
         return
     size, nb = len(groups[0]), len(groups)
 
@@ -303,7 +323,7 @@ def _reduce_scatter(out: _Ops, groups: list[list[int]], orders: list[list[list[i
 
 
 def _reduce_scatter_two(out: _Ops, groups: list[list[int]], orders: list[list[list[int]]],
-                        cf: int, n: int) -> None:
+                        cf: int, n: int, coll: Collective) -> None:
     """Reduce-scatter on two boxes, every partial crossing the network once.
 
     The box rings reduce the other box's chunks first, in groups of one chunk
@@ -331,7 +351,8 @@ def _reduce_scatter_two(out: _Ops, groups: list[list[int]], orders: list[list[li
     for other in (True, False):  # the other box's chunks first, then the own box's
         for first in range(0, cf, rings):
             qs = range(first, min(cf, first + rings))
-            _box_pass(out, groups, orders, qs, cf, other, landed)
+            _box_pass(out, groups, orders, qs, cf, other, landed,
+                      coll is Collective.REDUCESCATTER)
             if other:
                 _cross(out, groups, orders[0], qs, cf, landed)
 
@@ -355,7 +376,8 @@ def _cross(out: _Ops, groups: list[list[int]], orders: list[list[int]], qs: rang
 
 
 def _box_pass(out: _Ops, groups: list[list[int]], orders: list[list[list[int]]],
-              qs: range, cf: int, other: bool, landed: Callable[[int, int], Slot]) -> None:
+              qs: range, cf: int, other: bool, landed: Callable[[int, int], Slot],
+              scatter: bool = True) -> None:
     """One ring pass of ``_reduce_scatter_two`` over chunks ``qs``: of the other
     box (``other``; chains end one place early) or of the own box (the chain's
     next-to-last rank reduces with its landed sum, the owner writes its
@@ -372,10 +394,42 @@ def _box_pass(out: _Ops, groups: list[list[int]], orders: list[list[list[int]]],
                     src = Slot(sender, IN, c) if t == 0 else Slot(sender, SCR, c)
                     dst, operand = Slot(receiver, SCR, c), Slot(receiver, IN, c)
                     if not other and t == size - 2:
-                        dst = Slot(receiver, OUT, q)
+                        dst = Slot(receiver, OUT, q if scatter else c)
                     elif not other and t == size - 3:
                         operand = landed(receiver, c)
                     out.add(OpKind.REDUCE, src, dst, q % len(orders[b]), operand)
+
+
+def _allgather_two(out: _Ops, groups: list[list[int]], orders: list[list[list[int]]],
+                   cf: int) -> None:
+    """An allreduce's second half after ``_reduce_scatter_two``, on its
+    threadblocks: every owner sends its reduced chunk to its rail peer (the
+    network channels), then each box ring hands round its own box's chunks
+    and then the other box's, one chunk at a time (all of a chunk's steps
+    before the next: two messages per ring step fill a FIFO of two calls, and
+    a ring step that must send into a full FIFO before it frees its own
+    waits for ever).  MI250 x2 at 1 GiB, 16 chunks per shard, 21
+    threadblocks (simulated): 91.6 GB/s, against 78.9 for the old two-level
+    rings with 24."""
+    size = len(groups[0])
+    rings = len(orders[0])
+    for q in range(cf):
+        for b, members in enumerate(groups):
+            for g in range(size):
+                c = members[g] * cf + q
+                out.add(OpKind.COPY, Slot(members[g], OUT, c), Slot(groups[1 - b][g], OUT, c),
+                        rings + q % RAIL_CHANNELS)
+    for q in range(cf):
+        for own in (True, False):
+            for t in range(size - 1):
+                for b, members in enumerate(groups):
+                    box = members if own else groups[1 - b]
+                    order = orders[b][q % rings]
+                    for p in range(size):
+                        sender, receiver = members[order[p]], members[order[(p + 1) % size]]
+                        c = box[order[(p - t) % size]] * cf + q
+                        out.add(OpKind.COPY, Slot(sender, OUT, c), Slot(receiver, OUT, c),
+                                q % rings)
 
 
 def _allgather(out: _Ops, groups: list[list[int]], orders: list[list[list[int]]],
