@@ -278,7 +278,7 @@ UNPAIRED_RAILS_BOXES = 2
 #: selects them at power-of-two sizes; x2 reduce-scatter: c8 202.4 / 254.1,
 #: c16 214.3 / 254.1, c32 214.3 / 232.7 at 128M / 1G).
 UNPAIRED_RAILS_CHUNKINGS = (8, 16)
-#: rings2d's two-box reduce-scatter (``rings2d._reduce_scatter_two``): its
+#: rings2d's crossing form (``rings2d._reduce_scatter_crossing``): its
 #: network sends and landing receives on threadblocks of their own, so a send
 #: never waits behind a receive (paired, DGX A100 x2 at 1 GiB: 117.4 GB/s
 #: against 247.2).

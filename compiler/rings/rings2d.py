@@ -16,17 +16,22 @@ boxes of ``G`` ranks, rank ``(b, g)`` (``g``: its place in its box) and
   destination box, the other boxes' chunks first, so their network phase
   overlaps the pass for the box's own chunks (MI250 x2, 1 GiB, 32 chunks
   per shard, simulated: 137 -> 190 GB/s);
-* reduce-scatter on two boxes (of three ranks or more) crosses once and
-  never makes the network wait (``_reduce_scatter_two``): the other box's
-  chunks first, in groups of one chunk per ring so the network starts after
-  the first group; each partial lands in scratch at its rail peer, which adds
-  its input there and reduces the sum into its own box's chain, one rank
-  before the owner.  Lowered with network sends and receives on threadblocks
-  of their own: ``R + 5`` threadblocks (DGX A100 x2, 32 chunks per shard,
+* reduce-scatter in the *crossing form* (``crossing_once``: boxes of three
+  ranks or more whose ring threadblocks stay within 64 steps) sends every
+  partial straight to its box and never makes the network wait
+  (``_reduce_scatter_crossing``): the other boxes' chunks first, in groups
+  of one chunk per ring so the network starts after the first group; each
+  partial lands in scratch at its rail peer, which adds it to its input and
+  the partials landed before and reduces the sum into its own box's chain,
+  one rank before the owner.  Lowered with network sends and receives on
+  threadblocks of their own: ``R + 5`` threadblocks on two boxes, ``R + 2
+  (B-1) + 1`` from three (DGX A100 x2, 32 chunks per shard,
   21: 188.1 GB/s at 128 MiB as LL128, 247.2 at 1 GiB as Simple, ForestColl's
-  measured figures with 25; MI250 x2 218.7 at 1 GiB against RCCL's 163);
-  an allreduce there follows it on the same threadblocks with the owners'
-  results sent to their rail peers and the box rings handing round one chunk
+  measured figures with 25; MI250 x2 218.7 at 1 GiB against RCCL's 163;
+  MI250 x4, 16 chunks, 23: 159.6 against RCCL's rings as a file, 146.8);
+  an allreduce on two boxes (from ``TWO_BOX_ALLREDUCE_CHUNKS`` chunks per
+  shard) follows it on the same threadblocks, the owners' results sent to
+  their rail peers and the box rings handing round one chunk
   at a time (``_allgather_two``; MI250 x2 at 1 GiB 91.6 GB/s with 21
   against RCCL's tree 86.5);
 * allgather: (1) along every rail a ring allgather of the shards, (2) inside
@@ -68,14 +73,17 @@ from colc.ir.topology import Topology, box_topology, boxes
 NAME = "rings2d"
 #: Rings inside each box (chunks of a shard are dealt to them in turn).
 RINGS = 16
-#: Network channels of the two-box reduce-scatter (``_reduce_scatter_two``):
-#: one connection does not fill a NIC.
+#: Network channels per rail peer of the crossing form on two boxes
+#: (``_rail_channel``): one connection does not fill a NIC.
 RAIL_CHANNELS = 2
 #: Chunks per shard from which an allreduce on two boxes takes the two-box
 #: form (``crossing_once``): with 8 the old form's 24 threadblocks win at 1M
 #: and 16M (MI250 x2: 11.7 / 65.4 GB/s against 7.4 / 56.3 with 13), with 16
 #: the two-box form at 128M and 1G (88.1 / 91.6 against 78.6 / 78.9).
 TWO_BOX_ALLREDUCE_CHUNKS = 16
+#: Steps a ring threadblock of the crossing form may take (the runtime's 64
+#: per threadblock): ``B G`` per group of chunks.
+MAX_RING_STEPS = 64
 #: Chunks per shard when none are asked for.
 DEFAULT_CHUNKS = 16
 
@@ -183,12 +191,16 @@ def _box_rings(topo: Topology, members: list[int], rings: int) -> list[list[int]
     return [[place[local[r]] for r in ring.order] for ring in found]
 
 
-def _layout(topo: Topology, rings: int) -> tuple[list[list[int]], list[list[list[int]]]]:
-    """Boxes (rank lists) and, per box, its rings as local orders (places 0..G-1)."""
+def _layout(topo: Topology, rings: int,
+            crossing: bool = False) -> tuple[list[list[int]], list[list[list[int]]]]:
+    """Boxes (rank lists) and, per box, its rings as local orders (places
+    0..G-1); at most ``32 // B`` rings unless ``crossing`` (a channel per
+    (ring, box) in the allgather's box phase)."""
     groups = boxes(topo)
     if len(groups) < 2:
         raise UnsupportedError("two-level rings need at least two boxes; use ring")
-    rings = max(1, min(rings, 32 // len(groups)))  # a channel per (ring, box)
+    if not crossing:
+        rings = max(1, min(rings, 32 // len(groups)))  # a channel per (ring, box)
     size = len(groups[0])
     if any(len(g) != size for g in groups):
         raise UnsupportedError("two-level rings need boxes of equal size")
@@ -230,17 +242,21 @@ def rings2d_schedule(topo: Topology, collective: Collective,
     cf = chunks or DEFAULT_CHUNKS
     if cf < 1:
         raise UnsupportedError("chunks must be at least 1")
-    groups, orders = _layout(topo, min(RINGS, cf))
-    n = topo.num_ranks
+    crossing = crossing_once(boxes(topo), collective, cf)
+    groups, orders = _layout(topo, min(RINGS, cf), crossing)
+    crossing = crossing and all(o == orders[0] for o in orders)
+    n, nb = topo.num_ranks, len(groups)
     out = _Ops()
-    if collective is not Collective.ALLGATHER:
+    if crossing:
+        _reduce_scatter_crossing(out, groups, orders, cf, n, collective)
+    elif collective is not Collective.ALLGATHER:
         _reduce_scatter(out, groups, orders, cf, n, collective)
-    if collective is not Collective.REDUCESCATTER:
-        if crossing_once(groups, collective, cf) and _same_rings(orders):
-            _allgather_two(out, groups, orders, cf)
-        else:
-            _allgather(out, groups, orders, cf, collective)
-    scratch = 0 if collective is Collective.ALLGATHER else 2 * n * cf
+    if crossing and collective is Collective.ALLREDUCE:
+        _allgather_two(out, groups, orders, cf)
+    elif collective is not Collective.REDUCESCATTER:
+        _allgather(out, groups, orders, cf, collective)
+    scratch = (0 if collective is Collective.ALLGATHER
+               else (nb if crossing else 2) * n * cf)
     sched = Schedule(collective, n, n * cf, scratch, tuple(out.ops), algorithm=NAME)
     return infer_dependencies(sched)
 
@@ -254,34 +270,35 @@ def _channel(q: int, box: int, rings: int) -> int:
 
 
 def crossing_once(groups: list[list[int]], collective: Collective, chunks: int) -> bool:
-    """Whether a reduce-scatter or an allreduce takes the two-box form
-    (``_reduce_scatter_two``, and ``_allgather_two`` after it): two boxes of
-    at least three ranks each.  Its network sends and receives land on
+    """Whether a reduce-scatter (or, on two boxes, an allreduce) takes the
+    crossing form (``_reduce_scatter_crossing``, and ``_allgather_two`` after
+    it), given boxes that ring their places alike: boxes of at least three
+    ranks, every ring threadblock within ``MAX_RING_STEPS`` (one group of
+    chunks per pass from three boxes: a second group split DGX A100 x4's
+    threadblocks, 39 per GPU).  Its network sends and receives land on
     separate threadblocks (the pipeline lowers it unpaired first).  An
     allreduce from ``TWO_BOX_ALLREDUCE_CHUNKS`` chunks per shard.
 
-    >>> crossing_once([[0, 1, 2], [3, 4, 5]], Collective.ALLREDUCE, 8)
-    False
+    >>> g2, g4 = [[0, 1, 2], [3, 4, 5]], [[4 * b + i for i in range(4)] for b in range(4)]
+    >>> crossing_once(g2, Collective.ALLREDUCE, 8), crossing_once(g2, Collective.ALLREDUCE, 16)
+    (False, True)
+    >>> [crossing_once(g4, Collective.REDUCESCATTER, c) for c in (16, 32)]
+    [True, False]
     """
-    if len(groups) != 2 or len(groups[0]) < 3:
+    nb = len(groups)
+    if nb < 2 or len(groups[0]) < 3:
         return False
-    return (collective is Collective.REDUCESCATTER
-            or (collective is Collective.ALLREDUCE and chunks >= TWO_BOX_ALLREDUCE_CHUNKS))
-
-
-def _same_rings(orders: list[list[list[int]]]) -> bool:
-    """Both boxes ring their places alike (a chain's end and the injection
-    point are then rail peers)."""
-    return orders[0] == orders[1]
+    if collective is Collective.ALLREDUCE:
+        return nb == 2 and chunks >= TWO_BOX_ALLREDUCE_CHUNKS
+    passes = -(-chunks // min(RINGS, chunks))
+    return (collective is Collective.REDUCESCATTER and (nb == 2 or passes == 1)
+            and nb * len(groups[0]) * passes <= MAX_RING_STEPS)
 
 
 def _reduce_scatter(out: _Ops, groups: list[list[int]], orders: list[list[list[int]]],
                     cf: int, n: int, coll: Collective) -> None:
     """Box rings, then rail rings; partials in scratch ``[0, n cf)`` (box phase)
     and ``[n cf, 2 n cf)`` (rail phase)."""
-    if crossing_once(groups, coll, cf) and _same_rings(orders):
-        _reduce_scatter_two(out, groups, orders, cf, n, coll)
-        return
     size, nb = len(groups[0]), len(groups)
 
     def rail_chunk(box: int, g: int, q: int) -> int:
@@ -322,87 +339,104 @@ def _reduce_scatter(out: _Ops, groups: list[list[int]], orders: list[list[list[i
                     out.add(OpKind.REDUCE, src, dst, q % RINGS, box_partial(receiver, c))
 
 
-def _reduce_scatter_two(out: _Ops, groups: list[list[int]], orders: list[list[list[int]]],
-                        cf: int, n: int, coll: Collective) -> None:
-    """Reduce-scatter on two boxes, every partial crossing the network once.
+def _reduce_scatter_crossing(out: _Ops, groups: list[list[int]],
+                             orders: list[list[list[int]]], cf: int, n: int,
+                             coll: Collective) -> None:
+    """Reduce-scatter in which every partial crosses the network once, and no
+    receive waits for the receiver's rings (``crossing_once``).
 
-    The box rings reduce the other box's chunks first, in groups of one chunk
-    per ring (chunks ``[i R, (i+1) R)``), so the network starts after the first
-    group rather than after the whole pass.  The chain of the other box's
-    chunk for place ``g`` ends at ``g``'s predecessor ``h`` on that ring; ``h``
-    sends the partial to its rail peer, ``h`` of the owner's box (network
-    channels ``R`` and ``R+1``), which lands it in scratch ``[n cf, 2 n cf)``
-    and adds its own input there (a local threadblock, channel ``R+2``).  In
-    the pass over its own box's chunks ``h`` reduces the arriving partial
-    with that sum instead of its input, and the owner, last on the chain,
-    writes the result to its output: no sum waits after the box rings, and a
-    landing receive never waits for the receiver's rings, so the NIC is never
-    held up by a full FIFO.  DGX A100 x2 at 1 GiB, 32 chunks per shard, 21
-    threadblocks (simulated): 247.2 GB/s; the per-pass order, which reduces
-    an arriving partial into the receiver's box result on arrival, gave
-    148.3 with 12 chunks and 24 threadblocks (the receiver waited for its
-    own rings, and the sender's FIFO filled).
+    The box rings reduce the other boxes' chunks first, nearest box first, in
+    groups of one chunk per ring (chunks ``[i R, (i+1) R)``), so the network
+    starts after the first group rather than after a whole pass.  The chain
+    of box ``d``'s chunk for place ``g`` ends at ``g``'s predecessor ``h`` on
+    that ring; ``h`` sends the partial to its rail peer, ``h`` of box ``d``
+    (``_rail_channel``), which lands it in scratch region ``k`` (the boxes
+    between them, ``[k n cf, (k+1) n cf)``) and adds it to its input and the
+    partials landed before (a local threadblock).  In the pass over its own
+    box's chunks ``h`` reduces with that sum instead of its input, and the
+    owner, last on the chain, writes the result to its output: no sum waits
+    after the box rings, and a landing receive never waits for the
+    receiver's rings, so the NIC is never held up by a full FIFO.  DGX A100
+    x2 at 1 GiB, 32 chunks per shard, 21 threadblocks (simulated): 247.2
+    GB/s; the per-pass order, which reduces an arriving partial into the
+    receiver's box result on arrival, gave 148.3 with 12 chunks and 24
+    threadblocks (the receiver waited for its own rings, and the sender's
+    FIFO filled).  MI250 x4 (one group per pass: 64 steps), 16 chunks, 23
+    threadblocks: 159.6 at 1 GiB against 146.8 for RCCL's rings as a file.
     """
-    rings = len(orders[0])
+    rings, nb = len(orders[0]), len(groups)
 
-    def landed(rank: int, c: int) -> Slot:
-        return Slot(rank, SCR, n * cf + c)
+    def landed(rank: int, c: int, k: int = nb - 1) -> Slot:
+        return Slot(rank, SCR, k * n * cf + c)
 
-    for other in (True, False):  # the other box's chunks first, then the own box's
+    for k in (*range(1, nb), 0):  # the other boxes' chunks first, then the own box's
         for first in range(0, cf, rings):
             qs = range(first, min(cf, first + rings))
-            _box_pass(out, groups, orders, qs, cf, other, landed,
+            _box_pass(out, groups, orders, qs, cf, k, landed,
                       coll is Collective.REDUCESCATTER)
-            if other:
-                _cross(out, groups, orders[0], qs, cf, landed)
+            if k:
+                _cross(out, groups, orders[0], qs, cf, k, landed)
+
+
+def _rail_channel(rings: int, nb: int, q: int, k: int) -> int:
+    """Channel of a crossing to the box ``k`` further: two per rail peer on
+    two boxes (one connection does not fill a NIC), else one per distance."""
+    return rings + (q % RAIL_CHANNELS if nb == 2 else k - 1)
+
+
+def _local_channel(rings: int, nb: int) -> int:
+    """Channel of the landed partials' local sums, after the rail channels."""
+    return rings + max(RAIL_CHANNELS, nb - 1)
 
 
 def _cross(out: _Ops, groups: list[list[int]], orders: list[list[int]], qs: range, cf: int,
-           landed: Callable[[int, int], Slot]) -> None:
-    """Send the other box's partials of chunks ``qs`` over the rails, land them
-    and add the receiver's input (``_reduce_scatter_two``)."""
-    rings = len(orders)
+           k: int, landed: Callable[..., Slot]) -> None:
+    """Send the partials of chunks ``qs`` of the boxes ``k`` further over the
+    rails, land them and add them to the receiver's running sum
+    (``_reduce_scatter_crossing``)."""
+    rings, nb = len(orders), len(groups)
     for q in qs:
         order = orders[q % rings]
         for b, members in enumerate(groups):
-            dest = groups[1 - b]
+            dest = groups[(b + k) % nb]
             for pos, g in enumerate(order):
                 h = order[pos - 1]
                 c = dest[g] * cf + q
-                dst = landed(dest[h], c)
+                dst = landed(dest[h], c, k)
                 out.add(OpKind.COPY, Slot(members[h], SCR, c), dst,
-                        rings + q % RAIL_CHANNELS)
-                out.add(OpKind.REDUCE, Slot(dst.rank, IN, c), dst, rings + RAIL_CHANNELS, dst)
+                        _rail_channel(rings, nb, q, k))
+                before = Slot(dst.rank, IN, c) if k == 1 else landed(dst.rank, c, k - 1)
+                out.add(OpKind.REDUCE, before, dst, _local_channel(rings, nb), dst)
 
 
 def _box_pass(out: _Ops, groups: list[list[int]], orders: list[list[list[int]]],
-              qs: range, cf: int, other: bool, landed: Callable[[int, int], Slot],
+              qs: range, cf: int, k: int, landed: Callable[..., Slot],
               scatter: bool = True) -> None:
-    """One ring pass of ``_reduce_scatter_two`` over chunks ``qs``: of the other
-    box (``other``; chains end one place early) or of the own box (the chain's
-    next-to-last rank reduces with its landed sum, the owner writes its
-    output)."""
-    size = len(groups[0])
+    """One ring pass of ``_reduce_scatter_crossing`` over chunks ``qs``: of
+    the box ``k`` further (chains end one place early) or, ``k == 0``, of the
+    own box (the chain's next-to-last rank reduces with its landed sum, the
+    owner writes its output)."""
+    size, nb = len(groups[0]), len(groups)
     for t in range(size - 1):
         for b, members in enumerate(groups):
-            dest = groups[1 - b] if other else members
+            dest = groups[(b + k) % nb]
             for q in qs:
                 order = orders[b][q % len(orders[b])]
                 for p in range(size):
                     sender, receiver = members[order[p]], members[order[(p + 1) % size]]
-                    c = dest[order[(p - t - (0 if other else 1)) % size]] * cf + q
+                    c = dest[order[(p - t - (0 if k else 1)) % size]] * cf + q
                     src = Slot(sender, IN, c) if t == 0 else Slot(sender, SCR, c)
                     dst, operand = Slot(receiver, SCR, c), Slot(receiver, IN, c)
-                    if not other and t == size - 2:
+                    if not k and t == size - 2:
                         dst = Slot(receiver, OUT, q if scatter else c)
-                    elif not other and t == size - 3:
+                    elif not k and t == size - 3:
                         operand = landed(receiver, c)
                     out.add(OpKind.REDUCE, src, dst, q % len(orders[b]), operand)
 
 
 def _allgather_two(out: _Ops, groups: list[list[int]], orders: list[list[list[int]]],
                    cf: int) -> None:
-    """An allreduce's second half after ``_reduce_scatter_two``, on its
+    """An allreduce's second half after ``_reduce_scatter_crossing``, on its
     threadblocks: every owner sends its reduced chunk to its rail peer (the
     network channels), then each box ring hands round its own box's chunks
     and then the other box's, one chunk at a time (all of a chunk's steps
