@@ -29,13 +29,20 @@ boxes of ``G`` ranks, rank ``(b, g)`` (``g``: its place in its box) and
   21: 188.1 GB/s at 128 MiB as LL128, 247.2 at 1 GiB as Simple, ForestColl's
   measured figures with 25; MI250 x2 218.7 at 1 GiB against RCCL's 163;
   MI250 x4, 16 chunks, 23: 159.6 against RCCL's rings as a file, 146.8);
-  an allreduce on two boxes (from ``TWO_BOX_ALLREDUCE_CHUNKS`` chunks per
+  an allreduce on two boxes (from ``CROSSING_GATHER_CHUNKS`` chunks per
   shard) follows it on the same threadblocks, the owners' results sent to
   their rail peers and the box rings handing round one chunk
   at a time (``_allgather_two``; MI250 x2 at 1 GiB 91.6 GB/s with 21
   against RCCL's tree 86.5);
-* allgather: (1) along every rail a ring allgather of the shards, (2) inside
-  every box a ring allgather of the box shards;
+* allgather in the crossing form (from ``CROSSING_GATHER_CHUNKS`` chunks per
+  shard, ``B (G-1)`` ring steps at most 64; ``_allgather_crossing``): every
+  rank sends its shard to its rail peer in every other box at once, and the
+  box rings hand round the own box's chunks, then the landed ones in the
+  order they land, spread over the rings so the last ones go round together
+  (MI250 x4, 16 chunks, 23 threadblocks: 171.6 GB/s at 1 GiB against RCCL's
+  rings as a file, 146.6);
+* allgather otherwise: (1) along every rail a ring allgather of the shards,
+  (2) inside every box a ring allgather of the box shards;
 * allreduce: reduce-scatter (into the output), then allgather.
 
 The box rings are Hamiltonian cycles of the box: over direct links, ``R``
@@ -76,11 +83,13 @@ RINGS = 16
 #: Network channels per rail peer of the crossing form on two boxes
 #: (``_rail_channel``): one connection does not fill a NIC.
 RAIL_CHANNELS = 2
-#: Chunks per shard from which an allreduce on two boxes takes the two-box
-#: form (``crossing_once``): with 8 the old form's 24 threadblocks win at 1M
-#: and 16M (MI250 x2: 11.7 / 65.4 GB/s against 7.4 / 56.3 with 13), with 16
-#: the two-box form at 128M and 1G (88.1 / 91.6 against 78.6 / 78.9).
-TWO_BOX_ALLREDUCE_CHUNKS = 16
+#: Chunks per shard from which an allgather, and an allreduce on two boxes,
+#: take the crossing form (``crossing_once``): with 8 the old form's extra
+#: threadblocks win at 1M and 16M (MI250 x2 allreduce: 11.7 / 65.4 GB/s with
+#: 24 against 7.4 / 56.3 with 13; allgather 20.3 / 110.4 with 32 against
+#: 8.9 / 86.2 with 11), with 16 the crossing form at 128M and 1G (allreduce
+#: 88.1 / 91.6 against 78.6 / 78.9).
+CROSSING_GATHER_CHUNKS = 16
 #: Steps a ring threadblock of the crossing form may take (the runtime's 64
 #: per threadblock): ``B G`` per group of chunks.
 MAX_RING_STEPS = 64
@@ -247,12 +256,13 @@ def rings2d_schedule(topo: Topology, collective: Collective,
     crossing = crossing and all(o == orders[0] for o in orders)
     n, nb = topo.num_ranks, len(groups)
     out = _Ops()
-    if crossing:
-        _reduce_scatter_crossing(out, groups, orders, cf, n, collective)
-    elif collective is not Collective.ALLGATHER:
-        _reduce_scatter(out, groups, orders, cf, n, collective)
+    if collective is not Collective.ALLGATHER:
+        scatter = _reduce_scatter_crossing if crossing else _reduce_scatter
+        scatter(out, groups, orders, cf, n, collective)
     if crossing and collective is Collective.ALLREDUCE:
         _allgather_two(out, groups, orders, cf)
+    elif crossing and collective is Collective.ALLGATHER:
+        _allgather_crossing(out, groups, orders, cf)
     elif collective is not Collective.REDUCESCATTER:
         _allgather(out, groups, orders, cf, collective)
     scratch = (0 if collective is Collective.ALLGATHER
@@ -270,29 +280,40 @@ def _channel(q: int, box: int, rings: int) -> int:
 
 
 def crossing_once(groups: list[list[int]], collective: Collective, chunks: int) -> bool:
-    """Whether a reduce-scatter (or, on two boxes, an allreduce) takes the
-    crossing form (``_reduce_scatter_crossing``, and ``_allgather_two`` after
-    it), given boxes that ring their places alike: boxes of at least three
-    ranks, every ring threadblock within ``MAX_RING_STEPS`` (one group of
-    chunks per pass from three boxes: a second group split DGX A100 x4's
-    threadblocks, 39 per GPU).  Its network sends and receives land on
-    separate threadblocks (the pipeline lowers it unpaired first).  An
-    allreduce from ``TWO_BOX_ALLREDUCE_CHUNKS`` chunks per shard.
+    """Whether ``collective`` takes the crossing form, given boxes that ring
+    their places alike: boxes of at least three ranks, every ring threadblock
+    within ``MAX_RING_STEPS``.
+
+    * reduce-scatter (``_reduce_scatter_crossing``): from three boxes, one
+      group of chunks per pass (a second group split DGX A100 x4's
+      threadblocks, 39 per GPU);
+    * allgather (``_allgather_crossing``) and, on two boxes, allreduce (the
+      reduce-scatter, then ``_allgather_two``): from ``CROSSING_GATHER_CHUNKS``
+      chunks per shard, one group per pass (with fewer, the old form's extra
+      threadblocks win at 1M and 16M).
+
+    Its network sends and receives land on separate threadblocks (the
+    pipeline lowers it unpaired first).
 
     >>> g2, g4 = [[0, 1, 2], [3, 4, 5]], [[4 * b + i for i in range(4)] for b in range(4)]
-    >>> crossing_once(g2, Collective.ALLREDUCE, 8), crossing_once(g2, Collective.ALLREDUCE, 16)
-    (False, True)
+    >>> [crossing_once(g2, Collective.ALLREDUCE, c) for c in (8, 16, 32)]
+    [False, True, False]
     >>> [crossing_once(g4, Collective.REDUCESCATTER, c) for c in (16, 32)]
+    [True, False]
+    >>> [crossing_once(g4, c, 16) for c in (Collective.ALLGATHER, Collective.ALLREDUCE)]
     [True, False]
     """
     nb = len(groups)
     if nb < 2 or len(groups[0]) < 3:
         return False
+    size, passes = len(groups[0]), -(-chunks // min(RINGS, chunks))
+    if collective is Collective.REDUCESCATTER:
+        return (nb == 2 or passes == 1) and nb * size * passes <= MAX_RING_STEPS
+    gathers = chunks >= CROSSING_GATHER_CHUNKS and passes == 1
     if collective is Collective.ALLREDUCE:
-        return nb == 2 and chunks >= TWO_BOX_ALLREDUCE_CHUNKS
-    passes = -(-chunks // min(RINGS, chunks))
-    return (collective is Collective.REDUCESCATTER and (nb == 2 or passes == 1)
-            and nb * len(groups[0]) * passes <= MAX_RING_STEPS)
+        return nb == 2 and gathers
+    return (collective is Collective.ALLGATHER and gathers
+            and nb * (size - 1) <= MAX_RING_STEPS)
 
 
 def _reduce_scatter(out: _Ops, groups: list[list[int]], orders: list[list[list[int]]],
@@ -464,6 +485,50 @@ def _allgather_two(out: _Ops, groups: list[list[int]], orders: list[list[list[in
                         c = box[order[(p - t) % size]] * cf + q
                         out.add(OpKind.COPY, Slot(sender, OUT, c), Slot(receiver, OUT, c),
                                 q % rings)
+
+
+def _allgather_crossing(out: _Ops, groups: list[list[int]], orders: list[list[list[int]]],
+                        cf: int) -> None:
+    """Allgather in which every shard crosses the network once, at once.
+
+    Every rank copies its shard to its output and sends it to its rail peer
+    in every other box (``_rail_channel``; chunk by chunk, so chunk ``q``
+    lands everywhere at about the same time).  The box rings hand round the
+    own box's chunks first (chunk ``q`` on ring ``q``), then every landed
+    chunk in the order the chunks land (by ``q``), chunk ``q`` of the box
+    ``k`` back on ring ``(q + k R / B) mod R``: each ring takes one chunk of
+    each box, and the chunks that land last (``q = cf - 1``) are handed
+    round by different rings at once, so the call ends one ring pass after
+    the network (MI250 x4, 16 chunks, 1 GiB: 171.6 GB/s with 23
+    threadblocks; every box's chunk ``q`` on ring ``q``: 126.5; RCCL's
+    rings as a file 146.6).
+    """
+    size, nb, rings = len(groups[0]), len(groups), len(orders[0])
+    for members in groups:
+        for r in members:
+            for q in range(cf):
+                out.add(OpKind.COPY, Slot(r, IN, q), Slot(r, OUT, r * cf + q),
+                        _local_channel(rings, nb))
+    for q in range(cf):
+        for k in range(1, nb):
+            for b, members in enumerate(groups):
+                dest = groups[(b + k) % nb]
+                for g in range(size):
+                    out.add(OpKind.COPY, Slot(members[g], IN, q),
+                            Slot(dest[g], OUT, members[g] * cf + q),
+                            _rail_channel(rings, nb, q, k))
+    order_of_passes = [(0, q) for q in range(cf)] + sorted(
+        ((k, q) for k in range(1, nb) for q in range(cf)), key=lambda kq: (kq[1], kq[0]))
+    for k, q in order_of_passes:
+        ring = (q + k * (rings // nb)) % rings
+        for t in range(size - 1):
+            for b, members in enumerate(groups):
+                source, order = groups[(b - k) % nb], orders[b][ring]
+                for p in range(size):
+                    sender, receiver = members[order[p]], members[order[(p + 1) % size]]
+                    c = source[order[(p - t) % size]] * cf + q
+                    src = Slot(sender, IN, q) if k == 0 and t == 0 else Slot(sender, OUT, c)
+                    out.add(OpKind.COPY, src, Slot(receiver, OUT, c), ring)
 
 
 def _allgather(out: _Ops, groups: list[list[int]], orders: list[list[list[int]]],
