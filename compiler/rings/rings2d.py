@@ -59,7 +59,8 @@ size (``boxes``) in which rank ``(b, g)`` reaches ``(b', g)`` through the
 network and every box has a Hamiltonian cycle over its own fabric.
 Output invariant: a ``Schedule`` (deps inferred) that ``check_schedule``
 proves for in-place and out-of-place, every transfer between ranks joined
-through switches or links.
+through switches or links; scratch ``2 N cf`` chunks (reduce-scatter and
+allreduce), ``B N cf`` in the crossing form.
 
 Complexity: O(N * cf) ops per phase; ring search per box as in
 ``nccl_baseline`` (small boxes).
@@ -236,7 +237,8 @@ def rings2d_schedule(topo: Topology, collective: Collective,
     collective : Collective
     chunks : int or None
         Chunks per shard (default ``DEFAULT_CHUNKS``); chunk ``q`` of each
-        shard travels on box ring ``q mod RINGS``.
+        shard travels on box ring ``q mod RINGS`` (in the crossing
+        allgather, a landed chunk on a ring further on).
 
     Returns
     -------
@@ -253,7 +255,9 @@ def rings2d_schedule(topo: Topology, collective: Collective,
         raise UnsupportedError("chunks must be at least 1")
     crossing = crossing_once(boxes(topo), collective, cf)
     groups, orders = _layout(topo, min(RINGS, cf), crossing)
-    crossing = crossing and all(o == orders[0] for o in orders)
+    if crossing and any(o != orders[0] for o in orders):  # boxes ring unlike
+        crossing = False
+        groups, orders = _layout(topo, min(RINGS, cf))
     n, nb = topo.num_ranks, len(groups)
     out = _Ops()
     if collective is not Collective.ALLGATHER:
