@@ -278,11 +278,11 @@ UNPAIRED_RAILS_BOXES = 2
 #: selects them at power-of-two sizes; x2 reduce-scatter: c8 202.4 / 254.1,
 #: c16 214.3 / 254.1, c32 214.3 / 232.7 at 128M / 1G).
 UNPAIRED_RAILS_CHUNKINGS = (8, 16)
-#: rings2d's crossing form (``rings2d._reduce_scatter_crossing``): its
+#: rings2d's crossing form (``rings2d.crossing_once``): its
 #: network sends and landing receives on threadblocks of their own, so a send
 #: never waits behind a receive (paired, DGX A100 x2 at 1 GiB: 117.4 GB/s
 #: against 247.2).
-TWO_BOX_RINGS = (*FUSED[1:], FUSED[0])
+CROSSING_RINGS = (*FUSED[1:], FUSED[0])
 #: Strategies without the balance pass (the pre-cost-model lowering).
 STRATEGIES = FUSED
 #: Algorithms lowered decoupled first, balanced or not, above
@@ -764,7 +764,7 @@ class Compiler:
         if variant.algorithm in DECOUPLED_FIRST and self.topo.num_ranks > DECOUPLED_FIRST_RANKS:
             return DECOUPLED
         if variant.algorithm == "rings2d" and self._crossing_once(variant):
-            return TWO_BOX_RINGS
+            return CROSSING_RINGS
         if variant.algorithm == "rails" and _meshed_boxes(self.topo):
             return DECOUPLED  # relays along box trees: paired lanes alternate and wait
         if (variant.algorithm == "rails" and self.opts.instances == 1
