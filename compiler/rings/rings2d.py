@@ -470,25 +470,33 @@ def _allgather_two(out: _Ops, groups: list[list[int]], orders: list[list[list[in
     waits for ever).  MI250 x2 at 1 GiB, 16 chunks per shard, 21
     threadblocks (simulated): 91.6 GB/s, against 78.9 for the old two-level
     rings with 24."""
-    size = len(groups[0])
-    rings = len(orders[0])
+    size, rings = len(groups[0]), len(orders[0])
     for q in range(cf):
         for b, members in enumerate(groups):
             for g in range(size):
                 c = members[g] * cf + q
                 out.add(OpKind.COPY, Slot(members[g], OUT, c), Slot(groups[1 - b][g], OUT, c),
-                        rings + q % RAIL_CHANNELS)
+                        _rail_channel(rings, 2, q, 1))
     for q in range(cf):
-        for own in (True, False):
-            for t in range(size - 1):
-                for b, members in enumerate(groups):
-                    box = members if own else groups[1 - b]
-                    order = orders[b][q % rings]
-                    for p in range(size):
-                        sender, receiver = members[order[p]], members[order[(p + 1) % size]]
-                        c = box[order[(p - t) % size]] * cf + q
-                        out.add(OpKind.COPY, Slot(sender, OUT, c), Slot(receiver, OUT, c),
-                                q % rings)
+        for k in (0, 1):  # the own box's chunk, then the other box's
+            _gather_pass(out, groups, orders, cf, k, q, q % rings)
+
+
+def _gather_pass(out: _Ops, groups: list[list[int]], orders: list[list[list[int]]], cf: int,
+                 k: int, q: int, ring: int, from_input: bool = False) -> None:
+    """One ring pass that hands chunk ``q`` of the box ``k`` back round every
+    box on ring ``ring`` (from the output, or ``from_input``: the own box's
+    chunks from the owners' inputs)."""
+    size, nb = len(groups[0]), len(groups)
+    for t in range(size - 1):
+        for b, members in enumerate(groups):
+            source, order = groups[(b - k) % nb], orders[b][ring]
+            for p in range(size):
+                sender, receiver = members[order[p]], members[order[(p + 1) % size]]
+                c = source[order[(p - t) % size]] * cf + q
+                src = (Slot(sender, IN, q) if from_input and t == 0
+                       else Slot(sender, OUT, c))
+                out.add(OpKind.COPY, src, Slot(receiver, OUT, c), ring)
 
 
 def _allgather_crossing(out: _Ops, groups: list[list[int]], orders: list[list[list[int]]],
@@ -524,15 +532,8 @@ def _allgather_crossing(out: _Ops, groups: list[list[int]], orders: list[list[li
     order_of_passes = [(0, q) for q in range(cf)] + sorted(
         ((k, q) for k in range(1, nb) for q in range(cf)), key=lambda kq: (kq[1], kq[0]))
     for k, q in order_of_passes:
-        ring = (q + k * (rings // nb)) % rings
-        for t in range(size - 1):
-            for b, members in enumerate(groups):
-                source, order = groups[(b - k) % nb], orders[b][ring]
-                for p in range(size):
-                    sender, receiver = members[order[p]], members[order[(p + 1) % size]]
-                    c = source[order[(p - t) % size]] * cf + q
-                    src = Slot(sender, IN, q) if k == 0 and t == 0 else Slot(sender, OUT, c)
-                    out.add(OpKind.COPY, src, Slot(receiver, OUT, c), ring)
+        _gather_pass(out, groups, orders, cf, k, q, (q + k * (rings // nb)) % rings,
+                     from_input=k == 0)
 
 
 def _allgather(out: _Ops, groups: list[list[int]], orders: list[list[list[int]]],
