@@ -16,8 +16,10 @@ boxes of ``G`` ranks, rank ``(b, g)`` (``g``: its place in its box) and
   destination box, the other boxes' chunks first, so their network phase
   overlaps the pass for the box's own chunks (MI250 x2, 1 GiB, 32 chunks
   per shard, simulated: 137 -> 190 GB/s);
-* reduce-scatter in the *crossing form* (``crossing_once``: boxes of three
-  ranks or more whose ring threadblocks stay within 64 steps) sends every
+* reduce-scatter in the *crossing form* (``crossing_rings``: boxes of three
+  ranks or more whose ring threadblocks stay within 64 steps; where
+  ``min(R, cf)`` rings would not, 16 rings share the passes, two passes at
+  once) sends every
   partial straight to its box and never makes the network wait
   (``_reduce_scatter_crossing``): the other boxes' chunks first, in groups
   of one chunk per ring so the network starts after the first group; each
@@ -33,14 +35,19 @@ boxes of ``G`` ranks, rank ``(b, g)`` (``g``: its place in its box) and
   shard) follows it on the same threadblocks, the owners' results sent to
   their rail peers and the box rings handing round one chunk
   at a time (``_allgather_two``; MI250 x2 at 1 GiB 91.6 GB/s with 21
-  against RCCL's tree 86.5);
+  against RCCL's tree 86.5); from three boxes, where both halves fit 64
+  steps per ring, the crossing allgather follows from the owners' results
+  (MI250 x8, 4 chunks per shard, 31 threadblocks: 55.8 GB/s at 1 GiB
+  against rails' 29.2);
 * allgather in the crossing form (from ``CROSSING_GATHER_CHUNKS`` chunks per
-  shard, ``B (G-1)`` ring steps at most 64; ``_allgather_crossing``): every
+  shard or ``CROSSING_GATHER_TOTAL`` over all boxes, at most 64 steps per
+  ring; ``_allgather_crossing``): every
   rank sends its shard to its rail peer in every other box at once, and the
   box rings hand round the own box's chunks, then the landed ones in the
   order they land, spread over the rings so the last ones go round together
   (MI250 x4, 16 chunks, 23 threadblocks: 171.6 GB/s at 1 GiB against RCCL's
-  rings as a file, 146.6);
+  rings as a file, 146.6; MI250 x8, 8 chunks on 16 rings, 31: 142.7
+  against rails' 83.5);
 * allgather otherwise: (1) along every rail a ring allgather of the shards,
   (2) inside every box a ring allgather of the box shards;
 * allreduce: reduce-scatter (into the output), then allgather.
@@ -49,7 +56,8 @@ The box rings are Hamiltonian cycles of the box: over direct links, ``R``
 cycles chosen among all of them by a small MIP that minimises the largest
 number of rings per unit of link width (``_packed_rings``); behind a box
 switch, NCCL's spread rings (``nccl_rings`` on the box alone).  Chunk ``q``
-of every shard travels on ring ``q mod R``.  The lowering fuses each ring
+of every shard travels on ring ``q mod R`` (the crossing form:
+``_scatter_ring``, ``_gather_ring``).  The lowering fuses each ring
 step (``rrs``/``rcs``); the pipeline lowers it without lane balancing.  Each rank sends
 ``(G-1)/G`` of the buffer inside its box and ``(B-1)/(B G)`` over the
 network per phase: the least network traffic of any schedule.
@@ -91,9 +99,16 @@ RAIL_CHANNELS = 2
 #: 8.9 / 86.2 with 11), with 16 the crossing form at 128M and 1G (allreduce
 #: 88.1 / 91.6 against 78.6 / 78.9).
 CROSSING_GATHER_CHUNKS = 16
-#: Steps a ring threadblock of the crossing form may take (the runtime's 64
-#: per threadblock): ``B G`` per group of chunks.
+#: Chunks over all boxes from which an allgather takes the crossing form
+#: with fewer than ``CROSSING_GATHER_CHUNKS`` per shard: on eight boxes 8
+#: per shard (16 would need 120 steps per ring), MI250 x8 at 1 GiB 142.7
+#: GB/s with 31 threadblocks against 83.5 for rails.
+CROSSING_GATHER_TOTAL = 32
+#: Steps a threadblock of the crossing form may take (the runtime's 64 per
+#: threadblock): ``B G`` per group of chunks on a reduce-scatter ring.
 MAX_RING_STEPS = 64
+#: Channels of a file (the runtime's 32): rings, rail channels, local sums.
+MAX_CHANNELS = 32
 #: Chunks per shard when none are asked for.
 DEFAULT_CHUNKS = 16
 
@@ -253,8 +268,14 @@ def rings2d_schedule(topo: Topology, collective: Collective,
     cf = chunks or DEFAULT_CHUNKS
     if cf < 1:
         raise UnsupportedError("chunks must be at least 1")
-    crossing = crossing_once(boxes(topo), collective, cf)
-    groups, orders = _layout(topo, min(RINGS, cf), crossing)
+    rings = crossing_rings(boxes(topo), collective, cf)
+    crossing = rings > 0
+    # a reduce-scatter's partials of a chunk land at one place in every pass:
+    # its ring sets repeat one set of cycles
+    cycles = rings if collective is Collective.ALLGATHER else min(rings, cf)
+    groups, orders = _layout(topo, cycles or min(RINGS, cf), crossing)
+    if crossing and cycles < rings:
+        orders = [o * (rings // cycles) for o in orders]
     if crossing and any(o != orders[0] for o in orders):  # boxes ring unlike
         crossing = False
         groups, orders = _layout(topo, min(RINGS, cf))
@@ -263,10 +284,11 @@ def rings2d_schedule(topo: Topology, collective: Collective,
     if collective is not Collective.ALLGATHER:
         scatter = _reduce_scatter_crossing if crossing else _reduce_scatter
         scatter(out, groups, orders, cf, n, collective)
-    if crossing and collective is Collective.ALLREDUCE:
+    if crossing and collective is Collective.ALLREDUCE and nb == 2:
         _allgather_two(out, groups, orders, cf)
-    elif crossing and collective is Collective.ALLGATHER:
-        _allgather_crossing(out, groups, orders, cf)
+    elif crossing and collective is not Collective.REDUCESCATTER:
+        _allgather_crossing(out, groups, orders, cf,
+                            reduced=collective is Collective.ALLREDUCE)
     elif collective is not Collective.REDUCESCATTER:
         _allgather(out, groups, orders, cf, collective)
     scratch = (0 if collective is Collective.ALLGATHER
@@ -284,20 +306,7 @@ def _channel(q: int, box: int, rings: int) -> int:
 
 
 def crossing_once(groups: list[list[int]], collective: Collective, chunks: int) -> bool:
-    """Whether ``collective`` takes the crossing form, given boxes that ring
-    their places alike: boxes of at least three ranks, every ring threadblock
-    within ``MAX_RING_STEPS``.
-
-    * reduce-scatter (``_reduce_scatter_crossing``): from three boxes, one
-      group of chunks per pass (a second group split DGX A100 x4's
-      threadblocks, 39 per GPU);
-    * allgather (``_allgather_crossing``) and, on two boxes, allreduce (the
-      reduce-scatter, then ``_allgather_two``): from ``CROSSING_GATHER_CHUNKS``
-      chunks per shard, one group per pass (with fewer, the old form's extra
-      threadblocks win at 1M and 16M).
-
-    Its network sends and receives land on separate threadblocks (the
-    pipeline lowers it unpaired first).
+    """Whether ``collective`` takes the crossing form (``crossing_rings``).
 
     >>> g2, g4 = [[0, 1, 2], [3, 4, 5]], [[4 * b + i for i in range(4)] for b in range(4)]
     >>> [crossing_once(g2, Collective.ALLREDUCE, c) for c in (8, 16, 32)]
@@ -305,19 +314,102 @@ def crossing_once(groups: list[list[int]], collective: Collective, chunks: int) 
     >>> [crossing_once(g4, Collective.REDUCESCATTER, c) for c in (16, 32)]
     [True, False]
     >>> [crossing_once(g4, c, 16) for c in (Collective.ALLGATHER, Collective.ALLREDUCE)]
-    [True, False]
+    [True, True]
+    >>> crossing_once(g4, Collective.ALLREDUCE, 32)  # two groups per pass
+    False
+    """
+    return crossing_rings(groups, collective, chunks) > 0
+
+
+def crossing_rings(groups: list[list[int]], collective: Collective, chunks: int) -> int:
+    """Rings of the crossing form of ``collective`` on boxes that ring their
+    places alike, or 0 where it is not taken: boxes of at least three ranks,
+    one group of chunks per pass (on two boxes a reduce-scatter may take
+    more), every ring threadblock within ``MAX_RING_STEPS`` and every
+    channel below 32.
+
+    * reduce-scatter (``_reduce_scatter_crossing``): from three boxes, one
+      group of chunks per pass (a second group split DGX A100 x4's
+      threadblocks, 39 per GPU);
+    * allgather (``_allgather_crossing``) and, on two boxes, allreduce (the
+      reduce-scatter, then ``_allgather_two``): from ``CROSSING_GATHER_CHUNKS``
+      chunks per shard, or ``CROSSING_GATHER_TOTAL`` over all boxes (with
+      fewer, the old form's extra threadblocks win at 1M and 16M).
+
+    ``min(RINGS, chunks)`` rings where their steps fit, else ``RINGS``
+    sharing the passes (``_scatter_ring``, ``_gather_ring``): MI250 x8, 8
+    chunks per shard, takes 16 rings of 4 passes each (8 rings would take
+    8 passes of 15 or 16 steps).  Network sends and receives land on
+    threadblocks of their own (the pipeline lowers the form unpaired first).
+
+    >>> g8 = [[16 * b + i for i in range(16)] for b in range(8)]
+    >>> [crossing_rings(g8, c, 8) for c in (Collective.ALLGATHER, Collective.REDUCESCATTER)]
+    [16, 16]
+    >>> crossing_rings(g8, Collective.ALLGATHER, 16)
+    0
     """
     nb = len(groups)
     if nb < 2 or len(groups[0]) < 3:
-        return False
-    size, passes = len(groups[0]), -(-chunks // min(RINGS, chunks))
-    if collective is Collective.REDUCESCATTER:
-        return (nb == 2 or passes == 1) and nb * size * passes <= MAX_RING_STEPS
-    gathers = chunks >= CROSSING_GATHER_CHUNKS and passes == 1
-    if collective is Collective.ALLREDUCE:
-        return nb == 2 and gathers
-    return (collective is Collective.ALLGATHER and gathers
-            and nb * (size - 1) <= MAX_RING_STEPS)
+        return 0
+    size = len(groups[0])
+    for rings in sorted({min(RINGS, chunks), RINGS}):
+        groups_per_pass = -(-chunks // rings)
+        if collective is Collective.REDUCESCATTER:
+            if rings % min(rings, chunks):
+                continue  # the ring sets repeat the chunks' cycles
+            loads = _ring_loads(nb, chunks, rings, _scatter_ring)
+            fits = (nb == 2 or groups_per_pass == 1) and max(loads) * size <= MAX_RING_STEPS
+            local = _local_tbs(nb, chunks)
+        elif collective is Collective.ALLGATHER:
+            loads = _ring_loads(nb, chunks, rings, _gather_ring)
+            fits = (groups_per_pass == 1 and max(loads) * (size - 1) <= MAX_RING_STEPS
+                    and (chunks >= CROSSING_GATHER_CHUNKS or nb * chunks >= CROSSING_GATHER_TOTAL))
+            local = 1
+        elif nb == 2:
+            fits = (collective is Collective.ALLREDUCE and groups_per_pass == 1
+                    and chunks >= CROSSING_GATHER_CHUNKS)
+            local = 1
+        else:  # an allreduce from three boxes: both halves on the same rings
+            steps = [s * size + g * (size - 1) for s, g in
+                     zip(_ring_loads(nb, chunks, rings, _scatter_ring),
+                         _ring_loads(nb, chunks, rings, _gather_ring), strict=True)]
+            fits = (collective is Collective.ALLREDUCE and groups_per_pass == 1
+                    and not rings % chunks and max(steps) <= MAX_RING_STEPS)
+            local = _local_tbs(nb, chunks)
+        rails = RAIL_CHANNELS if nb == 2 else nb - 1
+        if fits and rings + max(rails, RAIL_CHANNELS) + local <= MAX_CHANNELS:
+            return rings
+    return 0
+
+
+def _scatter_ring(q: int, k: int, cf: int, rings: int, nb: int) -> int:
+    """Ring of chunk ``q`` of the box ``k`` further in the crossing
+    reduce-scatter: ``q mod R`` when ``R`` divides ``cf``; with more rings than
+    chunks, the passes take turns on the ring sets, so two passes run at
+    once and each ring takes ``B cf / R`` of them."""
+    return (q + k * cf) % rings
+
+
+def _gather_ring(q: int, k: int, cf: int, rings: int, nb: int) -> int:
+    """Ring of chunk ``q`` of the box ``k`` further in the crossing
+    allgather: ``(q + k R / B) mod R``, so the chunks that land last go
+    round on different rings together."""
+    return (q + k * max(1, rings // nb)) % rings
+
+
+def _ring_loads(nb: int, cf: int, rings: int, ring_of: Callable[..., int]) -> list[int]:
+    """Passes per ring (one chunk of one box each) under ``ring_of``."""
+    loads = [0] * rings
+    for k in range(nb):
+        for q in range(cf):
+            loads[ring_of(q, k, cf, rings, nb)] += 1
+    return loads
+
+
+def _local_tbs(nb: int, cf: int) -> int:
+    """Local threadblocks of the crossing reduce-scatter: one sum per landed
+    partial, ``(B-1) cf`` per rank, at most ``MAX_RING_STEPS`` each."""
+    return max(1, -(-(nb - 1) * cf // MAX_RING_STEPS))
 
 
 def _reduce_scatter(out: _Ops, groups: list[list[int]], orders: list[list[list[int]]],
@@ -388,6 +480,11 @@ def _reduce_scatter_crossing(out: _Ops, groups: list[list[int]],
     threadblocks (the receiver waited for its own rings, and the sender's
     FIFO filled).  MI250 x4 (one group per pass: 64 steps), 16 chunks, 23
     threadblocks: 159.6 at 1 GiB against 146.8 for RCCL's rings as a file.
+    With more rings than chunks (``crossing_rings``) chunk ``q`` of the box
+    ``k`` further goes on ring ``_scatter_ring``: the passes alternate
+    between ring sets that repeat one set of cycles, so a chunk's partials
+    land at the same place in every pass (MI250 x8, 8 chunks on 16 rings,
+    31 threadblocks: 133.3 GB/s at 1 GiB against rails' 66.0).
     """
     rings, nb = len(orders[0]), len(groups)
 
@@ -409,9 +506,11 @@ def _rail_channel(rings: int, nb: int, q: int, k: int) -> int:
     return rings + (q % RAIL_CHANNELS if nb == 2 else k - 1)
 
 
-def _local_channel(rings: int, nb: int) -> int:
-    """Channel of the landed partials' local sums, after the rail channels."""
-    return rings + max(RAIL_CHANNELS, nb - 1)
+def _local_channel(rings: int, nb: int, index: int = 0) -> int:
+    """Channel of the landed partials' local sums, after the rail channels:
+    the ``index``-th landing of a rank (``(k-1) cf + q``) on threadblock
+    ``index // MAX_RING_STEPS`` (``_local_tbs``)."""
+    return rings + max(RAIL_CHANNELS, nb - 1) + index // MAX_RING_STEPS
 
 
 def _cross(out: _Ops, groups: list[list[int]], orders: list[list[int]], qs: range, cf: int,
@@ -421,7 +520,7 @@ def _cross(out: _Ops, groups: list[list[int]], orders: list[list[int]], qs: rang
     (``_reduce_scatter_crossing``)."""
     rings, nb = len(orders), len(groups)
     for q in qs:
-        order = orders[q % rings]
+        order = orders[_scatter_ring(q, k, cf, rings, nb)]
         for b, members in enumerate(groups):
             dest = groups[(b + k) % nb]
             for pos, g in enumerate(order):
@@ -431,7 +530,8 @@ def _cross(out: _Ops, groups: list[list[int]], orders: list[list[int]], qs: rang
                 out.add(OpKind.COPY, Slot(members[h], SCR, c), dst,
                         _rail_channel(rings, nb, q, k))
                 before = Slot(dst.rank, IN, c) if k == 1 else landed(dst.rank, c, k - 1)
-                out.add(OpKind.REDUCE, before, dst, _local_channel(rings, nb), dst)
+                out.add(OpKind.REDUCE, before, dst,
+                        _local_channel(rings, nb, (k - 1) * cf + q), dst)
 
 
 def _box_pass(out: _Ops, groups: list[list[int]], orders: list[list[list[int]]],
@@ -446,7 +546,8 @@ def _box_pass(out: _Ops, groups: list[list[int]], orders: list[list[list[int]]],
         for b, members in enumerate(groups):
             dest = groups[(b + k) % nb]
             for q in qs:
-                order = orders[b][q % len(orders[b])]
+                ring = _scatter_ring(q, k, cf, len(orders[b]), nb)
+                order = orders[b][ring]
                 for p in range(size):
                     sender, receiver = members[order[p]], members[order[(p + 1) % size]]
                     c = dest[order[(p - t - (0 if k else 1)) % size]] * cf + q
@@ -456,7 +557,7 @@ def _box_pass(out: _Ops, groups: list[list[int]], orders: list[list[list[int]]],
                         dst = Slot(receiver, OUT, q if scatter else c)
                     elif not k and t == size - 3:
                         operand = landed(receiver, c)
-                    out.add(OpKind.REDUCE, src, dst, q % len(orders[b]), operand)
+                    out.add(OpKind.REDUCE, src, dst, ring, operand)
 
 
 def _allgather_two(out: _Ops, groups: list[list[int]], orders: list[list[list[int]]],
@@ -500,8 +601,10 @@ def _gather_pass(out: _Ops, groups: list[list[int]], orders: list[list[list[int]
 
 
 def _allgather_crossing(out: _Ops, groups: list[list[int]], orders: list[list[list[int]]],
-                        cf: int) -> None:
-    """Allgather in which every shard crosses the network once, at once.
+                        cf: int, reduced: bool = False) -> None:
+    """Allgather in which every shard crosses the network once, at once
+    (``reduced``: an allreduce's second half, from the owners' reduced
+    chunks in their outputs, on the reduce-scatter's threadblocks).
 
     Every rank copies its shard to its output and sends it to its rail peer
     in every other box (``_rail_channel``; chunk by chunk, so chunk ``q``
@@ -516,8 +619,12 @@ def _allgather_crossing(out: _Ops, groups: list[list[int]], orders: list[list[li
     rings as a file 146.6).
     """
     size, nb, rings = len(groups[0]), len(groups), len(orders[0])
+
+    def shard(r: int, q: int) -> Slot:
+        return Slot(r, OUT, r * cf + q) if reduced else Slot(r, IN, q)
+
     for members in groups:
-        for r in members:
+        for r in members if not reduced else ():
             for q in range(cf):
                 out.add(OpKind.COPY, Slot(r, IN, q), Slot(r, OUT, r * cf + q),
                         _local_channel(rings, nb))
@@ -526,14 +633,14 @@ def _allgather_crossing(out: _Ops, groups: list[list[int]], orders: list[list[li
             for b, members in enumerate(groups):
                 dest = groups[(b + k) % nb]
                 for g in range(size):
-                    out.add(OpKind.COPY, Slot(members[g], IN, q),
+                    out.add(OpKind.COPY, shard(members[g], q),
                             Slot(dest[g], OUT, members[g] * cf + q),
                             _rail_channel(rings, nb, q, k))
     order_of_passes = [(0, q) for q in range(cf)] + sorted(
         ((k, q) for k in range(1, nb) for q in range(cf)), key=lambda kq: (kq[1], kq[0]))
     for k, q in order_of_passes:
-        _gather_pass(out, groups, orders, cf, k, q, (q + k * (rings // nb)) % rings,
-                     from_input=k == 0)
+        _gather_pass(out, groups, orders, cf, k, q, _gather_ring(q, k, cf, rings, nb),
+                     from_input=k == 0 and not reduced)
 
 
 def _allgather(out: _Ops, groups: list[list[int]], orders: list[list[list[int]]],
