@@ -331,10 +331,13 @@ def crossing_rings(groups: list[list[int]], collective: Collective, chunks: int)
     * reduce-scatter (``_reduce_scatter_crossing``): from three boxes, one
       group of chunks per pass (a second group split DGX A100 x4's
       threadblocks, 39 per GPU);
-    * allgather (``_allgather_crossing``) and, on two boxes, allreduce (the
-      reduce-scatter, then ``_allgather_two``): from ``CROSSING_GATHER_CHUNKS``
+    * allgather (``_allgather_crossing``): from ``CROSSING_GATHER_CHUNKS``
       chunks per shard, or ``CROSSING_GATHER_TOTAL`` over all boxes (with
-      fewer, the old form's extra threadblocks win at 1M and 16M).
+      fewer, the old form's extra threadblocks win at 1M and 16M);
+    * allreduce: on two boxes the reduce-scatter, then ``_allgather_two``,
+      from ``CROSSING_GATHER_CHUNKS`` chunks per shard; from three boxes the
+      reduce-scatter, then the crossing allgather from the owners' results,
+      where both halves fit one ring threadblock's 64 steps.
 
     ``min(RINGS, chunks)`` rings where their steps fit, else ``RINGS``
     sharing the passes (``_scatter_ring``, ``_gather_ring``): MI250 x8, 8
@@ -351,35 +354,33 @@ def crossing_rings(groups: list[list[int]], collective: Collective, chunks: int)
     nb = len(groups)
     if nb < 2 or len(groups[0]) < 3:
         return 0
-    size = len(groups[0])
     for rings in sorted({min(RINGS, chunks), RINGS}):
-        groups_per_pass = -(-chunks // rings)
-        if collective is Collective.REDUCESCATTER:
-            if rings % min(rings, chunks):
-                continue  # the ring sets repeat the chunks' cycles
-            loads = _ring_loads(nb, chunks, rings, _scatter_ring)
-            fits = (nb == 2 or groups_per_pass == 1) and max(loads) * size <= MAX_RING_STEPS
-            local = _local_tbs(nb, chunks)
-        elif collective is Collective.ALLGATHER:
-            loads = _ring_loads(nb, chunks, rings, _gather_ring)
-            fits = (groups_per_pass == 1 and max(loads) * (size - 1) <= MAX_RING_STEPS
-                    and (chunks >= CROSSING_GATHER_CHUNKS or nb * chunks >= CROSSING_GATHER_TOTAL))
-            local = 1
-        elif nb == 2:
-            fits = (collective is Collective.ALLREDUCE and groups_per_pass == 1
-                    and chunks >= CROSSING_GATHER_CHUNKS)
-            local = 1
-        else:  # an allreduce from three boxes: both halves on the same rings
-            steps = [s * size + g * (size - 1) for s, g in
-                     zip(_ring_loads(nb, chunks, rings, _scatter_ring),
-                         _ring_loads(nb, chunks, rings, _gather_ring), strict=True)]
-            fits = (collective is Collective.ALLREDUCE and groups_per_pass == 1
-                    and not rings % chunks and max(steps) <= MAX_RING_STEPS)
-            local = _local_tbs(nb, chunks)
-        rails = RAIL_CHANNELS if nb == 2 else nb - 1
-        if fits and rings + max(rails, RAIL_CHANNELS) + local <= MAX_CHANNELS:
+        local = _crossing_fit(collective, nb, len(groups[0]), chunks, rings)
+        if local and rings + max(RAIL_CHANNELS, nb - 1) + local <= MAX_CHANNELS:
             return rings
     return 0
+
+
+def _crossing_fit(collective: Collective, nb: int, size: int, cf: int, rings: int) -> int:
+    """Local threadblocks of the crossing form of ``collective`` on ``rings``
+    rings (``crossing_rings``), or 0 where it does not fit."""
+    one_group = cf <= rings
+    repeats = rings % min(rings, cf) == 0  # a reduce-scatter's ring sets repeat its cycles
+    scatter = _ring_loads(nb, cf, rings, _scatter_ring)
+    gather = _ring_loads(nb, cf, rings, _gather_ring)
+    if collective is Collective.REDUCESCATTER:
+        fits = repeats and (nb == 2 or one_group) and max(scatter) * size <= MAX_RING_STEPS
+        return _local_tbs(nb, cf) if fits else 0
+    if collective is Collective.ALLGATHER:
+        fits = (one_group and max(gather) * (size - 1) <= MAX_RING_STEPS
+                and (cf >= CROSSING_GATHER_CHUNKS or nb * cf >= CROSSING_GATHER_TOTAL))
+        return 1 if fits else 0
+    if collective is not Collective.ALLREDUCE:
+        return 0
+    if nb == 2:
+        return 1 if one_group and cf >= CROSSING_GATHER_CHUNKS else 0
+    steps = max(s * size + g * (size - 1) for s, g in zip(scatter, gather, strict=True))
+    return _local_tbs(nb, cf) if one_group and repeats and steps <= MAX_RING_STEPS else 0
 
 
 def _scatter_ring(q: int, k: int, cf: int, rings: int, nb: int) -> int:
