@@ -107,7 +107,8 @@ CROSSING_GATHER_TOTAL = 32
 #: Steps a threadblock of the crossing form may take (the runtime's 64 per
 #: threadblock): ``B G`` per group of chunks on a reduce-scatter ring.
 MAX_RING_STEPS = 64
-#: Channels of a file (the runtime's 32): rings, rail channels, local sums.
+#: Channels of a file (the runtime's 32): rings, rail channels, the
+#: allgather's local copies.
 MAX_CHANNELS = 32
 #: Chunks per shard when none are asked for.
 DEFAULT_CHUNKS = 16
@@ -355,32 +356,31 @@ def crossing_rings(groups: list[list[int]], collective: Collective, chunks: int)
     if nb < 2 or len(groups[0]) < 3:
         return 0
     for rings in sorted({min(RINGS, chunks), RINGS}):
-        local = _crossing_fit(collective, nb, len(groups[0]), chunks, rings)
-        if local and rings + max(RAIL_CHANNELS, nb - 1) + local <= MAX_CHANNELS:
+        local = 1 if collective is Collective.ALLGATHER else 0
+        if (_crossing_fit(collective, nb, len(groups[0]), chunks, rings)
+                and rings + max(RAIL_CHANNELS, nb - 1) + local <= MAX_CHANNELS):
             return rings
     return 0
 
 
-def _crossing_fit(collective: Collective, nb: int, size: int, cf: int, rings: int) -> int:
-    """Local threadblocks of the crossing form of ``collective`` on ``rings``
-    rings (``crossing_rings``), or 0 where it does not fit."""
+def _crossing_fit(collective: Collective, nb: int, size: int, cf: int, rings: int) -> bool:
+    """Whether the crossing form of ``collective`` fits ``rings`` rings
+    (``crossing_rings``)."""
     one_group = cf <= rings
     repeats = rings % min(rings, cf) == 0  # a reduce-scatter's ring sets repeat its cycles
     scatter = _ring_loads(nb, cf, rings, _scatter_ring)
     gather = _ring_loads(nb, cf, rings, _gather_ring)
     if collective is Collective.REDUCESCATTER:
-        fits = repeats and (nb == 2 or one_group) and max(scatter) * size <= MAX_RING_STEPS
-        return _local_tbs(nb, cf) if fits else 0
+        return repeats and (nb == 2 or one_group) and max(scatter) * size <= MAX_RING_STEPS
     if collective is Collective.ALLGATHER:
-        fits = (one_group and max(gather) * (size - 1) <= MAX_RING_STEPS
+        return (one_group and max(gather) * (size - 1) <= MAX_RING_STEPS
                 and (cf >= CROSSING_GATHER_CHUNKS or nb * cf >= CROSSING_GATHER_TOTAL))
-        return 1 if fits else 0
     if collective is not Collective.ALLREDUCE:
-        return 0
+        return False
     if nb == 2:
-        return 1 if one_group and cf >= CROSSING_GATHER_CHUNKS else 0
+        return one_group and cf >= CROSSING_GATHER_CHUNKS
     steps = max(s * size + g * (size - 1) for s, g in zip(scatter, gather, strict=True))
-    return _local_tbs(nb, cf) if one_group and repeats and steps <= MAX_RING_STEPS else 0
+    return one_group and repeats and steps <= MAX_RING_STEPS
 
 
 def _scatter_ring(q: int, k: int, cf: int, rings: int, nb: int) -> int:
@@ -405,12 +405,6 @@ def _ring_loads(nb: int, cf: int, rings: int, ring_of: Callable[..., int]) -> li
         for q in range(cf):
             loads[ring_of(q, k, cf, rings, nb)] += 1
     return loads
-
-
-def _local_tbs(nb: int, cf: int) -> int:
-    """Local threadblocks of the crossing reduce-scatter: one sum per landed
-    partial, ``(B-1) cf`` per rank, at most ``MAX_RING_STEPS`` each."""
-    return max(1, -(-(nb - 1) * cf // MAX_RING_STEPS))
 
 
 def _reduce_scatter(out: _Ops, groups: list[list[int]], orders: list[list[list[int]]],
@@ -468,24 +462,26 @@ def _reduce_scatter_crossing(out: _Ops, groups: list[list[int]],
     starts after the first group rather than after a whole pass.  The chain
     of box ``d``'s chunk for place ``g`` ends at ``g``'s predecessor ``h`` on
     that ring; ``h`` sends the partial to its rail peer, ``h`` of box ``d``
-    (``_rail_channel``), which lands it in scratch region ``k`` (the boxes
-    between them, ``[k n cf, (k+1) n cf)``) and adds it to its input and the
-    partials landed before (a local threadblock).  In the pass over its own
+    (``_rail_channel``), whose landing receive adds it to its input and the
+    partials landed before and writes the sum to scratch region ``k`` (the
+    boxes between them, ``[k n cf, (k+1) n cf)``).  In the pass over its own
     box's chunks ``h`` reduces with that sum instead of its input, and the
     owner, last on the chain, writes the result to its output: no sum waits
     after the box rings, and a landing receive never waits for the
-    receiver's rings, so the NIC is never held up by a full FIFO.  DGX A100
-    x2 at 1 GiB, 32 chunks per shard, 21 threadblocks (simulated): 247.2
-    GB/s; the per-pass order, which reduces an arriving partial into the
-    receiver's box result on arrival, gave 148.3 with 12 chunks and 24
-    threadblocks (the receiver waited for its own rings, and the sender's
-    FIFO filled).  MI250 x4 (one group per pass: 64 steps), 16 chunks, 23
-    threadblocks: 159.6 at 1 GiB against 146.8 for RCCL's rings as a file.
+    receiver's rings (only for the same chunk's earlier landing), so the
+    NIC is never held up by a full FIFO.  DGX A100 x2 at 1 GiB, 32 chunks
+    per shard, 20 threadblocks (simulated): 250.4 GB/s (247.2 with 21 when a
+    local threadblock summed each landed copy); the per-pass order, which
+    reduces an arriving partial into the receiver's box result on arrival,
+    gave 148.3 with 12 chunks and 24 threadblocks (the receiver waited for
+    its own rings, and the sender's FIFO filled).  MI250 x4 (one group per
+    pass: 64 steps), 16 chunks, 22 threadblocks: 160.0 at 1 GiB against
+    146.8 for RCCL's rings as a file.
     With more rings than chunks (``crossing_rings``) chunk ``q`` of the box
     ``k`` further goes on ring ``_scatter_ring``: the passes alternate
     between ring sets that repeat one set of cycles, so a chunk's partials
     land at the same place in every pass (MI250 x8, 8 chunks on 16 rings,
-    31 threadblocks: 133.3 GB/s at 1 GiB against rails' 66.0).
+    30 threadblocks: 133.6 GB/s at 1 GiB against rails' 66.0).
     """
     rings, nb = len(orders[0]), len(groups)
 
@@ -507,17 +503,16 @@ def _rail_channel(rings: int, nb: int, q: int, k: int) -> int:
     return rings + (q % RAIL_CHANNELS if nb == 2 else k - 1)
 
 
-def _local_channel(rings: int, nb: int, index: int = 0) -> int:
-    """Channel of the landed partials' local sums, after the rail channels:
-    the ``index``-th landing of a rank (``(k-1) cf + q``) on threadblock
-    ``index // MAX_RING_STEPS`` (``_local_tbs``)."""
-    return rings + max(RAIL_CHANNELS, nb - 1) + index // MAX_RING_STEPS
+def _local_channel(rings: int, nb: int) -> int:
+    """Channel of the crossing allgather's local copies, after the rail
+    channels."""
+    return rings + max(RAIL_CHANNELS, nb - 1)
 
 
 def _cross(out: _Ops, groups: list[list[int]], orders: list[list[int]], qs: range, cf: int,
            k: int, landed: Callable[..., Slot]) -> None:
     """Send the partials of chunks ``qs`` of the boxes ``k`` further over the
-    rails, land them and add them to the receiver's running sum
+    rails; the landing receive adds each to the receiver's running sum
     (``_reduce_scatter_crossing``)."""
     rings, nb = len(orders), len(groups)
     for q in qs:
@@ -528,11 +523,9 @@ def _cross(out: _Ops, groups: list[list[int]], orders: list[list[int]], qs: rang
                 h = order[pos - 1]
                 c = dest[g] * cf + q
                 dst = landed(dest[h], c, k)
-                out.add(OpKind.COPY, Slot(members[h], SCR, c), dst,
-                        _rail_channel(rings, nb, q, k))
                 before = Slot(dst.rank, IN, c) if k == 1 else landed(dst.rank, c, k - 1)
-                out.add(OpKind.REDUCE, before, dst,
-                        _local_channel(rings, nb, (k - 1) * cf + q), dst)
+                out.add(OpKind.REDUCE, Slot(members[h], SCR, c), dst,
+                        _rail_channel(rings, nb, q, k), before)
 
 
 def _box_pass(out: _Ops, groups: list[list[int]], orders: list[list[list[int]]],
