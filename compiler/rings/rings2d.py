@@ -23,21 +23,21 @@ boxes of ``G`` ranks, rank ``(b, g)`` (``g``: its place in its box) and
   partial straight to its box and never makes the network wait
   (``_reduce_scatter_crossing``): the other boxes' chunks first, in groups
   of one chunk per ring so the network starts after the first group; each
-  partial lands in scratch at its rail peer, which adds it to its input and
-  the partials landed before and reduces the sum into its own box's chain,
-  one rank before the owner.  Lowered with network sends and receives on
-  threadblocks of their own: ``R + 5`` threadblocks on two boxes, ``R + 2
-  (B-1) + 1`` from three (DGX A100 x2, 32 chunks per shard,
-  21: 188.1 GB/s at 128 MiB as LL128, 247.2 at 1 GiB as Simple, ForestColl's
+  partial is reduced as it lands in scratch at its rail peer, with that
+  rank's input and the partials landed before, and the sum joins its own
+  box's chain one rank before the owner.  Lowered with network sends and
+  receives on threadblocks of their own: ``R + 4`` threadblocks on two
+  boxes, ``R + 2 (B-1)`` from three (DGX A100 x2, 32 chunks per shard, 20:
+  188.1 GB/s at 128 MiB as LL128, 250.4 at 1 GiB as Simple, ForestColl's
   measured figures with 25; MI250 x2 218.7 at 1 GiB against RCCL's 163;
-  MI250 x4, 16 chunks, 23: 159.6 against RCCL's rings as a file, 146.8);
+  MI250 x4, 16 chunks, 22: 160.0 against RCCL's rings as a file, 146.8);
   an allreduce on two boxes (from ``CROSSING_GATHER_CHUNKS`` chunks per
   shard) follows it on the same threadblocks, the owners' results sent to
   their rail peers and the box rings handing round one chunk
-  at a time (``_allgather_two``; MI250 x2 at 1 GiB 91.6 GB/s with 21
+  at a time (``_allgather_two``; MI250 x2 at 1 GiB 91.6 GB/s with 20
   against RCCL's tree 86.5); from three boxes, where both halves fit 64
   steps per ring, the crossing allgather follows from the owners' results
-  (MI250 x8, 4 chunks per shard, 31 threadblocks: 55.8 GB/s at 1 GiB
+  (MI250 x8, 4 chunks per shard, 30 threadblocks: 58.9 GB/s at 1 GiB
   against rails' 29.2);
 * allgather in the crossing form (from ``CROSSING_GATHER_CHUNKS`` chunks per
   shard or ``CROSSING_GATHER_TOTAL`` over all boxes, at most 64 steps per
