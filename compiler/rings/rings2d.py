@@ -100,9 +100,10 @@ RAIL_CHANNELS = 2
 #: 88.1 / 91.6 against 78.6 / 78.9).
 CROSSING_GATHER_CHUNKS = 16
 #: Chunks over all boxes from which an allgather takes the crossing form
-#: with fewer than ``CROSSING_GATHER_CHUNKS`` per shard: on eight boxes 8
-#: per shard (16 would need 120 steps per ring), MI250 x8 at 1 GiB 142.7
-#: GB/s with 31 threadblocks against 83.5 for rails.
+#: with fewer than ``CROSSING_GATHER_CHUNKS`` per shard: on eight boxes 4
+#: and 8 per shard (16 would need 120 steps per ring; MI250 x8: 16.2 / 91.0
+#: GB/s at 1M / 16M with 4, 142.7 at 1 GiB with 8, 31 threadblocks, against
+#: rails' 11.5 / 48.0 / 83.5), on four boxes 8 (on two the old form's 8).
 CROSSING_GATHER_TOTAL = 32
 #: Steps a threadblock of the crossing form may take (the runtime's 64 per
 #: threadblock): ``B G`` per group of chunks on a reduce-scatter ring.
