@@ -347,6 +347,21 @@ def crossing_rings(groups: list[list[int]], collective: Collective, chunks: int)
     8 passes of 15 or 16 steps).  Network sends and receives land on
     threadblocks of their own (the pipeline lowers the form unpaired first).
 
+    Parameters
+    ----------
+    groups : list of list of int
+        The boxes' ranks (``boxes``), place by place.
+    collective : Collective
+    chunks : int
+        Chunks per shard.
+
+    Returns
+    -------
+    int
+        Rings of the crossing form, 0 where the old form is built.
+
+    Examples
+    --------
     >>> g8 = [[16 * b + i for i in range(16)] for b in range(8)]
     >>> [crossing_rings(g8, c, 8) for c in (Collective.ALLGATHER, Collective.REDUCESCATTER)]
     [16, 16]
@@ -356,8 +371,8 @@ def crossing_rings(groups: list[list[int]], collective: Collective, chunks: int)
     nb = len(groups)
     if nb < 2 or len(groups[0]) < 3:
         return 0
+    local = 1 if collective is Collective.ALLGATHER else 0  # its own shard's copies
     for rings in sorted({min(RINGS, chunks), RINGS}):
-        local = 1 if collective is Collective.ALLGATHER else 0
         if (_crossing_fit(collective, nb, len(groups[0]), chunks, rings)
                 and rings + max(RAIL_CHANNELS, nb - 1) + local <= MAX_CHANNELS):
             return rings
