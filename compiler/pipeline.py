@@ -78,7 +78,7 @@ ALGORITHMS: dict[str, Generator] = {"ring": lambda t, c, _chunks=None: ring_sche
 #: and Simple at 1 GiB on 16 boxes (140.6 against 128.3: its relays lag
 #: less); 16 wins reduce-scatter at 128 MiB and allreduce at 1 GiB on two.
 #: rings2d's 4 (last, likewise) is its crossing allreduce on eight MI250
-#: boxes (both halves on 16 rings within 64 steps; 55.8 GB/s at 1 GiB
+#: boxes (both halves on 16 rings within 64 steps; 58.9 GB/s at 1 GiB
 #: against rails' 29.2) and its crossing allgather there at 1M and 16M.
 CHUNKINGS: dict[str, tuple[int | None, ...]] = {
     "ring": (None,), "bfb": (None, 16, 4, 1), "trees": (16, 32, 64),
