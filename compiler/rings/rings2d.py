@@ -29,12 +29,14 @@ boxes of ``G`` ranks, rank ``(b, g)`` (``g``: its place in its box) and
   receives on threadblocks of their own: ``R + 4`` threadblocks on two
   boxes, ``R + 2 (B-1)`` from three (DGX A100 x2, 32 chunks per shard, 20:
   188.1 GB/s at 128 MiB as LL128, 250.4 at 1 GiB as Simple, ForestColl's
-  measured figures with 25; MI250 x2 218.7 at 1 GiB against RCCL's 163;
-  MI250 x4, 16 chunks, 22: 160.0 against RCCL's rings as a file, 146.8);
+  measured figures with 25; MI250 x2 224.1 at 1 GiB against RCCL's 163;
+  MI250 x4, 16 chunks, 22: 162.9 against RCCL's rings as a file, 146.8;
+  each pass's partials cross in the order of their rings' pace,
+  ``ring_shares``);
   an allreduce on two boxes (from ``CROSSING_GATHER_CHUNKS`` chunks per
   shard) follows it on the same threadblocks, the owners' results sent to
   their rail peers and the box rings handing round one chunk
-  at a time (``_allgather_two``; MI250 x2 at 1 GiB 91.6 GB/s with 20
+  at a time (``_allgather_two``; MI250 x2 at 1 GiB 95.7 GB/s with 20
   against RCCL's tree 86.5); from three boxes, where both halves fit 64
   steps per ring, the crossing allgather follows from the owners' results
   (MI250 x8, 4 chunks per shard, 30 threadblocks: 58.9 GB/s at 1 GiB
@@ -197,25 +199,75 @@ def _packed_rings(n: int, width: dict[tuple[int, int], float], rings: int
     return picked if len(picked) == rings else None
 
 
+def _link_widths(topo: Topology, members: list[int]) -> dict[tuple[int, int], float] | None:
+    """Width (GB/s) of each direct link between two places of the box, or
+    None when the box has a switch inside."""
+    place = {r: i for i, r in enumerate(members)}
+    box = box_topology(topo, members)
+    if not all(nd.is_compute for nd in box.nodes):
+        return None
+    width: dict[tuple[int, int], float] = {}
+    for lk in box.links:
+        e = (place[topo.rank_of[lk.src]], place[topo.rank_of[lk.dst]])
+        width[e] = width.get(e, 0.0) + float(lk.bandwidth)
+    return width
+
+
 def _box_rings(topo: Topology, members: list[int], rings: int) -> list[list[int]]:
     """Rings of one box as orders of places: packed over the direct links when
     the box has no internal switch, else NCCL's spread rings."""
     place = {r: i for i, r in enumerate(members)}
-    box = box_topology(topo, members)
-    if all(nd.is_compute for nd in box.nodes):
-        width: dict[tuple[int, int], float] = {}
-        for lk in box.links:
-            e = (place[topo.rank_of[lk.src]], place[topo.rank_of[lk.dst]])
-            width[e] = width.get(e, 0.0) + float(lk.bandwidth)
+    width = _link_widths(topo, members)
+    if width is not None:
         packed = _packed_rings(len(members), width, rings)
         if packed is not None:
             return packed
+    box = box_topology(topo, members)
     local = [topo.rank_of[i] for i in box.ranks]
     try:
         found = nccl_rings(box, rings)
     except UnsupportedError as err:
         raise UnsupportedError(f"two-level rings: {err}") from None
     return [[place[local[r]] for r in ring.order] for ring in found]
+
+
+def ring_shares(topo: Topology, members: list[int], orders: list[list[int]]) -> list[float]:
+    """Each ring's share of its most shared link (GB/s): the width of the link
+    over the rings that use it, the least along the ring; all equal behind a
+    box switch.  A ring runs at about this pace, so in the crossing
+    reduce-scatter the partials of the rings with the largest share are ready
+    first (MI250: one of 16 rings has no link it shares three ways).
+
+    Parameters
+    ----------
+    topo : Topology
+    members : list of int
+        The box's ranks, place by place.
+    orders : list of list of int
+        The box's rings as orders of places.
+
+    Returns
+    -------
+    list of float
+        One share per ring, in the order of ``orders``.
+
+    Examples
+    --------
+    >>> from colc.frontends.families import mi250
+    >>> t = mi250(2)
+    >>> g = boxes(t)[0]
+    >>> ring_shares(t, g, [[0, 1, 5, 4, 6, 7, 3, 2, 10, 11, 15, 14, 12, 13, 9, 8]] * 2)
+    [25.0, 25.0]
+    """
+    width = _link_widths(topo, members)
+    if width is None:
+        return [1.0] * len(orders)
+    uses: dict[tuple[int, int], int] = {}
+    edges = [list(zip(o, o[1:] + o[:1], strict=True)) for o in orders]
+    for ring in edges:
+        for e in ring:
+            uses[e] = uses.get(e, 0) + 1
+    return [min(width[e] / uses[e] for e in ring) for ring in edges]
 
 
 def _layout(topo: Topology, rings: int,
@@ -284,8 +336,11 @@ def rings2d_schedule(topo: Topology, collective: Collective,
     n, nb = topo.num_ranks, len(groups)
     out = _Ops()
     if collective is not Collective.ALLGATHER:
-        scatter = _reduce_scatter_crossing if crossing else _reduce_scatter
-        scatter(out, groups, orders, cf, n, collective)
+        if crossing:
+            _reduce_scatter_crossing(out, groups, orders, cf, n, collective,
+                                     ring_shares(topo, groups[0], orders[0]))
+        else:
+            _reduce_scatter(out, groups, orders, cf, n, collective)
     if crossing and collective is Collective.ALLREDUCE and nb == 2:
         _allgather_two(out, groups, orders, cf)
     elif crossing and collective is not Collective.REDUCESCATTER:
@@ -471,7 +526,7 @@ def _reduce_scatter(out: _Ops, groups: list[list[int]], orders: list[list[list[i
 
 def _reduce_scatter_crossing(out: _Ops, groups: list[list[int]],
                              orders: list[list[list[int]]], cf: int, n: int,
-                             coll: Collective) -> None:
+                             coll: Collective, shares: list[float]) -> None:
     """Reduce-scatter in which every partial crosses the network once, and no
     receive waits for the receiver's rings (``crossing_once``).
 
@@ -493,8 +548,15 @@ def _reduce_scatter_crossing(out: _Ops, groups: list[list[int]],
     reduces an arriving partial into the receiver's box result on arrival,
     gave 148.3 with 12 chunks and 24 threadblocks (the receiver waited for
     its own rings, and the sender's FIFO filled).  MI250 x4 (one group per
-    pass: 64 steps), 16 chunks, 22 threadblocks: 160.0 at 1 GiB against
+    pass: 64 steps), 16 chunks, 22 threadblocks: 162.9 at 1 GiB against
     146.8 for RCCL's rings as a file.
+    Each pass's partials cross in the order of their rings' share of their
+    most shared link (``ring_shares``, largest first): on an MI250 box 15 of
+    16 rings share a single xGMI link three ways and one does not, so its
+    partial is ready about 0.35 ms sooner, and sent first it starts the NIC
+    at 0.73 ms of the call instead of 1.12 (MI250 x4 at 1 GiB: 160.0 -> 162.9
+    GB/s, 140.9 -> 145.3 at 128 MiB; MI250 x2 219.4 -> 224.1).  Behind a box
+    switch every ring's share is the same and the order stays ``q``.
     With more rings than chunks (``crossing_rings``) chunk ``q`` of the box
     ``k`` further goes on ring ``_scatter_ring``: the passes alternate
     between ring sets that repeat one set of cycles, so a chunk's partials
@@ -512,7 +574,7 @@ def _reduce_scatter_crossing(out: _Ops, groups: list[list[int]],
             _box_pass(out, groups, orders, qs, cf, k, landed,
                       coll is Collective.REDUCESCATTER)
             if k:
-                _cross(out, groups, orders[0], qs, cf, k, landed)
+                _cross(out, groups, orders[0], qs, cf, k, landed, shares)
 
 
 def _rail_channel(rings: int, nb: int, q: int, k: int) -> int:
@@ -528,12 +590,12 @@ def _local_channel(rings: int, nb: int) -> int:
 
 
 def _cross(out: _Ops, groups: list[list[int]], orders: list[list[int]], qs: range, cf: int,
-           k: int, landed: Callable[..., Slot]) -> None:
+           k: int, landed: Callable[..., Slot], shares: list[float]) -> None:
     """Send the partials of chunks ``qs`` of the boxes ``k`` further over the
     rails; the landing receive adds each to the receiver's running sum
     (``_reduce_scatter_crossing``)."""
     rings, nb = len(orders), len(groups)
-    for q in qs:
+    for q in sorted(qs, key=lambda q: -shares[_scatter_ring(q, k, cf, rings, nb)]):
         order = orders[_scatter_ring(q, k, cf, rings, nb)]
         for b, members in enumerate(groups):
             dest = groups[(b + k) % nb]
@@ -581,7 +643,7 @@ def _allgather_two(out: _Ops, groups: list[list[int]], orders: list[list[list[in
     before the next: two messages per ring step fill a FIFO of two calls, and
     a ring step that must send into a full FIFO before it frees its own
     waits for ever).  MI250 x2 at 1 GiB, 16 chunks per shard, 20
-    threadblocks (simulated): 91.6 GB/s, against 78.9 for the old two-level
+    threadblocks (simulated): 95.7 GB/s, against 78.9 for the old two-level
     rings with 24."""
     size, rings = len(groups[0]), len(orders[0])
     for q in range(cf):
