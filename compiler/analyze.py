@@ -278,7 +278,7 @@ def analyze_topology(topo: Topology, *, algorithms: tuple[str, ...] = (),
         def one(task: tuple[str, Collective] | None) -> dict:
             if task is None:
                 return _timed_bounds(topo, model, sizes, shown)
-            skip = None if algorithms else scale_skip(topo, task[0], budget)
+            skip = None if algorithms else scale_skip(topo, task[0], budget, task[1])
             if skip is not None:  # what auto leaves out (--algorithm NAME builds it)
                 return {"algorithm": task[0], "collective": task[1].value, "error": skip}
             return _row(topo, *task, sizes=sizes, machine=machine,

@@ -149,6 +149,14 @@ MESH_RAILS_RANKS = 128
 MESH_RAILS_CHUNKINGS = (1, 2)
 #: Algorithms whose threadblocks each serve one ring.
 RING_FAMILY = ("ring", "rings2d", "nccl-rings")
+#: rings2d's chunkings past ``RING_RANKS`` ranks on boxes without a switch
+#: (``large_rings2d_chunks``): its rings stay inside a box there, and its
+#: crossing form's network threadblocks serve a send and a receive each.
+#: MI250 x16 at 1 GiB (simulated, 32 threadblocks): allgather 113.2 GB/s
+#: and reduce-scatter 96.3 with 4 chunks per shard, against rails' 89.8 and
+#: 73.8; allreduce only fits 2 chunks there (29.7 against rails' 37.5), so
+#: only allgather and reduce-scatter take it.
+MESH_CROSSING_CHUNKINGS = (2, 4)
 #: Tree algorithms: they spread over every rail peer on boxes behind a box
 #: switch, are lowered decoupled first and take the portfolio's tree chunkings.
 SPREAD_TREES = ("trees", "trees-rated", "hier")
@@ -167,8 +175,34 @@ RATED_TREES_BELOW = 0.75
 MESH_TREE_LANES_PER_PEER = 2
 
 
-def scale_skip(topo: Topology, algorithm: str, budget: int) -> str | None:
-    """Why ``auto`` does not try ``algorithm`` here (before building it), or None.
+def large_rings2d_chunks(topo: Topology, collective: Collective | None) -> tuple[int, ...]:
+    """rings2d's chunkings past ``RING_RANKS`` ranks: those of
+    ``MESH_CROSSING_CHUNKINGS`` in which ``collective`` (allgather or
+    reduce-scatter) takes the crossing form on boxes without a switch; ()
+    elsewhere.
+
+    Examples
+    --------
+    >>> from colc.frontends.families import build_family
+    >>> m = build_family({"family": "mi250", "boxes": 16}, "x")
+    >>> large_rings2d_chunks(m, Collective.ALLGATHER), large_rings2d_chunks(m, Collective.ALLREDUCE)
+    ((2, 4), ())
+    """
+    from colc.compiler.rings.rings2d import crossing_once
+
+    if (collective not in (Collective.ALLGATHER, Collective.REDUCESCATTER)
+            or topo.num_ranks <= RING_RANKS or not _meshed_boxes(topo)):
+        return ()
+    groups = boxes(topo)
+    if len({len(g) for g in groups}) != 1:
+        return ()
+    return tuple(c for c in MESH_CROSSING_CHUNKINGS if crossing_once(groups, collective, c))
+
+
+def scale_skip(topo: Topology, algorithm: str, budget: int,
+               collective: Collective | None = None) -> str | None:
+    """Why ``auto`` does not try ``algorithm`` for ``collective`` here (before
+    building it), or None.
 
     Trees and hierarchical trees on boxes joined by a network (behind box
     switches, or on their own links as MI250) take a threadblock per box
@@ -179,7 +213,8 @@ def scale_skip(topo: Topology, algorithm: str, budget: int) -> str | None:
     ``MESH_RAILS_RANKS`` ranks, where ``rails`` applies, their relays inside
     the box need about ``MESH_TREE_LANES_PER_PEER`` threadblocks per peer.
     Ring-shaped schedules are left out past ``RING_RANKS`` ranks where
-    ``rails`` applies (see there).
+    ``rails`` applies (see there), save rings2d's crossing form on boxes
+    without a switch (``large_rings2d_chunks``).
 
     Examples
     --------
@@ -219,6 +254,8 @@ def scale_skip(topo: Topology, algorithm: str, budget: int) -> str | None:
                 f"about {need} threadblocks per GPU here ({MESH_TREE_LANES_PER_PEER} per box "
                 f"and rail peer), more than the budget of {budget} (--max-threadblocks "
                 f"{need} tries them; --algorithm {algorithm} builds them anyway)")
+    if algorithm == "rings2d" and large_rings2d_chunks(topo, collective):
+        return None
     if algorithm in RING_FAMILY and topo.num_ranks > RING_RANKS:
         return (f"{algorithm}: a ring of {topo.num_ranks} ranks is {topo.num_ranks - 1} "
                 f"dependent hops per call and takes {-(-topo.num_ranks // 64)} threadblocks "
@@ -1013,8 +1050,9 @@ def variants(compiler: Compiler, protocols: tuple[Protocol, ...] | None = None,
     protocols = protocols or (opts.protocol,)
     out = []
     for name in names:
-        if opts.algorithm == "auto" and (scale_skip(compiler.topo, name, compiler.budget)
-                                         or not builds(name, opts.collective)):
+        if opts.algorithm == "auto" and (
+                scale_skip(compiler.topo, name, compiler.budget, opts.collective)
+                or not builds(name, opts.collective)):
             continue
         if opts.chunks is not None:
             chunks: tuple[int | None, ...] = (opts.chunks,)
@@ -1034,6 +1072,8 @@ def variants(compiler: Compiler, protocols: tuple[Protocol, ...] | None = None,
             chunks = (1,)
         elif name == "rails" and _meshed_boxes(compiler.topo):
             chunks = MESH_RAILS_CHUNKINGS
+        elif name == "rings2d" and large_rings2d_chunks(compiler.topo, opts.collective):
+            chunks = large_rings2d_chunks(compiler.topo, opts.collective)
         else:
             chunks = CHUNKINGS.get(name, (None,))
         out += [Variant(name, c, p) for c in chunks for p in protocols]

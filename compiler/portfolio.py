@@ -182,7 +182,8 @@ def _build_once(topo: Topology, opts: CompileOptions, sizes: tuple[int, ...]) ->
     for proto in protocols:
         cands += variants(compiler, (proto,), CHUNKINGS[proto])
     notes: list[str] = [why for name in sorted(ALGORITHMS) if compiler.opts.algorithm == "auto"
-                        and (why := scale_skip(topo, name, compiler.budget))]
+                        and (why := scale_skip(topo, name, compiler.budget,
+                                               compiler.opts.collective))]
     table: list[tuple[str, int, SimResult]] = []
     _prefetch(compiler, cands, sizes)
     ranking = {}
