@@ -175,20 +175,37 @@ RATED_TREES_BELOW = 0.75
 MESH_TREE_LANES_PER_PEER = 2
 
 
-def large_rings2d_chunks(topo: Topology, collective: Collective | None) -> tuple[int, ...]:
-    """rings2d's chunkings past ``RING_RANKS`` ranks: those of
-    ``MESH_CROSSING_CHUNKINGS`` in which ``collective`` (allgather or
-    reduce-scatter) takes the crossing form on boxes without a switch; ()
-    elsewhere.
+def large_rings2d_chunks(topo: Topology, collective: Collective | None,
+                         budget: int) -> tuple[int, ...]:
+    """rings2d's chunkings past ``RING_RANKS`` ranks on boxes without a switch.
+
+    Parameters
+    ----------
+    topo : Topology
+    collective : Collective or None
+        Only allgather and reduce-scatter take them; None takes none.
+    budget : int
+        Threadblocks per rank: the crossing form's rings, a network
+        threadblock per distance (sends and receives paired) and the
+        allgather's local copies must fit it.
+
+    Returns
+    -------
+    tuple of int
+        Those of ``MESH_CROSSING_CHUNKINGS`` in which ``collective`` takes
+        the crossing form within ``budget``; () elsewhere (fewer ranks, boxes
+        behind a switch or of unequal sizes, other collectives).
 
     Examples
     --------
     >>> from colc.frontends.families import build_family
     >>> m = build_family({"family": "mi250", "boxes": 16}, "x")
-    >>> large_rings2d_chunks(m, Collective.ALLGATHER), large_rings2d_chunks(m, Collective.ALLREDUCE)
-    ((2, 4), ())
+    >>> [large_rings2d_chunks(m, c, 32) for c in (Collective.ALLGATHER, Collective.ALLREDUCE)]
+    [(2, 4), ()]
+    >>> large_rings2d_chunks(m, Collective.REDUCESCATTER, 30), large_rings2d_chunks(m, Collective.REDUCESCATTER, 31)
+    ((), (2, 4))
     """
-    from colc.compiler.rings.rings2d import crossing_once
+    from colc.compiler.rings.rings2d import crossing_rings
 
     if (collective not in (Collective.ALLGATHER, Collective.REDUCESCATTER)
             or topo.num_ranks <= RING_RANKS or not _meshed_boxes(topo)):
@@ -196,13 +213,16 @@ def large_rings2d_chunks(topo: Topology, collective: Collective | None) -> tuple
     groups = boxes(topo)
     if len({len(g) for g in groups}) != 1:
         return ()
-    return tuple(c for c in MESH_CROSSING_CHUNKINGS if crossing_once(groups, collective, c))
+    local = 1 if collective is Collective.ALLGATHER else 0
+    return tuple(c for c in MESH_CROSSING_CHUNKINGS
+                 if 0 < crossing_rings(groups, collective, c) <= budget - len(groups) + 1 - local)
 
 
 def scale_skip(topo: Topology, algorithm: str, budget: int,
                collective: Collective | None = None) -> str | None:
     """Why ``auto`` does not try ``algorithm`` for ``collective`` here (before
-    building it), or None.
+    building it), or None.  Without ``collective`` rings2d is judged as the
+    other ring-shaped schedules.
 
     Trees and hierarchical trees on boxes joined by a network (behind box
     switches, or on their own links as MI250) take a threadblock per box
@@ -254,7 +274,7 @@ def scale_skip(topo: Topology, algorithm: str, budget: int,
                 f"about {need} threadblocks per GPU here ({MESH_TREE_LANES_PER_PEER} per box "
                 f"and rail peer), more than the budget of {budget} (--max-threadblocks "
                 f"{need} tries them; --algorithm {algorithm} builds them anyway)")
-    if algorithm == "rings2d" and large_rings2d_chunks(topo, collective):
+    if algorithm == "rings2d" and large_rings2d_chunks(topo, collective, budget):
         return None
     if algorithm in RING_FAMILY and topo.num_ranks > RING_RANKS:
         return (f"{algorithm}: a ring of {topo.num_ranks} ranks is {topo.num_ranks - 1} "
@@ -1072,8 +1092,9 @@ def variants(compiler: Compiler, protocols: tuple[Protocol, ...] | None = None,
             chunks = (1,)
         elif name == "rails" and _meshed_boxes(compiler.topo):
             chunks = MESH_RAILS_CHUNKINGS
-        elif name == "rings2d" and large_rings2d_chunks(compiler.topo, opts.collective):
-            chunks = large_rings2d_chunks(compiler.topo, opts.collective)
+        elif name == "rings2d" and (large := large_rings2d_chunks(
+                compiler.topo, opts.collective, compiler.budget)):
+            chunks = large
         else:
             chunks = CHUNKINGS.get(name, (None,))
         out += [Variant(name, c, p) for c in chunks for p in protocols]

@@ -118,8 +118,9 @@ def test_crossing_form_on_four_boxes() -> None:
     """From three boxes the crossing form sends every partial straight to its
     box, nearest box first, each landing in its own scratch region; MI250 x4
     reduce-scatter at 1 GiB (16 chunks: one group per pass, 64 steps per
-    ring threadblock) beats RCCL's rings written as a file (146.8 GB/s,
-    simulated) within 32 threadblocks."""
+    ring threadblock) is at least 1.1x RCCL's rings written as a file
+    (146.8 GB/s, simulated) within 32 threadblocks (162.9 with its partials
+    sent in the order of their rings' pace)."""
     from colc.compiler.pipeline import Compiler, Variant
 
     topo, cf = dgx_a100(4), 2
@@ -142,7 +143,7 @@ def test_crossing_sends_the_partials_of_the_least_shared_rings_first() -> None:
     reduce-scatter sends each pass's partials in the order of their rings'
     share of their most shared link (``ring_shares``), so the network starts
     with the partial of the one ring that shares no link three ways."""
-    from colc.compiler.rings.rings2d import RINGS, ring_shares
+    from colc.compiler.rings.rings2d import RINGS, _scatter_ring, ring_shares
 
     topo, cf = mi250(4), 16
     sched = rings2d_schedule(topo, Collective.REDUCESCATTER, cf)
@@ -159,13 +160,13 @@ def test_crossing_sends_the_partials_of_the_least_shared_rings_first() -> None:
             order.append(succ[q][order[-1]])
         orders.append(order)
     shares = ring_shares(topo, members, orders)
-    assert max(shares) > min(shares)
+    assert shares[0] < max(shares)  # chunk order alone would not send the fastest first
     sent = [op.dst.index % cf for op in sched.ops
             if op.is_transfer and op.src.rank == 0 and op.dst.rank not in place]
-    assert len(sent) == 3 * cf and shares[sent[0]] == max(shares)
+    assert len(sent) == 3 * cf
     for k in range(3):  # each pass's crossings, largest share first
-        got = [shares[q] for q in sent[k * cf:(k + 1) * cf]]
-        assert got == sorted(got, reverse=True)
+        got = [shares[_scatter_ring(q, k + 1, cf, RINGS, 4)] for q in sent[k * cf:(k + 1) * cf]]
+        assert got[0] == max(shares) and got == sorted(got, reverse=True)
 
 
 def test_crossing_allgather_sends_each_shard_once_per_box() -> None:

@@ -241,8 +241,9 @@ def _box_rings(topo: Topology, members: list[int], rings: int) -> list[list[int]
 
 def ring_shares(topo: Topology, members: list[int], orders: list[list[int]]) -> list[float]:
     """Each ring's share of its most shared link (GB/s): the width of the link
-    over the rings that use it, the least along the ring; all equal behind a
-    box switch.  A ring runs at about this pace, so in the crossing
+    over the rings that use it, the least along the ring; 1.0 for every ring
+    behind a box switch, or where a ring steps between places that no direct
+    link joins.  A ring runs at about this pace, so in the crossing
     reduce-scatter the partials of the rings with the largest share are ready
     first (MI250: one of 16 rings has no link it shares three ways).
 
@@ -266,12 +267,14 @@ def ring_shares(topo: Topology, members: list[int], orders: list[list[int]]) -> 
     >>> g = boxes(t)[0]
     >>> ring_shares(t, g, [[0, 1, 5, 4, 6, 7, 3, 2, 10, 11, 15, 14, 12, 13, 9, 8]] * 2)
     [25.0, 25.0]
+    >>> ring_shares(t, g, [list(range(16))])  # places 1 and 2 share no link
+    [1.0]
     """
     width = _link_widths(topo, members)
-    if width is None:
+    edges = [list(zip(o, o[1:] + o[:1], strict=True)) for o in orders]
+    if width is None or any(e not in width for ring in edges for e in ring):
         return [1.0] * len(orders)
     uses: dict[tuple[int, int], int] = {}
-    edges = [list(zip(o, o[1:] + o[:1], strict=True)) for o in orders]
     for ring in edges:
         for e in ring:
             uses[e] = uses.get(e, 0) + 1
@@ -626,7 +629,8 @@ def _cross(out: _Ops, groups: list[list[int]], orders: list[list[int]], qs: rang
            k: int, landed: Callable[..., Slot], shares: list[float]) -> None:
     """Send the partials of chunks ``qs`` of the boxes ``k`` further over the
     rails; the landing receive adds each to the receiver's running sum
-    (``_reduce_scatter_crossing``)."""
+    (``_reduce_scatter_crossing``).  Chunks go largest ring share first
+    (``shares``), boxes in ``_send_first`` order."""
     rings, nb = len(orders), len(groups)
     for q in sorted(qs, key=lambda q: -shares[_scatter_ring(q, k, cf, rings, nb)]):
         order = orders[_scatter_ring(q, k, cf, rings, nb)]
