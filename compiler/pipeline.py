@@ -147,6 +147,15 @@ MESH_RAILS_RANKS = 128
 #: more chunks mean longer pieces, not more of them (MI250 x8 allgather at 1
 #: GiB: 74.8 / 67.3 / 53.7 GB/s at 1 / 2 / 4 chunks per shard).
 MESH_RAILS_CHUNKINGS = (1, 2)
+#: rails' chunkings past ``RING_RANKS`` ranks behind box switches (DGX A100
+#: x17 to x32; one chunk only past ``ONE_CHUNKING_RANKS``).  The lanes' 24
+#: transfers per peer make pieces of a whole shard there whatever the
+#: chunking, and a piece of several chunks is several calls in the FIFO:
+#: DGX A100 x32 at 1 GiB (Simple, 30 threadblocks), 1 / 2 chunks per shard
+#: allgather 140.6 / 128.3 GB/s, reduce-scatter 136.3 / 112.3, allreduce
+#: 61.9 / 61.0; 4 and more hang in Simple's FIFO of 2 calls; LL and LL128
+#: simulate the same at every chunking (16 MiB, 128 MiB).
+LARGE_RAILS_CHUNKINGS = (1, 2)
 #: Algorithms whose threadblocks each serve one ring.
 RING_FAMILY = ("ring", "rings2d", "nccl-rings")
 #: rings2d's chunkings past ``RING_RANKS`` ranks on boxes without a switch
@@ -1092,6 +1101,8 @@ def variants(compiler: Compiler, protocols: tuple[Protocol, ...] | None = None,
             chunks = (1,)
         elif name == "rails" and _meshed_boxes(compiler.topo):
             chunks = MESH_RAILS_CHUNKINGS
+        elif name == "rails" and compiler.topo.num_ranks > RING_RANKS:
+            chunks = LARGE_RAILS_CHUNKINGS
         elif name == "rings2d" and (large := large_rings2d_chunks(
                 compiler.topo, opts.collective, compiler.budget)):
             chunks = large

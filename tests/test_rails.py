@@ -467,6 +467,22 @@ def test_two_boxes_also_try_rails_unpaired() -> None:
     assert not [x for x in labels(dgx_a100(2), Collective.ALLTOALL) if "unpaired" in x]
 
 
+def test_rails_chunkings_narrow_with_the_ranks() -> None:
+    """Past 128 ranks behind box switches rails tries one and two chunks per
+    shard (DGX A100 x32: its pieces are a whole shard whatever the chunking),
+    past 256 only one; below, the usual four."""
+    from colc.compiler.pipeline import CHUNKINGS, Compiler, variants
+
+    def chunkings(boxes):
+        comp = Compiler(dgx_a100(boxes), CompileOptions(algorithm="rails",
+                                                        collective=Collective.ALLGATHER))
+        return sorted({v.chunks for v in variants(comp, (Protocol.SIMPLE,))})
+
+    assert chunkings(16) == sorted(CHUNKINGS["rails"])
+    assert chunkings(32) == [1, 2]
+    assert chunkings(64) == [1]
+
+
 @pytest.mark.parametrize("coll", COLLS)
 def test_unpaired_schedules_are_proved_and_lower_within_the_budget(coll) -> None:
     """Own and relayed data share the lanes; lowered unpaired, the plan of 17
