@@ -558,3 +558,28 @@ def test_two_boxes_share_an_odd_lane_total_within_forestcolls_count() -> None:
     assert max(comp.program(v).max_threadblocks for v in (at_128m, at_1g)) <= 25
     assert comp.simulate(at_128m, 128 << 20).algbw >= 201
     assert comp.simulate(at_1g, 1 << 30).algbw >= 247
+
+
+def test_last_round_of_relays_keeps_off_the_lane_of_the_own_shards() -> None:
+    """Where own shards and relays share the lanes (DGX A100 x128), the last
+    round of relays goes on the other lanes, so the next loop iteration's own
+    shards, which every crossing waits for, are not queued behind it; the
+    lanes stay within their transfers per peer.  With a lane of its own for
+    the own shard (x64) the lanes are dealt as before."""
+    sched = rails_schedule(dgx_a100(128), Collective.ALLGATHER, 1, 32)
+    box = {r: r // 8 for r in range(sched.ngpus)}
+    cross = [r for op, r in zip(sched.ops, sched.rounds) if box[op.src.rank] != box[op.dst.rank]]
+    local = [(op, r) for op, r in zip(sched.ops, sched.rounds)
+             if op.is_transfer and box[op.src.rank] == box[op.dst.rank]]
+    last = max(cross)
+    assert {op.channel for op, r in local if r >= last} == {1}
+    assert {op.channel for op, r in local if op.src.buffer.value == "input"} == {0}
+    assert {op.channel for op, r in local if r < last} == {0, 1}
+    per_lane = Counter((op.src.rank, op.dst.rank, op.channel) for op, _ in local)
+    assert max(per_lane.values()) <= rails.STEPS_PER_LANE
+    plan = plan_rails(dgx_a100(64), 1, 32)
+    assert plan.lanes[0] == 1
+    sched = rails_schedule(dgx_a100(64), Collective.ALLGATHER, 1, 32)
+    own = {op.channel for op in sched.ops if op.is_transfer and op.src.buffer.value == "input"
+           and op.src.rank // 8 == op.dst.rank // 8}
+    assert own == {0}
