@@ -519,7 +519,8 @@ def _shallow_packing(topo: Topology):
 
 
 def _rails(topo: Topology, collective: Collective, chunks: int | None = None,
-           budget: int = DEFAULT_THREADBLOCKS, unpaired: bool = False) -> Schedule:
+           budget: int = DEFAULT_THREADBLOCKS, unpaired: bool = False,
+           taper: bool = False) -> Schedule:
     """Rail-aligned schedules: ``compiler/hierarchical/rails.py``, all-to-all in
     ``compiler/alltoall/rails_alltoall.py``."""
     if collective is Collective.ALLTOALL:
@@ -528,7 +529,8 @@ def _rails(topo: Topology, collective: Collective, chunks: int | None = None,
         return rails_alltoall_schedule(topo, collective, chunks, budget=budget)
     from colc.compiler.hierarchical.rails import rails_schedule
 
-    return rails_schedule(topo, collective, chunks, budget=budget, unpaired=unpaired)
+    return rails_schedule(topo, collective, chunks, budget=budget, unpaired=unpaired,
+                          taper=taper)
 
 
 def _trees(topo: Topology, collective: Collective, chunks: int | None = None) -> Schedule:
@@ -698,13 +700,14 @@ class Compiler:
         self.model: RuntimeModel = model_named(opts.machine) if opts.machine else model_for(topo)
         #: Threadblocks per rank every file of this compiler may take.
         self.budget = threadblock_budget(opts.max_threadblocks, self.model)
-        self._schedules: dict[tuple[str, int | None, int], Schedule] = {}
+        self._schedules: dict[tuple[str, int | None, int, bool, bool], Schedule] = {}
+        self._taper: dict[tuple[int | None, int], bool] = {}
         self._programs: dict[Variant, Program] = {}
         self._sims: dict[tuple[Variant, int], SimResult] = {}
         self._loaded: dict[Variant, object] = {}
         self._strategy: dict[Variant, int] = {}  # index of the lowering strategy in use
         self._refused: dict[Variant, InfeasibleError] = {}  # variants no lowering fits
-        self._unbuildable: dict[tuple[str, int | None, int], ColcError] = {}  # schedule refusals
+        self._unbuildable: dict[tuple, ColcError] = {}  # schedule refusals
         self._work = 0  # stages done, for the progress line
 
     def _progress(self, stage: str) -> None:
@@ -712,12 +715,32 @@ class Compiler:
         progress_report(stage, self._work, 0)
 
     # -- schedules -----------------------------------------------------------
-    def schedule_key(self, variant: Variant) -> tuple[str, int | None, int, bool]:
-        """``(algorithm, chunks, budget, unpaired)``: where ``schedule`` caches
-        ``variant``'s schedule (the budget counts only for the algorithms that
-        plan lanes); ``schedule(*key)`` builds it."""
+    def schedule_key(self, variant: Variant) -> tuple[str, int | None, int, bool, bool]:
+        """``(algorithm, chunks, budget, unpaired, taper)``: where ``schedule``
+        caches ``variant``'s schedule (the budget counts only for the
+        algorithms that plan lanes); ``schedule(*key)`` builds it."""
         budget = self.plan_budget(variant) if variant.algorithm in BUDGETED else 0
-        return (variant.algorithm, variant.chunks, budget, variant.unpaired)
+        return (variant.algorithm, variant.chunks, budget, variant.unpaired,
+                self._tapers(variant))
+
+    def _tapers(self, variant: Variant) -> bool:
+        """Whether ``variant``'s rails allgather tapers its last pieces
+        (``rails.tapers``): Simple files only.  DGX A100 x64 allgather,
+        simulated: Simple 1 GiB 128.6 -> 135.5 GB/s, but LL 1 MiB 10.4 ->
+        9.8 (a round more of latency) and LL128 16 MiB 51.8 -> 50.1."""
+        if (variant.algorithm != "rails" or variant.protocol is not Protocol.SIMPLE
+                or variant.unpaired or self.opts.collective is not Collective.ALLGATHER
+                or _meshed_boxes(self.topo)):
+            return False
+        key = (variant.chunks, self.plan_budget(variant))
+        if key not in self._taper:
+            from colc.compiler.hierarchical.rails import tapers
+
+            try:
+                self._taper[key] = tapers(self.topo, variant.chunks, key[1])
+            except ColcError:  # the schedule's own build says why
+                self._taper[key] = False
+        return self._taper[key]
 
     def variant_schedule(self, variant: Variant) -> Schedule:
         """The schedule ``variant`` lowers (``schedule`` of its key)."""
@@ -732,24 +755,25 @@ class Compiler:
         return budget // 2 + 1 if variant.unpaired else budget
 
     def schedule(self, algorithm: str, chunks: int | None, budget: int = 0,
-                 unpaired: bool = False) -> Schedule:
+                 unpaired: bool = False, taper: bool = False) -> Schedule:
         """The proved (and replicated) chunk schedule of one algorithm and chunking
         (for the algorithms that plan their own lanes, of a budget: 0 = the
-        compiler's; rails also for an unpaired lowering, ``Variant.unpaired``)."""
+        compiler's; rails also for an unpaired lowering, ``Variant.unpaired``,
+        and with its allgather's last pieces tapered, ``_tapers``)."""
         budget = budget or self.budget
-        key = (algorithm, chunks, budget if algorithm in BUDGETED else 0, unpaired)
+        key = (algorithm, chunks, budget if algorithm in BUDGETED else 0, unpaired, taper)
         if key in self._unbuildable:  # asked again at every size of a portfolio
             raise self._unbuildable[key]
         if key not in self._schedules:
             try:
-                self._schedules[key] = self._build(algorithm, chunks, budget, unpaired)
+                self._schedules[key] = self._build(algorithm, chunks, budget, unpaired, taper)
             except ColcError as err:
                 self._unbuildable[key] = err
                 raise
         return self._schedules[key]
 
     def _build(self, algorithm: str, chunks: int | None, budget: int,
-               unpaired: bool = False) -> Schedule:
+               unpaired: bool = False, taper: bool = False) -> Schedule:
         """``schedule``'s work: generate, prove the modes, replicate."""
         self._progress(f"building {algorithm}" + (f"/c{chunks}" if chunks else ""))
         if algorithm not in ALGORITHMS:
@@ -777,6 +801,9 @@ class Compiler:
                     f"{algorithm} unpaired plans its lanes for about half the budget "
                     f"({budget} threadblocks), too few here ({str(err).split(';')[0]})"
                 ) from None
+        elif taper:
+            sched = generate(self.topo, self.opts.collective, chunks, budget=budget,
+                             taper=True)
         elif algorithm in BUDGETED:
             sched = generate(self.topo, self.opts.collective, chunks, budget=budget)
         else:
@@ -911,7 +938,7 @@ class Compiler:
         from colc.compiler.hierarchical.rails import separated_rounds
 
         rounds = separated_rounds(self.topo, self.opts.collective, variant.chunks,
-                                  self.plan_budget(variant))
+                                  self.plan_budget(variant), self._tapers(variant))
         if len(rounds) != len(sched.ops):
             raise InternalError("rails: separated rounds do not match the schedule's ops")
         return dataclasses.replace(sched, rounds=rounds)

@@ -583,3 +583,53 @@ def test_last_round_of_relays_keeps_off_the_lane_of_the_own_shards() -> None:
     own = {op.channel for op in sched.ops if op.is_transfer and op.src.buffer.value == "input"
            and op.src.rank // 8 == op.dst.rank // 8}
     assert own == {0}
+
+
+def test_allgather_tapers_its_last_pieces_with_one_segment_per_block() -> None:
+    """With one segment per block (DGX A100 x64, pieces of 2 chunks) the
+    allgather cuts each crossing's last piece in halves, so the round that
+    lands last and is forwarded last is half as large; every relay lane
+    stays within its transfers per peer.  Four segments per block (x16) and
+    the reduce-scatter keep even pieces."""
+    topo = dgx_a100(64)
+    plan = plan_rails(topo, 1, 32)
+    assert plan.segments == 1 and plan.piece == 2
+    sched = rails_schedule(topo, Collective.ALLGATHER, 1, 32)
+    cross = [op for op in sched.ops if op.src.rank // 8 != op.dst.rank // 8]
+    block = Counter()
+    for op in cross:
+        block[(op.src.rank, op.dst.rank, op.count)] += 1
+    assert {k[2] for k in block} == {1, 2}
+    assert all(block[(s, d, 1)] == 2 and block[(s, d, 2)] == 3 for s, d, c in block)
+    local = Counter((op.src.rank, op.dst.rank, op.channel) for op in sched.ops
+                    if op.is_transfer and op.src.rank // 8 == op.dst.rank // 8)
+    assert max(local.values()) <= rails.STEPS_PER_LANE
+    rs = rails_schedule(topo, Collective.REDUCESCATTER, 1, 32)
+    assert {op.count for op in rs.ops if op.src.rank // 8 != op.dst.rank // 8} == {2}
+    x16 = rails_schedule(dgx_a100(16), Collective.ALLGATHER, 4, 32)
+    assert {op.count for op in x16.ops if op.src.rank // 8 != op.dst.rank // 8} == {2}
+
+
+def test_only_simple_allgather_files_take_the_tapered_schedule() -> None:
+    """The pipeline builds the tapered rails schedule for Simple allgather
+    files only (LL pays a round more of latency at small sizes): on DGX A100
+    x64 the Simple variant's schedule has one-chunk crossings, the LL and
+    LL128 variants' and the reduce-scatter's do not; where the taper does not
+    apply (x16) every protocol shares one schedule."""
+    from colc.compiler.pipeline import Compiler, Variant
+
+    def counts(boxes, coll, proto):
+        comp = Compiler(dgx_a100(boxes), CompileOptions(
+            algorithm="rails", collective=coll, prove=False))
+        v = Variant("rails", 1, proto)
+        sched = comp.variant_schedule(v)
+        return comp.schedule_key(v), {op.count for op in sched.ops
+                                      if op.src.rank // 8 != op.dst.rank // 8}
+
+    key, simple = counts(64, Collective.ALLGATHER, Protocol.SIMPLE)
+    assert key[-1] and simple == {1, 2}
+    for proto in (Protocol.LL, Protocol.LL128):
+        key, got = counts(64, Collective.ALLGATHER, proto)
+        assert not key[-1] and got == {2}
+    assert not counts(64, Collective.REDUCESCATTER, Protocol.SIMPLE)[0][-1]
+    assert not counts(16, Collective.ALLGATHER, Protocol.SIMPLE)[0][-1]

@@ -735,13 +735,43 @@ class _Builder:
         self.scratch[rank] += count
         return at
 
-    def pieces(self, start: int, length: int) -> list[tuple[int, int]]:
-        step = self.plan.piece
-        return [(c, min(step, start + length - c)) for c in range(start, start + length, step)]
+    def pieces(self, start: int, length: int, taper: bool = False) -> list[tuple[int, int]]:
+        """``(first chunk, count)`` of each piece of ``length`` chunks from
+        ``start``; ``taper``: the last one cut in halves down to one chunk
+        (``_tapered``)."""
+        return _piece_list(start, length, self.plan.piece, taper)
+
+
+def _piece_list(start: int, length: int, step: int, taper: bool) -> list[tuple[int, int]]:
+    out = [(c, min(step, start + length - c)) for c in range(start, start + length, step)]
+    if taper and len(out) > 1:
+        c, k = out.pop()
+        while k > 1:
+            out.append((c, k - k // 2))
+            c, k = c + k - k // 2, k // 2
+        out.append((c, k))
+    return out
+
+
+def tapers(topo: Topology, chunks: int | None, budget: int = 32) -> bool:
+    """Whether ``rails_schedule``'s allgather tapers its last pieces here
+    (``_tapered``): the pipeline builds a separate schedule for its Simple
+    files only then.
+
+    >>> from colc.frontends.families import dgx_a100
+    >>> tapers(dgx_a100(64), 1), tapers(dgx_a100(16), 4), tapers(dgx_a100(128), 1)
+    (True, False, False)
+    """
+    cf = chunks or 8
+    plan = plan_rails(topo, cf, budget)
+    landed = [(plan.groups[b2][g], _piece_list(start, width, plan.piece, True))
+              for _, b2, _, _, g, start, width in _segments(plan, cf)]
+    return _tapered(plan, landed, len(_piece_list(0, cf, plan.piece, False)))
 
 
 def rails_schedule(topo: Topology, collective: Collective, chunks: int | None = None,
-                   budget: int = 32, separate: bool = False, unpaired: bool = False) -> Schedule:
+                   budget: int = 32, separate: bool = False, unpaired: bool = False,
+                   taper: bool = True) -> Schedule:
     """Rail-aligned hierarchical schedule of ``collective`` (see module docstring).
 
     Parameters
@@ -758,6 +788,9 @@ def rails_schedule(topo: Topology, collective: Collective, chunks: int | None = 
     unpaired : bool
         Plan for an unpaired lowering (``RailPlan.unpaired``); ``budget`` is
         then what the plan counts, about half what the lowering takes.
+    taper : bool
+        Let the allgather cut each crossing's last piece in halves where it
+        applies (``_tapered``); the pipeline asks it for Simple files only.
 
     Returns
     -------
@@ -782,14 +815,14 @@ def rails_schedule(topo: Topology, collective: Collective, chunks: int | None = 
     else:
         _reduce_scatter(out, collective)
     if collective is not Collective.REDUCESCATTER:
-        _allgather(out, IN if collective is Collective.ALLGATHER else OUT)
+        _allgather(out, IN if collective is Collective.ALLGATHER else OUT, taper)
     sched = Schedule(collective, n, n * cf, max(out.scratch), tuple(out.ops), algorithm=NAME,
                      rounds=tuple(out.rounds))
     return infer_dependencies(sched)
 
 
 def separated_rounds(topo: Topology, collective: Collective, chunks: int | None = None,
-                     budget: int = 32) -> tuple[int, ...]:
+                     budget: int = 32, taper: bool = True) -> tuple[int, ...]:
     """``Schedule.rounds`` of ``rails_schedule`` where a (pair, lane)'s second
     transfer in a round starts the next round; the ops are the same.
 
@@ -806,7 +839,7 @@ def separated_rounds(topo: Topology, collective: Collective, chunks: int | None 
 
     Complexity: that of ``rails_schedule`` (it is built again).
     """
-    return rails_schedule(topo, collective, chunks, budget, separate=True).rounds
+    return rails_schedule(topo, collective, chunks, budget, separate=True, taper=taper).rounds
 
 
 def _segments(plan: RailPlan, cf: int):
@@ -828,7 +861,7 @@ def _contiguous(plan: RailPlan) -> None:
             raise UnsupportedError("rails need each box's ranks numbered contiguously")
 
 
-def _allgather(out: _Builder, first: Buffer) -> None:
+def _allgather(out: _Builder, first: Buffer, taper: bool = True) -> None:
     """Phases 1-3 of the allgather; shards start in ``first`` (IN: the input,
     OUT: the owner's reduced shard of an allreduce)."""
     plan, cf = out.plan, out.cf
@@ -842,8 +875,12 @@ def _allgather(out: _Builder, first: Buffer) -> None:
     # transfer per round, and piece p of every phase comes before piece p + 1.
     shards = [(members, g, out.pieces(r * cf, cf))
               for members in plan.groups for g, r in enumerate(members)]
-    crossings = [(plan.groups[b][g], plan.groups[b2], g, out.pieces(start, width))
-                 for b, b2, _, _, g, start, width in _segments(plan, cf)]
+    segments = list(_segments(plan, cf))
+    taper = taper and _tapered(plan, [(plan.groups[b2][g], out.pieces(start, width, True))
+                                      for _, b2, _, _, g, start, width in segments],
+                               len(shards[0][2]))
+    crossings = [(plan.groups[b][g], plan.groups[b2], g, out.pieces(start, width, taper))
+                 for b, b2, _, _, g, start, width in segments]
     received = _by_receiver(crossings, lambda x: x[1][x[2]])
     most = max(len(x[3]) for x in crossings)  # spread crossings have fewer pieces
     spare = _spare_first_lane(plan, len(shards[0][2]), crossings, most)
@@ -869,6 +906,34 @@ def _allgather(out: _Builder, first: Buffer) -> None:
                            *pieces[p]) for _, members, g, pieces in batch if p < len(pieces)])
             out.round += 1
     out.spare = False
+
+
+def _tapered(plan: RailPlan, landed: list, own: int) -> bool:
+    """Whether the allgather cuts the last piece of each crossing in halves.
+
+    The crossings of a round land together (a place's rail peers share its
+    NIC), and the receiving carriers then forward them to every box peer: the
+    last round's forwarding is the call's tail.  Cut finer, the last round
+    is smaller (DGX A100 x64 at 1 GiB, pieces of 2 chunks, 8 rail peers:
+    128.6 -> 135.5 GB/s, 30 threadblocks; its reduce-scatter loses 129.0 ->
+    128.3, so only the allgather tapers).  Only with one segment per block
+    (64 boxes and more): on 16 boxes, four segments, the LL128 file of 128
+    MiB lost 132.2 -> 129.2 (4 chunks per shard); on 8 boxes rails gained
+    (1 GiB, 8 chunks: 159.1 -> 168.5) but is not the file there.  Only
+    behind box switches, where every relay lane stays within
+    ``STEPS_PER_LANE`` transfers per peer.
+
+    ``landed``: ``(receiving rank, tapered pieces)`` of every crossing;
+    ``own``: pieces of a rank's own shard (on the relay lanes when there is
+    no own lane).
+    """
+    if plan.trees or plan.piece < 2 or plan.segments > 1:
+        return False
+    relayed: dict[int, int] = {}
+    for r, pieces in landed:
+        relayed[r] = relayed.get(r, 0) + len(pieces)
+    shared = own if not plan.lanes[0] else 0
+    return all(-(-(shared + n) // plan.lanes[1]) <= STEPS_PER_LANE for n in relayed.values())
 
 
 def _spare_first_lane(plan: RailPlan, own: int, crossings: list, most: int) -> bool:
