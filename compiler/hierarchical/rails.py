@@ -32,8 +32,11 @@ the owner reduces its input, its box peers' inputs and the partials that
 crossed the network (through the receiving carrier when ``S < G``).
 Allreduce is the reduce-scatter into the output, then the allgather.
 
-Transfers are cut into pieces (``piece`` chunks) dealt round robin to
-``lanes`` channels per box peer, and the network pairs get their own
+Transfers are cut into pieces (``piece`` chunks; with one segment per block
+a Simple allgather halves each crossing's last piece, ``_tapered``) dealt
+round robin to ``lanes`` channels per box peer (an allgather's last round of
+relays off the first lane where own shards share it, ``_spare_first_lane``),
+and the network pairs get their own
 channels: on every rank the lowering pairs a lane's send to a peer with its
 receive from the same peer, so a rank takes ``1 + lanes (G-1) + net_lanes
 n_net`` threadblocks (``n_net``: its rail peers, about ``(nb-1) S / G``; one
