@@ -766,10 +766,7 @@ def tapers(topo: Topology, chunks: int | None, budget: int = 32) -> bool:
     (True, False, False)
     """
     cf = chunks or 8
-    plan = plan_rails(topo, cf, budget)
-    landed = [(plan.groups[b2][g], _piece_list(start, width, plan.piece, True))
-              for _, b2, _, _, g, start, width in _segments(plan, cf)]
-    return _tapered(plan, landed, len(_piece_list(0, cf, plan.piece, False)))
+    return _tapered(plan_rails(topo, cf, budget), cf)
 
 
 def rails_schedule(topo: Topology, collective: Collective, chunks: int | None = None,
@@ -878,12 +875,9 @@ def _allgather(out: _Builder, first: Buffer, taper: bool = True) -> None:
     # transfer per round, and piece p of every phase comes before piece p + 1.
     shards = [(members, g, out.pieces(r * cf, cf))
               for members in plan.groups for g, r in enumerate(members)]
-    segments = list(_segments(plan, cf))
-    taper = taper and _tapered(plan, [(plan.groups[b2][g], out.pieces(start, width, True))
-                                      for _, b2, _, _, g, start, width in segments],
-                               len(shards[0][2]))
+    taper = taper and _tapered(plan, cf)
     crossings = [(plan.groups[b][g], plan.groups[b2], g, out.pieces(start, width, taper))
-                 for b, b2, _, _, g, start, width in segments]
+                 for b, b2, _, _, g, start, width in _segments(plan, cf)]
     received = _by_receiver(crossings, lambda x: x[1][x[2]])
     most = max(len(x[3]) for x in crossings)  # spread crossings have fewer pieces
     spare = _spare_first_lane(plan, len(shards[0][2]), crossings, most)
@@ -911,7 +905,7 @@ def _allgather(out: _Builder, first: Buffer, taper: bool = True) -> None:
     out.spare = False
 
 
-def _tapered(plan: RailPlan, landed: list, own: int) -> bool:
+def _tapered(plan: RailPlan, cf: int) -> bool:
     """Whether the allgather cuts the last piece of each crossing in halves.
 
     The crossings of a round land together (a place's rail peers share its
@@ -926,16 +920,17 @@ def _tapered(plan: RailPlan, landed: list, own: int) -> bool:
     behind box switches, where every relay lane stays within
     ``STEPS_PER_LANE`` transfers per peer.
 
-    ``landed``: ``(receiving rank, tapered pieces)`` of every crossing;
-    ``own``: pieces of a rank's own shard (on the relay lanes when there is
-    no own lane).
+    ``cf``: chunks per shard.  A rank relays the tapered pieces of every
+    crossing it receives, and its own shard's pieces too when there is no
+    own lane.
     """
     if plan.trees or plan.piece < 2 or plan.segments > 1:
         return False
     relayed: dict[int, int] = {}
-    for r, pieces in landed:
-        relayed[r] = relayed.get(r, 0) + len(pieces)
-    shared = own if not plan.lanes[0] else 0
+    for _, b2, _, _, g, start, width in _segments(plan, cf):
+        r = plan.groups[b2][g]
+        relayed[r] = relayed.get(r, 0) + len(_piece_list(start, width, plan.piece, True))
+    shared = len(_piece_list(0, cf, plan.piece, False)) if not plan.lanes[0] else 0
     return all(-(-(shared + n) // plan.lanes[1]) <= STEPS_PER_LANE for n in relayed.values())
 
 
