@@ -490,6 +490,7 @@ def _searched(compiler, sizes: tuple[int, ...]) -> dict:
     from colc.compiler.portfolio import CHUNKINGS, PROTOCOL_SIZES
 
     best: dict[int, tuple] = {}
+    led: dict[int, tuple] = {}  # size -> (algbw, variant) of the best LL128 file
     why = ""
     for proto in compiler.model.protocols:
         lo, hi = PROTOCOL_SIZES[proto]
@@ -506,7 +507,9 @@ def _searched(compiler, sizes: tuple[int, ...]) -> dict:
             for s, r in results:
                 if s not in best or r.algbw > best[s][0].algbw:
                     best[s] = (r, v, program)
-    _stretched(compiler, sizes, best)
+                if proto is Protocol.LL128 and (s not in led or r.algbw > led[s][0]):
+                    led[s] = (r.algbw, v)
+    _stretched(compiler, sizes, best, led)
     if not best:
         return {"emittable": False, "why": why}
     rows = [_sim_row(s, best[s][0], best[s][1].label) for s in sizes if s in best]
@@ -516,10 +519,12 @@ def _searched(compiler, sizes: tuple[int, ...]) -> dict:
             "search": True, "simulated": rows}
 
 
-def _stretched(compiler, sizes: tuple[int, ...], best: dict[int, tuple]) -> None:
+def _stretched(compiler, sizes: tuple[int, ...], best: dict[int, tuple],
+               led: dict[int, tuple]) -> None:
     """The portfolio's rule past LL128's range (``portfolio.falls_behind``): where no
     file serves a size or its best is slower than the best one size below,
-    LL128's variants are simulated there too and kept when faster."""
+    LL128's variants are simulated there too, else the LL128 variant that led at
+    the largest size in LL128's range (``led``); kept when faster."""
     from colc.compiler.pipeline import variants
     from colc.compiler.portfolio import CHUNKINGS, PROTOCOL_SIZES, falls_behind
 
@@ -528,11 +533,16 @@ def _stretched(compiler, sizes: tuple[int, ...], best: dict[int, tuple]) -> None
 
     if Protocol.LL128 not in compiler.model.protocols:
         return
+    hi = PROTOCOL_SIZES[Protocol.LL128][1]
     for i, s in enumerate(sizes):
-        if s <= PROTOCOL_SIZES[Protocol.LL128][1] or not falls_behind(
-                algbw(s), algbw(sizes[i - 1]) if i else None):
+        if s <= hi:
             continue
-        for v in variants(compiler, (Protocol.LL128,), CHUNKINGS[Protocol.LL128]):
+        if falls_behind(algbw(s), algbw(sizes[i - 1]) if i else None):
+            rivals = variants(compiler, (Protocol.LL128,), CHUNKINGS[Protocol.LL128])
+        else:
+            below = [x for x in sizes[:i] if x <= hi and x in led]
+            rivals = [led[below[-1]][1]] if below else []
+        for v in rivals:
             try:
                 program = compiler.program(v)
                 r = compiler.simulate(v, s)

@@ -189,8 +189,9 @@ def _build_once(topo: Topology, opts: CompileOptions, sizes: tuple[int, ...]) ->
     ranking = {}
     for i, s in enumerate(sizes):
         ranking[s] = _rank(compiler, cands, s, notes, table, PROTOCOL_SIZES)
-        if s > PROTOCOL_SIZES[Protocol.LL128][1] and _falls(ranking, sizes, i):
-            ranking[s] = _with_ll128(compiler, cands, s, notes, table, ranking[s])
+        if s > PROTOCOL_SIZES[Protocol.LL128][1]:
+            rivals = cands if _falls(ranking, sizes, i) else _last_ll128(ranking, sizes, i)
+            ranking[s] = _with_ll128(compiler, rivals, s, notes, table, ranking[s])
     windows = _windows(compiler, sizes, ranking, notes)
     return Portfolio(tuple(windows), tuple(table), tuple(dict.fromkeys(notes)), compiler.budget)
 
@@ -215,6 +216,22 @@ def falls_behind(here: float | None, below: float | None) -> bool:
     (True, True, False)
     """
     return here is None or (below is not None and here < below)
+
+
+def _last_ll128(ranking: dict[int, list[tuple[float, Variant]]], sizes: tuple[int, ...],
+               i: int) -> list[Variant]:
+    """The fastest LL128 variant at the largest size below ``sizes[i]`` in
+    LL128's range (none: empty).  Past that range only Simple is ranked, but
+    the LL128 file that led there is simulated too and can still be faster
+    (DGX A100 x16 reduce-scatter at 1 GiB: rails LL128 c1 157.8 GB/s, the
+    best Simple file 156.1; x32 136.3 -> 142.8 with both changes of
+    2026-11-27); one more simulation per size costs little beside the
+    Simple ranking."""
+    hi = PROTOCOL_SIZES[Protocol.LL128][1]
+    below = [s for s in sizes[:i] if s <= hi]
+    if not below:
+        return []
+    return [v for _, v in ranking[below[-1]] if v.protocol is Protocol.LL128][:1]
 
 
 def _with_ll128(compiler: Compiler, cands: list[Variant], size: int, notes: list[str],

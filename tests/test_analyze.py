@@ -75,6 +75,31 @@ def test_search_ranks_ll128_past_its_range_where_simple_falls_behind(monkeypatch
     assert row["simulated"][1]["algbw"] > plain["simulated"][1]["algbw"] / 10
 
 
+def test_search_simulates_the_leading_ll128_file_past_its_range(monkeypatch) -> None:
+    """Where Simple does not fall behind, past 256 MiB the search simulates
+    one LL128 variant, the fastest at the largest size in LL128's range, and
+    the row keeps whichever of it and the best Simple file is faster."""
+    from colc.ir.core import Protocol
+
+    seen: list[tuple[str, int, float]] = []
+    real = pipeline.Compiler.simulate
+
+    def spy(self, variant, size, program=None):
+        res = real(self, variant, size, program)
+        if variant.protocol is Protocol.LL128:
+            seen.append((variant.label, size, res.algbw))
+        return res
+
+    monkeypatch.setattr(pipeline.Compiler, "simulate", spy)
+    topo = torus([3, 4], 10)
+    row = an._simulated(topo, "trees", Collective.ALLGATHER, (64 << 20, 1 << 30), None, 32,
+                        search=True)
+    led = max((bw, label) for label, s, bw in seen if s == 64 << 20)[1]
+    late = [(label, bw) for label, s, bw in seen if s == 1 << 30]
+    assert {label for label, _ in late} == {led}  # (the row may simulate it again)
+    assert row["simulated"][1]["algbw"] >= round(late[0][1], 3)
+
+
 def test_unproved_analysis_predicts_what_the_proved_file_does() -> None:
     """analyze skips the schedule proofs (the program and its simulation do
     not depend on them) but never prints a file from an unproved schedule."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 
 import pytest
@@ -12,7 +13,7 @@ from colc.compiler.hierarchical import rails
 from colc.compiler.hierarchical.rails import carrier_place, plan_rails, rail_peers, rails_schedule
 from colc.errors import InfeasibleError, UnsupportedError
 from colc.frontends.families import dgx_a100, mi250, torus
-from colc.ir.core import Collective, Protocol
+from colc.ir.core import Buffer, Collective, Protocol
 from colc.ir.topology import boxes
 from tests.helpers import validate_schedule
 
@@ -215,6 +216,38 @@ def test_large_sizes_rank_ll128_where_every_simple_file_is_slower(monkeypatch) -
     assert plain.windows[-1].variant.protocol is Protocol.SIMPLE
 
 
+def test_large_sizes_also_simulate_the_ll128_file_that_led_below(monkeypatch) -> None:
+    """Where Simple does not fall behind, past LL128's range the LL128 variant
+    fastest at the largest size in its range is simulated as well (only that
+    one), and serves the size when it beats every Simple file."""
+    from colc.compiler import pipeline
+    from colc.compiler.portfolio import build_portfolio
+
+    def build():
+        return build_portfolio(dgx_a100(2), CompileOptions(
+            algorithm="rails", collective=Collective.ALLGATHER, chunks=8, jobs=1),
+            sizes=(64 << 20, 1 << 30))
+
+    port = build()
+    led = max((r.algbw, label) for label, s, r in port.table
+              if s == 64 << 20 and label.endswith("/LL128"))[1]
+    big = {label: r.algbw for label, s, r in port.table if s == 1 << 30}
+    assert [x for x in big if x.endswith("/LL128")] == [led]
+    assert port.windows[-1].variant.label == max(big, key=big.get)
+    real = pipeline.Compiler.simulate
+
+    def slower(self, variant, size, program=None):  # Simple 10% slower at 1 GiB:
+        res = real(self, variant, size, program)  # still ahead of its own 64 MiB
+        if variant.protocol is Protocol.SIMPLE and size > 256 << 20:
+            res = dataclasses.replace(res, algbw=min(res.algbw, big[led] / 1.1))
+        return res
+
+    monkeypatch.setattr(pipeline.Compiler, "simulate", slower)
+    port = build()
+    assert port.windows[-1].variant.label == led
+    assert any("at 1GB LL128" in n for n in port.notes)
+
+
 def test_boxes_without_a_switch_lower_decoupled_within_the_budget() -> None:
     """The pipeline lowers rails on MI250 boxes with a send and a receive
     threadblock per lane (planned that way), within the budget, verified."""
@@ -248,7 +281,7 @@ def test_meshed_allreduce_at_256_ranks_lowers_within_its_plan() -> None:
 def test_separated_rounds_give_a_lane_one_transfer_per_round() -> None:
     """The same ops, in other rounds: no (pair, lane) carries two transfers in
     one round (the plain rounds do), and the schedule still verifies."""
-    topo = dgx_a100(3)
+    topo = dgx_a100(4)
     plain = rails_schedule(topo, Collective.ALLREDUCE, 2, budget=24)
     rounds = rails.separated_rounds(topo, Collective.ALLREDUCE, 2, budget=24)
     assert len(rounds) == len(plain.ops)
@@ -264,23 +297,24 @@ def test_separated_rounds_give_a_lane_one_transfer_per_round() -> None:
                                            separate=True))
 
 
-def test_a_paired_allreduce_that_hangs_at_simple_lowers_with_separated_rounds() -> None:
-    """DGX A100 x4 allreduce, chunking 2, budget 24: paired in the plain rounds
-    the Simple lowering deadlocks (a lane sends twice in a row into a FIFO of
-    2 calls) and unpaired it needs 41 threadblocks; the pipeline's next
+def test_a_paired_schedule_that_hangs_at_simple_lowers_with_separated_rounds() -> None:
+    """DGX A100 x6 reduce-scatter, chunking 8, budget 24: paired in the plain
+    rounds the Simple lowering deadlocks (a lane sends twice in a row into a
+    FIFO of 2 calls) and unpaired it does not fit; the pipeline's next
     strategy lowers the same pairing in separated rounds, within 24."""
     from colc.compiler.pipeline import FUSED, RAILS, Compiler, Variant
     from colc.ir.interpret import deadlocks
 
-    topo = dgx_a100(4)
-    sched = rails_schedule(topo, Collective.ALLREDUCE, 2, budget=24)
+    topo = dgx_a100(6)
+    sched = rails_schedule(topo, Collective.REDUCESCATTER, 8, budget=24)
     plain = lower_to_program(sched, LoweringOptions(
         protocol=Protocol.SIMPLE, max_threadblocks=24, **FUSED[0]))
     assert deadlocks(plain, Protocol.SIMPLE.fifo_depth)
-    compiler = Compiler(topo, CompileOptions(algorithm="rails", collective=Collective.ALLREDUCE,
+    compiler = Compiler(topo, CompileOptions(algorithm="rails",
+                                             collective=Collective.REDUCESCATTER,
                                              max_threadblocks=24, rank_sizes=(1 << 20,),
                                              jobs=1))
-    variant = Variant("rails", 2, Protocol.SIMPLE)
+    variant = Variant("rails", 8, Protocol.SIMPLE)
     program = compiler.program(variant)
     assert RAILS[compiler._strategy[variant]].get("rounds") == "separated"
     assert program.max_threadblocks <= 24
@@ -633,3 +667,39 @@ def test_only_simple_allgather_files_take_the_tapered_schedule() -> None:
         assert not key[-1] and got == {2}
     assert not counts(64, Collective.REDUCESCATTER, Protocol.SIMPLE)[0][-1]
     assert not counts(16, Collective.ALLGATHER, Protocol.SIMPLE)[0][-1]
+
+
+def test_owner_sums_take_the_crossed_partials_last() -> None:
+    """DGX A100 x12 reduce-scatter (four segments: receiving carriers forward
+    partials to the owners): each owner's chain receives its box peers'
+    inputs first and the forwarded partials in a later round, and sums what
+    landed on it apart, reduced into the result by one local reduce last."""
+    from colc.ir.chunks import OpKind
+
+    topo = dgx_a100(12)
+    sched = rails_schedule(topo, Collective.REDUCESCATTER, 2)
+    writer: dict = {}  # slot -> indices of the ops that wrote it, in order
+    for i, op in enumerate(sched.ops):
+        writer.setdefault(op.dst, []).append(i)
+    chains = []
+    for slot, ids in writer.items():
+        if slot.buffer is not Buffer.OUTPUT:
+            continue
+        chain, at = [ids[-1]], ids[-1]
+        while (prev := sched.ops[at].operand) is not None and prev.buffer is not Buffer.INPUT:
+            at = max(j for j in writer[prev] if j < at)  # its last write before
+            chain.append(at)
+        chains.append(chain[::-1])
+    assert len(chains) == topo.num_ranks * 2
+    forwarded = 0
+    for chain in chains:
+        ops = [sched.ops[i] for i in chain]
+        kinds = ["local" if op.src.rank == op.dst.rank else
+                 "box" if op.src.buffer is Buffer.INPUT else "crossed" for op in ops]
+        assert "local" not in kinds[:-1]  # landed partials: one reduce, the last
+        assert kinds == sorted(kinds, key=["box", "crossed", "local"].index)
+        box = [sched.rounds[i] for i, k in zip(chain, kinds) if k == "box"]
+        crossed = [sched.rounds[i] for i, k in zip(chain, kinds) if k == "crossed"]
+        assert not crossed or min(crossed) > max(box)
+        forwarded += len(crossed)
+    assert forwarded > 0
