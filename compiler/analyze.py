@@ -526,22 +526,20 @@ def _stretched(compiler, sizes: tuple[int, ...], best: dict[int, tuple],
     LL128's variants are simulated there too, else the LL128 variant that led at
     the largest size in LL128's range (``led``); kept when faster."""
     from colc.compiler.pipeline import variants
-    from colc.compiler.portfolio import CHUNKINGS, PROTOCOL_SIZES, falls_behind
+    from colc.compiler.portfolio import CHUNKINGS, PROTOCOL_SIZES, falls_behind, last_ll128_size
 
     def algbw(s: int) -> float | None:
         return best[s][0].algbw if s in best else None
 
     if Protocol.LL128 not in compiler.model.protocols:
         return
-    hi = PROTOCOL_SIZES[Protocol.LL128][1]
     for i, s in enumerate(sizes):
-        if s <= hi:
+        if s <= PROTOCOL_SIZES[Protocol.LL128][1]:
             continue
         if falls_behind(algbw(s), algbw(sizes[i - 1]) if i else None):
             rivals = variants(compiler, (Protocol.LL128,), CHUNKINGS[Protocol.LL128])
         else:
-            below = [x for x in sizes[:i] if x <= hi and x in led]
-            rivals = [led[below[-1]][1]] if below else []
+            rivals = [led[top][1]] if (top := last_ll128_size(sizes, i)) in led else []
         for v in rivals:
             try:
                 program = compiler.program(v)

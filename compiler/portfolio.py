@@ -227,11 +227,22 @@ def _last_ll128(ranking: dict[int, list[tuple[float, Variant]]], sizes: tuple[in
     best Simple file 156.1; x32 136.3 -> 142.8 with both changes of
     2026-11-27); one more simulation per size costs little beside the
     Simple ranking."""
-    hi = PROTOCOL_SIZES[Protocol.LL128][1]
-    below = [s for s in sizes[:i] if s <= hi]
-    if not below:
+    top = last_ll128_size(sizes, i)
+    if top is None:
         return []
-    return [v for _, v in ranking[below[-1]] if v.protocol is Protocol.LL128][:1]
+    return [v for _, v in ranking[top] if v.protocol is Protocol.LL128][:1]
+
+
+def last_ll128_size(sizes: tuple[int, ...], i: int) -> int | None:
+    """The largest of ``sizes[:i]`` in LL128's range (``PROTOCOL_SIZES``),
+    where the portfolio and ``colc analyze --search`` take the LL128 variant
+    they also simulate past that range; None when there is none.
+
+    >>> last_ll128_size((64 << 20, 256 << 20, 1 << 30), 2) == 256 << 20
+    True
+    """
+    hi = PROTOCOL_SIZES[Protocol.LL128][1]
+    return max((s for s in sizes[:i] if s <= hi), default=None)
 
 
 def _with_ll128(compiler: Compiler, cands: list[Variant], size: int, notes: list[str],
