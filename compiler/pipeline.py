@@ -520,7 +520,7 @@ def _shallow_packing(topo: Topology):
 
 def _rails(topo: Topology, collective: Collective, chunks: int | None = None,
            budget: int = DEFAULT_THREADBLOCKS, unpaired: bool = False,
-           taper: bool = False) -> Schedule:
+           simple: bool = False) -> Schedule:
     """Rail-aligned schedules: ``compiler/hierarchical/rails.py``, all-to-all in
     ``compiler/alltoall/rails_alltoall.py``."""
     if collective is Collective.ALLTOALL:
@@ -530,7 +530,7 @@ def _rails(topo: Topology, collective: Collective, chunks: int | None = None,
     from colc.compiler.hierarchical.rails import rails_schedule
 
     return rails_schedule(topo, collective, chunks, budget=budget, unpaired=unpaired,
-                          taper=taper)
+                          simple=simple)
 
 
 def _trees(topo: Topology, collective: Collective, chunks: int | None = None) -> Schedule:
@@ -701,7 +701,7 @@ class Compiler:
         #: Threadblocks per rank every file of this compiler may take.
         self.budget = threadblock_budget(opts.max_threadblocks, self.model)
         self._schedules: dict[tuple[str, int | None, int, bool, bool], Schedule] = {}
-        self._taper: dict[tuple[int | None, int], bool] = {}
+        self._simple: dict[tuple[int | None, int], bool] = {}
         self._programs: dict[Variant, Program] = {}
         self._sims: dict[tuple[Variant, int], SimResult] = {}
         self._loaded: dict[Variant, object] = {}
@@ -716,31 +716,35 @@ class Compiler:
 
     # -- schedules -----------------------------------------------------------
     def schedule_key(self, variant: Variant) -> tuple[str, int | None, int, bool, bool]:
-        """``(algorithm, chunks, budget, unpaired, taper)``: where ``schedule``
+        """``(algorithm, chunks, budget, unpaired, simple)``: where ``schedule``
         caches ``variant``'s schedule (the budget counts only for the
         algorithms that plan lanes); ``schedule(*key)`` builds it."""
         budget = self.plan_budget(variant) if variant.algorithm in BUDGETED else 0
         return (variant.algorithm, variant.chunks, budget, variant.unpaired,
-                self._tapers(variant))
+                self._simple_form(variant))
 
-    def _tapers(self, variant: Variant) -> bool:
-        """Whether ``variant``'s rails allgather tapers its last pieces
-        (``rails.tapers``): Simple files only.  DGX A100 x64 allgather,
-        simulated: Simple 1 GiB 128.6 -> 135.5 GB/s, but LL 1 MiB 10.4 ->
-        9.8 (a round more of latency) and LL128 16 MiB 51.8 -> 50.1."""
+    def _simple_form(self, variant: Variant) -> bool:
+        """Whether ``variant`` takes rails' own form for Simple files
+        (``rails.simple_form``): Simple files only.  DGX A100 x64 allgather,
+        simulated: the tapered Simple 1 GiB 128.6 -> 135.5 GB/s, but LL 1 MiB
+        10.4 -> 9.8 (a round more of latency) and LL128 16 MiB 51.8 -> 50.1;
+        x64 allreduce with the finer pieces: Simple 1 GiB 66.5 (LL128 55.4
+        before), but LL 1 MiB 7.5 -> 5.6 and LL128 16 MiB 33.6 -> 27.5."""
         if (variant.algorithm != "rails" or variant.protocol is not Protocol.SIMPLE
-                or variant.unpaired or self.opts.collective is not Collective.ALLGATHER
+                or variant.unpaired or self.opts.collective not in (
+                    Collective.ALLGATHER, Collective.ALLREDUCE)
                 or _meshed_boxes(self.topo)):
             return False
         key = (variant.chunks, self.plan_budget(variant))
-        if key not in self._taper:
-            from colc.compiler.hierarchical.rails import tapers
+        if key not in self._simple:
+            from colc.compiler.hierarchical.rails import simple_form
 
             try:
-                self._taper[key] = tapers(self.topo, variant.chunks, key[1])
+                self._simple[key] = simple_form(self.topo, self.opts.collective,
+                                                variant.chunks, key[1])
             except ColcError:  # the schedule's own build says why
-                self._taper[key] = False
-        return self._taper[key]
+                self._simple[key] = False
+        return self._simple[key]
 
     def variant_schedule(self, variant: Variant) -> Schedule:
         """The schedule ``variant`` lowers (``schedule`` of its key)."""
@@ -755,25 +759,25 @@ class Compiler:
         return budget // 2 + 1 if variant.unpaired else budget
 
     def schedule(self, algorithm: str, chunks: int | None, budget: int = 0,
-                 unpaired: bool = False, taper: bool = False) -> Schedule:
+                 unpaired: bool = False, simple: bool = False) -> Schedule:
         """The proved (and replicated) chunk schedule of one algorithm and chunking
         (for the algorithms that plan their own lanes, of a budget: 0 = the
         compiler's; rails also for an unpaired lowering, ``Variant.unpaired``,
-        and with its allgather's last pieces tapered, ``_tapers``)."""
+        and in its form for Simple files, ``_simple_form``)."""
         budget = budget or self.budget
-        key = (algorithm, chunks, budget if algorithm in BUDGETED else 0, unpaired, taper)
+        key = (algorithm, chunks, budget if algorithm in BUDGETED else 0, unpaired, simple)
         if key in self._unbuildable:  # asked again at every size of a portfolio
             raise self._unbuildable[key]
         if key not in self._schedules:
             try:
-                self._schedules[key] = self._build(algorithm, chunks, budget, unpaired, taper)
+                self._schedules[key] = self._build(algorithm, chunks, budget, unpaired, simple)
             except ColcError as err:
                 self._unbuildable[key] = err
                 raise
         return self._schedules[key]
 
     def _build(self, algorithm: str, chunks: int | None, budget: int,
-               unpaired: bool = False, taper: bool = False) -> Schedule:
+               unpaired: bool = False, simple: bool = False) -> Schedule:
         """``schedule``'s work: generate, prove the modes, replicate."""
         self._progress(f"building {algorithm}" + (f"/c{chunks}" if chunks else ""))
         if algorithm not in ALGORITHMS:
@@ -801,9 +805,9 @@ class Compiler:
                     f"{algorithm} unpaired plans its lanes for about half the budget "
                     f"({budget} threadblocks), too few here ({str(err).split(';')[0]})"
                 ) from None
-        elif taper:
+        elif simple:
             sched = generate(self.topo, self.opts.collective, chunks, budget=budget,
-                             taper=True)
+                             simple=True)
         elif algorithm in BUDGETED:
             sched = generate(self.topo, self.opts.collective, chunks, budget=budget)
         else:
@@ -885,7 +889,8 @@ class Compiler:
             from colc.compiler.hierarchical.rails import fifo_problem
 
             problem = fifo_problem(self.topo, self.opts.collective, variant.chunks,
-                                   variant.budget or self.budget, variant.protocol.fifo_depth)
+                                   variant.budget or self.budget, variant.protocol.fifo_depth,
+                                   self._simple_form(variant))
             if problem is not None:
                 raise InfeasibleError(problem)
         opts = self.opts
@@ -938,7 +943,7 @@ class Compiler:
         from colc.compiler.hierarchical.rails import separated_rounds
 
         rounds = separated_rounds(self.topo, self.opts.collective, variant.chunks,
-                                  self.plan_budget(variant), self._tapers(variant))
+                                  self.plan_budget(variant), self._simple_form(variant))
         if len(rounds) != len(sched.ops):
             raise InternalError("rails: separated rounds do not match the schedule's ops")
         return dataclasses.replace(sched, rounds=rounds)

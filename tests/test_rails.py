@@ -109,6 +109,42 @@ def test_a_thousand_gpus_plan_within_the_budget() -> None:
     assert plan.piece <= 8  # LL128's FIFO holds 8 calls
 
 
+def test_fine_allreduce_pieces_past_256_ranks_fill_a_paired_lane() -> None:
+    """Past ``PHASE_RANKS`` an allreduce plans both phases on one lane; for
+    Simple files (``fine``) the pieces are the finest whose sends and
+    receives fill 64 steps (x64: 2 chunks, 4 otherwise; x128: 8 either way),
+    and Simple's FIFO of 2 calls accepts them."""
+    x64 = dgx_a100(64)
+    assert plan_rails(x64, 1, 32, 2, True, fine=True).piece == 2
+    assert plan_rails(x64, 1, 32, 2, True).piece == 4
+    assert plan_rails(x64, 1, 32).piece == 2  # one phase: as before
+    assert plan_rails(dgx_a100(128), 1, 32, 2, True, fine=True).piece == 8
+    assert plan_rails(dgx_a100(32), 1, 32, 2, True, fine=True).piece == 1  # as one phase
+    assert rails.fifo_problem(x64, Collective.ALLREDUCE, 1, 32, 2, simple=True) is None
+    assert "pieces of 4" in rails.fifo_problem(x64, Collective.ALLREDUCE, 1, 32, 2)
+
+
+def test_a_large_allreduce_gathers_in_finer_pieces_where_each_crossing_is_one() -> None:
+    """DGX A100 x128 allreduce: planned for both phases, a crossing is one
+    piece of 8 chunks; the allgather then takes pieces of 4, and with the
+    reduce-scatter's a lane still carries at most ``PAIRED_LANE_TRANSFERS``
+    transfers per peer and direction.  Where crossings already have several
+    pieces (x64) the allgather keeps the plan's."""
+    plan = plan_rails(dgx_a100(128), 1, 32, 2, True)
+    assert (plan.piece, rails._gather_piece(plan, 1)) == (8, 4)
+    x64 = plan_rails(dgx_a100(64), 1, 32, 2, True)
+    assert rails._gather_piece(x64, 1) == x64.piece == 4
+    sched = rails_schedule(dgx_a100(128), Collective.ALLREDUCE, 1, 32, simple=False)
+    crossing = {}
+    for op in sched.ops:
+        if op.src.rank // 8 != op.dst.rank // 8:
+            crossing.setdefault(op.dst.buffer, set()).add(op.count)
+    assert crossing == {Buffer.SCRATCH: {8}, Buffer.OUTPUT: {4}}  # reduce-scatter, allgather
+    lane = Counter((op.src.rank, op.dst.rank, op.channel) for op in sched.ops
+                   if op.src.rank != op.dst.rank)
+    assert max(lane.values()) <= rails.PAIRED_LANE_TRANSFERS
+
+
 @pytest.mark.parametrize("coll", COLLS)
 def test_shared_lanes_and_one_segment_verify_at_ll128(coll) -> None:
     """The x128 layout at 10 boxes (a budget of 17 forces it): proved, lowered at
@@ -181,7 +217,7 @@ def test_large_sizes_fall_back_to_ll128_where_no_simple_file_is_correct(monkeypa
     correct (DGX A100 x128 rails), LL128 serves those sizes and a note says so."""
     from colc.compiler.portfolio import build_portfolio
 
-    def refuse_simple(topo, coll, chunks, budget, depth):
+    def refuse_simple(topo, coll, chunks, budget, depth, simple=False):
         return "pieces exceed the FIFO" if depth == 2 else None
 
     monkeypatch.setattr(rails, "fifo_problem", refuse_simple)
@@ -644,12 +680,12 @@ def test_allgather_tapers_its_last_pieces_with_one_segment_per_block() -> None:
     assert {op.count for op in x16.ops if op.src.rank // 8 != op.dst.rank // 8} == {2}
 
 
-def test_only_simple_allgather_files_take_the_tapered_schedule() -> None:
-    """The pipeline builds the tapered rails schedule for Simple allgather
-    files only (LL pays a round more of latency at small sizes): on DGX A100
-    x64 the Simple variant's schedule has one-chunk crossings, the LL and
-    LL128 variants' and the reduce-scatter's do not; where the taper does not
-    apply (x16) every protocol shares one schedule."""
+def test_only_simple_files_take_the_simple_form() -> None:
+    """The pipeline builds rails' form for Simple files for those only (LL
+    pays a round more of latency at small sizes): on DGX A100 x64 the Simple
+    allgather's schedule has one-chunk crossings and the Simple allreduce's
+    pieces of 2 chunks, the LL and LL128 variants' and the reduce-scatter's
+    do not; where neither applies (x16) every protocol shares one schedule."""
     from colc.compiler.pipeline import Compiler, Variant
 
     def counts(boxes, coll, proto):
@@ -667,6 +703,10 @@ def test_only_simple_allgather_files_take_the_tapered_schedule() -> None:
         assert not key[-1] and got == {2}
     assert not counts(64, Collective.REDUCESCATTER, Protocol.SIMPLE)[0][-1]
     assert not counts(16, Collective.ALLGATHER, Protocol.SIMPLE)[0][-1]
+    key, fine = counts(64, Collective.ALLREDUCE, Protocol.SIMPLE)
+    assert key[-1] and fine == {2}
+    key, coarse = counts(64, Collective.ALLREDUCE, Protocol.LL)
+    assert not key[-1] and coarse == {4}
 
 
 def test_owner_sums_take_the_crossed_partials_last() -> None:

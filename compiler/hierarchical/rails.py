@@ -33,7 +33,9 @@ crossed the network (through the receiving carrier when ``S < G``).
 Allreduce is the reduce-scatter into the output, then the allgather.
 
 Transfers are cut into pieces (``piece`` chunks; with one segment per block
-a Simple allgather halves each crossing's last piece, ``_tapered``) dealt
+a Simple allgather halves each crossing's last piece, ``_tapered``, and a
+Simple allreduce past ``PHASE_RANKS`` ranks takes pieces that fill a lane's
+64 steps, ``PAIRED_LANE_TRANSFERS``) dealt
 round robin to ``lanes`` channels per box peer (an allgather's last round of
 relays off the first lane where own shards share it, ``_spare_first_lane``),
 and the network pairs get their own
@@ -90,6 +92,16 @@ LEAD = 2
 #: GPU; below, the phases fit as planned and larger pieces would cost the
 #: Simple files their FIFO room).
 PHASE_RANKS = 256
+#: Transfers a paired lane takes per peer and direction when a send and its
+#: receive are its only steps (64 steps, no nops).  Past ``PHASE_RANKS``, a
+#: Simple allreduce plans each phase for half of this rather than of
+#: ``STEPS_PER_LANE`` (``plan_rails``' ``fine``): the finest pieces whose steps
+#: still fit (DGX A100 x64, one chunk per shard: pieces of 2 chunks, 64 steps
+#: on a relay lane, 1 GiB 55.4 -> 66.5 GB/s; with 4 chunks Simple's FIFO of
+#: 2 calls refused the file; at x128 the cap leaves pieces of 8).  LL and
+#: LL128 keep the coarser pieces, which lead at small sizes (x64: 7.5 against
+#: 5.6 GB/s at 1 MiB, LL; 33.6 against 27.5 at 16 MiB, LL128).
+PAIRED_LANE_TRANSFERS = 32
 #: The same from this many ranks on boxes without a switch, where relays along
 #: the box's trees put more steps on a lane (MI250 x16, 256 ranks, planned as
 #: one phase: relay lanes of about 70 steps, split by the lowering, 60
@@ -302,7 +314,7 @@ def rail_peers(nb: int, size: int, segments: int) -> int:
 
 
 def plan_rails(topo: Topology, cf: int, budget: int, phases: int = 1,
-               reduces: bool = False, unpaired: bool = False) -> RailPlan:
+               reduces: bool = False, unpaired: bool = False, fine: bool = False) -> RailPlan:
     """Segments, lanes and piece size of a rails schedule (see module docstring).
 
     Parameters
@@ -321,6 +333,10 @@ def plan_rails(topo: Topology, cf: int, budget: int, phases: int = 1,
         kept for the carriers' split sums (``RailPlan.sum_chains``).
     unpaired : bool
         For an unpaired lowering (``RailPlan.unpaired``).
+    fine : bool
+        Past ``PHASE_RANKS`` ranks behind box switches, plan both phases for
+        ``PAIRED_LANE_TRANSFERS`` rather than ``STEPS_PER_LANE`` (Simple
+        allreduce files: finer pieces, no room for nops).
 
     Returns
     -------
@@ -369,7 +385,9 @@ def plan_rails(topo: Topology, cf: int, budget: int, phases: int = 1,
     # Decoupled (boxes without a switch), a threadblock sends or receives: the
     # steps of both directions are its own.
     both = nb * size > PHASE_RANKS or (trees and nb * size >= MESH_PHASE_RANKS)
-    steps = STEPS_PER_LANE * cost // (phases if both else 1)
+    full = fine and phases > 1 and both and not trees
+    steps = (PAIRED_LANE_TRANSFERS if full else STEPS_PER_LANE) * cost // (
+        phases if both else 1)
     too_long = None
     for s, split, net_lanes, fixed, total in ordered:
         lanes = _split_lanes(total, nb, unpaired or (
@@ -409,14 +427,14 @@ def plan_rails(topo: Topology, cf: int, budget: int, phases: int = 1,
 
 
 def fifo_problem(topo: Topology, collective: Collective, chunks: int | None, budget: int,
-                 depth: int) -> str | None:
+                 depth: int, simple: bool = False) -> str | None:
     """Why a rails file for a FIFO of ``depth`` calls would hang, or None.
 
     Paired threadblocks alternate a send to a peer with the receive from it;
     in the verifier's case (one call per chunk) a piece longer than the FIFO
     blocks both sides, and the unpaired lowering takes up to twice the
     planned threadblocks: when that is over the budget, no lowering is left.
-    Checked before lowering (DGX A100 x128: a Simple lowering, its hang check
+    ``simple``: for the Simple form (``rails_schedule``).  Checked before lowering (DGX A100 x128: a Simple lowering, its hang check
     and the unpaired attempt cost over a minute to learn this).
 
     >>> from colc.frontends.families import dgx_a100
@@ -426,7 +444,7 @@ def fifo_problem(topo: Topology, collective: Collective, chunks: int | None, bud
     'rails: pieces of 4 chunks (one call each'
     """
     plan = plan_rails(topo, chunks or 8, budget, 2 if collective is Collective.ALLREDUCE else 1,
-                      collective is not Collective.ALLGATHER)
+                      collective is not Collective.ALLGATHER, fine=simple)
     if plan.piece <= depth or 2 * plan.threadblocks <= budget or plan.trees:  # trees: decoupled
         return None
     return (f"rails: pieces of {plan.piece} chunks (one call each in the verifier's case) "
@@ -531,24 +549,55 @@ def _piece(cf: int, size: int, nb: int, segments: int, lanes: tuple[int, int],
     segment and of a shard line up), the smallest that keeps every lane within
     ``STEPS_PER_LANE`` transfers per peer and direction (``uses``: the trees
     one own lane and one relay lane serve at most)."""
-    seg_len = size // segments * cf
-    carried = -(-(nb - 1) * segments // size)  # segments a place receives at most
-    options = sorted({d for d in range(1, cf + 1) if cf % d == 0}
-                     | {cf * m for m in range(1, size // segments + 1)
-                        if (size // segments) % m == 0})
-    start = 1  # a piece is one call at large sizes: exchanges alternate within the FIFO
     per_lane = 0
-    for piece in (p for p in options if p >= min(start, cf) and p <= MAX_COUNT):
-        own = uses[0] * -(-cf // piece)
-        relayed = uses[1] * (_relayed_pieces(nb, size, segments, spread, cf, piece) if spread
-                             else carried * -(-seg_len // piece))
-        per_lane = (max(-(-own // lanes[0]), -(-relayed // lanes[1])) if lanes[0]
-                    else -(-(own + relayed) // lanes[1]))
+    for piece in (p for p in _piece_options(cf, size, segments) if p <= MAX_COUNT):
+        per_lane = _lane_transfers(cf, size, nb, segments, lanes, piece, uses, spread)
         if per_lane <= steps:
             return piece
     raise InfeasibleError(
         f"rails: {cf} chunks per shard need more than 64 steps per threadblock "
         f"({per_lane} transfers per lane); use fewer chunks per shard")
+
+
+def _piece_options(cf: int, size: int, segments: int) -> list[int]:
+    """Piece sizes that line up with the pieces of a segment and of a shard."""
+    return sorted({d for d in range(1, cf + 1) if cf % d == 0}
+                  | {cf * m for m in range(1, size // segments + 1)
+                     if (size // segments) % m == 0})
+
+
+def _lane_transfers(cf: int, size: int, nb: int, segments: int, lanes: tuple[int, int],
+                    piece: int, uses: tuple[int, int] = (1, 1),
+                    spread: tuple[int, ...] = ()) -> int:
+    """Transfers of one phase on a lane per peer and direction at most, in
+    pieces of ``piece`` chunks (see ``_piece``)."""
+    seg_len = size // segments * cf
+    carried = -(-(nb - 1) * segments // size)  # segments a place receives at most
+    own = uses[0] * -(-cf // piece)
+    relayed = uses[1] * (_relayed_pieces(nb, size, segments, spread, cf, piece) if spread
+                         else carried * -(-seg_len // piece))
+    return (max(-(-own // lanes[0]), -(-relayed // lanes[1])) if lanes[0]
+            else -(-(own + relayed) // lanes[1]))
+
+
+def _gather_piece(plan: RailPlan, cf: int) -> int:
+    """Piece of an allreduce's allgather: finer than ``plan.piece`` where the
+    plan, counting both phases (past ``PHASE_RANKS`` ranks), leaves each
+    crossing one piece, so nothing of it pipelines; the finest whose
+    transfers, with the reduce-scatter's, stay within
+    ``PAIRED_LANE_TRANSFERS`` per lane (DGX A100 x128: pieces of 4 chunks
+    after the reduce-scatter's 8, 26 transfers per lane; LL128 at 128 MiB
+    43.2 -> 52.6 GB/s, 32 threadblocks).  Behind box switches only.
+    """
+    nb, size, s = len(plan.groups), plan.size, plan.segments
+    if plan.trees or plan.spread or plan.piece < size // s * cf:
+        return plan.piece
+    first = _lane_transfers(cf, size, nb, s, plan.lanes, plan.piece)
+    for piece in _piece_options(cf, size, s):
+        if piece < plan.piece and first + _lane_transfers(
+                cf, size, nb, s, plan.lanes, piece) <= PAIRED_LANE_TRANSFERS:
+            return piece
+    return plan.piece
 
 
 def _relayed_pieces(nb: int, size: int, segments: int, spread: tuple[int, ...], cf: int,
@@ -756,22 +805,31 @@ def _piece_list(start: int, length: int, step: int, taper: bool) -> list[tuple[i
     return out
 
 
-def tapers(topo: Topology, chunks: int | None, budget: int = 32) -> bool:
-    """Whether ``rails_schedule``'s allgather tapers its last pieces here
-    (``_tapered``): the pipeline builds a separate schedule for its Simple
-    files only then.
+def simple_form(topo: Topology, collective: Collective, chunks: int | None,
+                budget: int = 32) -> bool:
+    """Whether ``rails_schedule``'s form for Simple files differs here from
+    the others' (an allgather that tapers its last pieces, ``_tapered``; an
+    allreduce whose finer pieces fill a lane, ``PAIRED_LANE_TRANSFERS``):
+    the pipeline builds a separate schedule for its Simple files only then.
 
     >>> from colc.frontends.families import dgx_a100
-    >>> tapers(dgx_a100(64), 1), tapers(dgx_a100(16), 4), tapers(dgx_a100(128), 1)
-    (True, False, False)
+    >>> [simple_form(dgx_a100(n), Collective.ALLGATHER, c) for n, c in ((64, 1), (16, 4), (128, 1))]
+    [True, False, False]
+    >>> [simple_form(dgx_a100(n), Collective.ALLREDUCE, 1) for n in (32, 64, 128)]
+    [False, True, False]
     """
     cf = chunks or 8
-    return _tapered(plan_rails(topo, cf, budget), cf)
+    if collective is Collective.ALLGATHER:
+        return _tapered(plan_rails(topo, cf, budget), cf)
+    if collective is not Collective.ALLREDUCE:
+        return False
+    return (plan_rails(topo, cf, budget, 2, True, fine=True).piece
+            != plan_rails(topo, cf, budget, 2, True).piece)
 
 
 def rails_schedule(topo: Topology, collective: Collective, chunks: int | None = None,
                    budget: int = 32, separate: bool = False, unpaired: bool = False,
-                   taper: bool = True) -> Schedule:
+                   simple: bool = True) -> Schedule:
     """Rail-aligned hierarchical schedule of ``collective`` (see module docstring).
 
     Parameters
@@ -788,9 +846,11 @@ def rails_schedule(topo: Topology, collective: Collective, chunks: int | None = 
     unpaired : bool
         Plan for an unpaired lowering (``RailPlan.unpaired``); ``budget`` is
         then what the plan counts, about half what the lowering takes.
-    taper : bool
-        Let the allgather cut each crossing's last piece in halves where it
-        applies (``_tapered``); the pipeline asks it for Simple files only.
+    simple : bool
+        The form for Simple files (the pipeline asks it for those only): the
+        allgather cuts each crossing's last piece in halves where that
+        applies (``_tapered``), an allreduce takes the pieces that fill a
+        paired lane (``plan_rails``' ``fine``).
 
     Returns
     -------
@@ -805,7 +865,7 @@ def rails_schedule(topo: Topology, collective: Collective, chunks: int | None = 
     """
     cf = chunks or 8
     plan = plan_rails(topo, cf, budget, 2 if collective is Collective.ALLREDUCE else 1,
-                      collective is not Collective.ALLGATHER, unpaired)
+                      collective is not Collective.ALLGATHER, unpaired, simple)
     n = topo.num_ranks
     out = _Builder(plan, cf, n, separate)
     if collective is Collective.ALLGATHER:
@@ -814,15 +874,18 @@ def rails_schedule(topo: Topology, collective: Collective, chunks: int | None = 
                 out.add(OpKind.COPY, Slot(r, IN, c), Slot(r, OUT, r * cf + c), k)
     else:
         _reduce_scatter(out, collective)
+    if collective is Collective.ALLREDUCE:
+        out.plan = dataclasses.replace(plan, piece=_gather_piece(plan, cf))
     if collective is not Collective.REDUCESCATTER:
-        _allgather(out, IN if collective is Collective.ALLGATHER else OUT, taper)
+        _allgather(out, IN if collective is Collective.ALLGATHER else OUT,
+                   simple and collective is Collective.ALLGATHER)
     sched = Schedule(collective, n, n * cf, max(out.scratch), tuple(out.ops), algorithm=NAME,
                      rounds=tuple(out.rounds))
     return infer_dependencies(sched)
 
 
 def separated_rounds(topo: Topology, collective: Collective, chunks: int | None = None,
-                     budget: int = 32, taper: bool = True) -> tuple[int, ...]:
+                     budget: int = 32, simple: bool = True) -> tuple[int, ...]:
     """``Schedule.rounds`` of ``rails_schedule`` where a (pair, lane)'s second
     transfer in a round starts the next round; the ops are the same.
 
@@ -839,7 +902,7 @@ def separated_rounds(topo: Topology, collective: Collective, chunks: int | None 
 
     Complexity: that of ``rails_schedule`` (it is built again).
     """
-    return rails_schedule(topo, collective, chunks, budget, separate=True, taper=taper).rounds
+    return rails_schedule(topo, collective, chunks, budget, separate=True, simple=simple).rounds
 
 
 def _segments(plan: RailPlan, cf: int):
@@ -880,7 +943,8 @@ def _allgather(out: _Builder, first: Buffer, taper: bool = True) -> None:
                  for b, b2, _, _, g, start, width in _segments(plan, cf)]
     received = _by_receiver(crossings, lambda x: x[1][x[2]])
     most = max(len(x[3]) for x in crossings)  # spread crossings have fewer pieces
-    spare = _spare_first_lane(plan, len(shards[0][2]), crossings, most)
+    # an allreduce's lanes carry its reduce-scatter too: no lane is spare
+    spare = first is IN and _spare_first_lane(plan, len(shards[0][2]), crossings, most)
     for p in range(max(len(shards[0][2]), most)):
         out.relay = 0
         out.spare = spare and p == most - 1
