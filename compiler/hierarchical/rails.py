@@ -35,7 +35,8 @@ Allreduce is the reduce-scatter into the output, then the allgather.
 Transfers are cut into pieces (``piece`` chunks; with one segment per block
 a Simple allgather halves each crossing's last piece, ``_tapered``, and a
 Simple allreduce past ``PHASE_RANKS`` ranks takes pieces that fill a lane's
-64 steps, ``PAIRED_LANE_TRANSFERS``) dealt
+64 steps, ``PAIRED_LANE_TRANSFERS``; where an allreduce's crossings are one
+piece each, its allgather takes finer ones, ``_gather_piece``) dealt
 round robin to ``lanes`` channels per box peer (an allgather's last round of
 relays off the first lane where own shards share it, ``_spare_first_lane``),
 and the network pairs get their own
@@ -434,8 +435,9 @@ def fifo_problem(topo: Topology, collective: Collective, chunks: int | None, bud
     in the verifier's case (one call per chunk) a piece longer than the FIFO
     blocks both sides, and the unpaired lowering takes up to twice the
     planned threadblocks: when that is over the budget, no lowering is left.
-    ``simple``: for the Simple form (``rails_schedule``).  Checked before lowering (DGX A100 x128: a Simple lowering, its hang check
-    and the unpaired attempt cost over a minute to learn this).
+    ``simple``: for the form of Simple files (``rails_schedule``).  Checked
+    before lowering (DGX A100 x128: a Simple lowering, its hang check and
+    the unpaired attempt cost over a minute to learn this).
 
     >>> from colc.frontends.families import dgx_a100
     >>> fifo_problem(dgx_a100(2), Collective.ALLGATHER, 8, 32, 2) is None
@@ -590,7 +592,8 @@ def _gather_piece(plan: RailPlan, cf: int) -> int:
     43.2 -> 52.6 GB/s, 32 threadblocks).  Behind box switches only.
     """
     nb, size, s = len(plan.groups), plan.size, plan.segments
-    if plan.trees or plan.spread or plan.piece < size // s * cf:
+    if (nb * size <= PHASE_RANKS or plan.trees or plan.spread or plan.unpaired
+            or plan.piece < size // s * cf):
         return plan.piece
     first = _lane_transfers(cf, size, nb, s, plan.lanes, plan.piece)
     for piece in _piece_options(cf, size, s):
