@@ -80,10 +80,14 @@ ALGORITHMS: dict[str, Generator] = {"ring": lambda t, c, _chunks=None: ring_sche
 #: rings2d's 4 (last, likewise) is its crossing allreduce on eight MI250
 #: boxes (both halves on 16 rings within 64 steps; 58.9 GB/s at 1 GiB
 #: against rails' 29.2) and its crossing allgather there at 1M and 16M.
+#: nccl-rings' chunks are its rings: 32 where they fit the budget (a
+#: reduce-scatter ring of up to 65 ranks takes one threadblock; DGX A100 x8
+#: at 128 MiB, LL128: 157.1 GB/s against 144.9 with the crossing form).
 CHUNKINGS: dict[str, tuple[int | None, ...]] = {
     "ring": (None,), "bfb": (None, 16, 4, 1), "trees": (16, 32, 64),
     "trees-rated": (16, 32, 64), "hier": (16, 32, 64),
-    "rings2d": (8, 16, 32, 4), "dimrings": (None, 2), "rails": (4, 8, 16, 2)}
+    "rings2d": (8, 16, 32, 4), "dimrings": (None, 2), "rails": (4, 8, 16, 2),
+    "nccl-rings": (None, 32)}
 
 #: Algorithms that build all-to-all (``compiler/alltoall/``), and their
 #: chunkings for it (rails: None sends one network message per rail peer and

@@ -128,6 +128,38 @@ def test_the_vendor_ring_is_a_candidate() -> None:
         _compile(FAMILIES["torus3x4"](), "nccl-rings", Collective.ALLGATHER, 32)
 
 
+def test_the_vendor_rings_take_32_channels_where_a_ring_is_one_threadblock() -> None:
+    """nccl-rings' chunks are its rings.  A reduce-scatter ring of 64 ranks takes
+    one threadblock per rank, so 32 rings fit the default budget (the
+    portfolio tries them) and, as LL128 at 128 MiB on DGX A100 x8, run
+    faster than NCCL's 16; allgather and allreduce rings take two
+    threadblocks, so 32 of them are refused at 32 naming the count, and
+    more than 32 rings are not NCCL's."""
+    from colc.compiler.lowering.lower_to_program import LoweringOptions, lower_to_program
+    from colc.compiler.rings.nccl_baseline import nccl_rings_schedule
+    from colc.ir.core import Protocol
+    from colc.ir.runtime_model import model_for
+    from colc.ir.simulate import simulate
+
+    topo = dgx_a100(8)
+    compiler = Compiler(topo, CompileOptions(collective=Collective.REDUCESCATTER, jobs=1))
+    assert {v.chunks for v in variants(compiler) if v.algorithm == "nccl-rings"} == {None, 32}
+    model = model_for(topo)
+    algbw = {}
+    for rings in (16, 32):
+        sched = nccl_rings_schedule(topo, Collective.REDUCESCATTER, rings, budget=32)
+        program = lower_to_program(sched, LoweringOptions(protocol=Protocol.LL128))
+        assert program.max_threadblocks == rings
+        algbw[rings] = simulate(program, topo, model, 128 << 20).algbw
+    assert algbw[32] > 1.05 * algbw[16]
+    for coll in (Collective.ALLGATHER, Collective.ALLREDUCE):
+        with pytest.raises(InfeasibleError, match="take about 64 threadblocks"):
+            nccl_rings_schedule(topo, coll, 32, budget=32)
+    assert nccl_rings_schedule(topo, Collective.ALLGATHER, 32, budget=64).nchunks == 32 * 64
+    with pytest.raises(ColcError, match="1 to 32 channels"):
+        nccl_rings_schedule(topo, Collective.REDUCESCATTER, 33, budget=108)
+
+
 def test_the_vendor_ring_file_past_the_gpu_is_refused_before_it_is_built() -> None:
     """16 rings on 512 ranks need 16 * ceil(511 / 64) = 128 threadblocks per GPU
     at least: refused from the arithmetic, not after building 4 million ops;

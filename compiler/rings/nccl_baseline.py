@@ -183,17 +183,20 @@ def nccl_rings_schedule(topo: Topology, collective: Collective, chunks: int | No
 
     What the vendor library runs, as a candidate beside colc's own: a
     portfolio is then never slower than the ring at any size (under the
-    simulator).  ``RINGS`` rings, fewer when the threadblock budget is small
-    (a ring takes a threadblock per rank and 64 steps, its allgather copies
-    another: DGX A100 x16 at 32 threadblocks, 6 rings for allgather, 4 for
-    allreduce).
+    simulator).  ``RINGS`` rings by default, fewer when the threadblock
+    budget is small (``ring_threadblocks``: DGX A100 x16 at 32
+    threadblocks, 6 rings for allgather, 4 for allreduce).  ``chunks``
+    rings when given (ring ``j`` owns chunk ``j`` of every shard), as
+    NCCL runs with ``NCCL_MIN_NCHANNELS``: a reduce-scatter ring of up to
+    65 ranks takes one threadblock, so 32 fit the default budget (DGX A100
+    x8 at 128 MiB, LL128: 157.1 GB/s against 142.7 with 16, simulated).
 
     Parameters
     ----------
     topo : Topology
     collective : Collective
     chunks : int or None
-        Ignored: ring ``j`` owns chunk ``j`` of every shard.
+        Rings, 1..32 (None: ``RINGS``, or as many as the budget holds).
     budget : int
         Threadblocks per rank.
 
@@ -204,20 +207,52 @@ def nccl_rings_schedule(topo: Topology, collective: Collective, chunks: int | No
     Raises
     ------
     UnsupportedError
-        Not boxes of several GPUs joined by a network.
+        Not boxes of several GPUs joined by a network, or ``chunks`` outside
+        1..32.
+    InfeasibleError
+        ``chunks`` rings take more threadblocks than ``budget``.
     """
     groups = boxes(topo)
     if len(groups) < 2 or len(groups[0]) < 2:
         raise UnsupportedError("nccl-rings needs boxes of several GPUs joined by a network "
                                "(what NCCL's rings are built for); use ring")
-    # A ring threadblock holds 64 steps: past 64 ranks a ring takes several
-    # per rank, and nops and copies more (DGX A100 x16 at 32 threadblocks:
-    # 5 per ring for allgather, 8 for allreduce, measured).
-    steps = topo.num_ranks * (2 if collective is Collective.ALLREDUCE else 1)
-    per_ring = 2 if topo.num_ranks <= 64 else 2 + -(-5 * steps // 256)
-    rings = min(RINGS, max(1, budget // per_ring))
+    per_ring = ring_threadblocks(topo.num_ranks, collective)
+    if chunks is None:
+        rings = min(RINGS, max(1, budget // per_ring))
+    elif not 1 <= chunks <= 32:
+        raise UnsupportedError(f"nccl-rings: {chunks} rings; NCCL runs 1 to 32 channels")
+    elif chunks * per_ring > budget:
+        raise InfeasibleError(
+            f"nccl-rings: {chunks} rings take about {chunks * per_ring} threadblocks per "
+            f"GPU here ({per_ring} per ring), more than the budget of {budget}")
+    else:
+        rings = chunks
     sched = build_ring_schedule(topo.num_ranks, nccl_rings(topo, rings), collective)
     return dataclasses.replace(sched, algorithm="nccl-rings")
+
+
+def ring_threadblocks(n: int, collective: Collective) -> int:
+    """Threadblocks a ring of ``n`` ranks takes per rank, as lowered.
+
+    A threadblock holds 64 steps.  A reduce-scatter ring puts ``n - 1``
+    steps on a rank: one threadblock up to 65 ranks (DGX A100 x8, 32 rings:
+    32).  Allgather rings copy the own shard too and allreduce rings take
+    ``2 (n - 1)`` steps: two threadblocks up to 64 ranks.  Past 64 ranks
+    nops and copies add more (DGX A100 x16 at 32 threadblocks: 5 per ring
+    for allgather, 8 for allreduce, measured), estimated as
+    ``2 + ceil(5 steps / 256)``.
+
+    >>> [ring_threadblocks(64, Collective(c)) for c in ("allgather", "reducescatter", "allreduce")]
+    [2, 1, 2]
+    >>> ring_threadblocks(128, Collective.REDUCESCATTER), ring_threadblocks(128, Collective.ALLREDUCE)
+    (5, 7)
+    """
+    if collective is Collective.REDUCESCATTER and n - 1 <= MAX_STEPS:
+        return 1
+    if n <= 64:
+        return 2
+    steps = n * (2 if collective is Collective.ALLREDUCE else 1)
+    return 2 + -(-5 * steps // 256)
 
 
 def nccl_ring_program(topo: Topology, collective: Collective, *, channels: int,
@@ -260,4 +295,5 @@ def nccl_ring_program(topo: Topology, collective: Collective, *, channels: int,
         protocol=protocol, name=f"nccl-ring-{topo.name}-{collective.value}"))
 
 
-__all__ = ["RINGS", "boxes", "nccl_ring_program", "nccl_rings", "nccl_rings_schedule"]
+__all__ = ["RINGS", "boxes", "nccl_ring_program", "nccl_rings", "nccl_rings_schedule",
+           "ring_threadblocks"]
