@@ -235,19 +235,23 @@ def ring_threadblocks(n: int, collective: Collective) -> int:
     """Threadblocks a ring of ``n`` ranks takes per rank, as lowered.
 
     A threadblock holds 64 steps.  A reduce-scatter ring puts ``n - 1``
-    steps on a rank: one threadblock up to 65 ranks (DGX A100 x8, 32 rings:
-    32).  Allgather rings copy the own shard too and allreduce rings take
-    ``2 (n - 1)`` steps: two threadblocks up to 64 ranks.  Past 64 ranks
+    steps on a rank and an allreduce ring ``2 (n - 1)``: one threadblock up
+    to 65 and 33 ranks (DGX A100 x8 reduce-scatter, 32 rings: 32).  An
+    allgather ring's copy of the own shard takes a threadblock of its own,
+    so two up to 64 ranks, as an allreduce ring past 33.  Past 64 ranks
     nops and copies add more (DGX A100 x16 at 32 threadblocks: 5 per ring
     for allgather, 8 for allreduce, measured), estimated as
     ``2 + ceil(5 steps / 256)``.
 
     >>> [ring_threadblocks(64, Collective(c)) for c in ("allgather", "reducescatter", "allreduce")]
     [2, 1, 2]
+    >>> [ring_threadblocks(32, Collective(c)) for c in ("allgather", "reducescatter", "allreduce")]
+    [2, 1, 1]
     >>> ring_threadblocks(128, Collective.REDUCESCATTER), ring_threadblocks(128, Collective.ALLREDUCE)
     (5, 7)
     """
-    if collective is Collective.REDUCESCATTER and n - 1 <= MAX_STEPS:
+    ring_steps = {Collective.REDUCESCATTER: n - 1, Collective.ALLREDUCE: 2 * (n - 1)}
+    if ring_steps.get(collective, MAX_STEPS + 1) <= MAX_STEPS:
         return 1
     if n <= 64:
         return 2
