@@ -684,8 +684,9 @@ def test_only_simple_files_take_the_simple_form() -> None:
     """The pipeline builds rails' form for Simple files for those only (LL
     pays a round more of latency at small sizes): on DGX A100 x64 the Simple
     allgather's schedule has one-chunk crossings and the Simple allreduce's
-    pieces of 2 chunks, the LL and LL128 variants' and the reduce-scatter's
-    do not; where neither applies (x16) every protocol shares one schedule."""
+    pieces of 2 chunks, the LL and LL128 variants' do not (the Simple
+    reduce-scatter's form lands partials, ``_lands``); where none applies
+    (x16 allgather) every protocol shares one schedule."""
     from colc.compiler.pipeline import Compiler, Variant
 
     def counts(boxes, coll, proto):
@@ -701,12 +702,43 @@ def test_only_simple_files_take_the_simple_form() -> None:
     for proto in (Protocol.LL, Protocol.LL128):
         key, got = counts(64, Collective.ALLGATHER, proto)
         assert not key[-1] and got == {2}
-    assert not counts(64, Collective.REDUCESCATTER, Protocol.SIMPLE)[0][-1]
+    assert counts(64, Collective.REDUCESCATTER, Protocol.SIMPLE)[0][-1]
+    assert not counts(64, Collective.REDUCESCATTER, Protocol.LL128)[0][-1]
     assert not counts(16, Collective.ALLGATHER, Protocol.SIMPLE)[0][-1]
     key, fine = counts(64, Collective.ALLREDUCE, Protocol.SIMPLE)
     assert key[-1] and fine == {2}
     key, coarse = counts(64, Collective.ALLREDUCE, Protocol.LL)
     assert not key[-1] and coarse == {4}
+
+
+def test_simple_reduce_scatter_files_land_the_partials_a_carrier_sums() -> None:
+    """On DGX A100 x16 a receiving carrier sums the partials of one chunk that
+    cross to it from several boxes.  Reduced as they arrive they chain
+    across its rail threadblocks (a reduce whose source is in another box);
+    in the form for Simple files each lands in scratch and a local
+    threadblock sums them, so no reduce crosses the network.  The pipeline
+    asks that form for Simple files only, and not on 8 boxes, where a
+    carrier sums one partial per chunk."""
+    from colc.compiler.pipeline import Compiler, Variant
+    from colc.ir.chunks import OpKind
+
+    topo = dgx_a100(16)
+
+    def rail_reduces(sched) -> int:
+        return sum(op.kind is OpKind.REDUCE and op.src.rank // 8 != op.dst.rank // 8
+                   for op in sched.ops)
+
+    coarse = rails_schedule(topo, Collective.REDUCESCATTER, 2, simple=False)
+    landed = rails_schedule(topo, Collective.REDUCESCATTER, 2)
+    assert rail_reduces(coarse) > 0 and rail_reduces(landed) == 0
+    assert len(landed.ops) == len(coarse.ops) + rail_reduces(coarse)
+    validate_schedule(topo, landed, lower=False)
+    comp = Compiler(topo, CompileOptions(algorithm="rails",
+                                         collective=Collective.REDUCESCATTER, prove=False))
+    assert comp.schedule_key(Variant("rails", 2, Protocol.SIMPLE))[-1]
+    assert not comp.schedule_key(Variant("rails", 2, Protocol.LL128))[-1]
+    assert not rails.simple_form(dgx_a100(8), Collective.REDUCESCATTER, 2)
+    assert not rails.simple_form(topo, Collective.ALLREDUCE, 2)
 
 
 def test_owner_sums_take_the_crossed_partials_last() -> None:

@@ -29,7 +29,9 @@ Reduce-scatter runs it backwards: box peers send their inputs of a segment to
 its carrier, which reduces them (in up to ``SUM_CHAINS`` short chains when a
 threadblock is spare, ``_carrier_sum``) and sends the box's partial over the rail;
 the owner reduces its input, its box peers' inputs and the partials that
-crossed the network (through the receiving carrier when ``S < G``).
+crossed the network (through the receiving carrier when ``S < G``; in a
+Simple file that carrier lands the partials of a chunk and sums them on a
+local threadblock, ``_lands``, rather than reducing each as it arrives).
 Allreduce is the reduce-scatter into the output, then the allgather.
 
 Transfers are cut into pieces (``piece`` chunks; with one segment per block
@@ -742,6 +744,9 @@ class _Builder:
         self.links = dict(plan.link_lanes)
         self.width = plan.width
         self.relay = 0  # lane class of the transfers being added (1: relayed data)
+        # Receiving carriers land each crossing partial and sum them locally
+        # (``_lands``: reduce-scatter's form for Simple files).
+        self.land = False
         # Relays kept off the first shared lane (``_spare_first_lane``).
         self.spare = False
         self.round = 0  # ``Schedule.rounds`` of the transfers being added
@@ -811,19 +816,24 @@ def _piece_list(start: int, length: int, step: int, taper: bool) -> list[tuple[i
 def simple_form(topo: Topology, collective: Collective, chunks: int | None,
                 budget: int = 32) -> bool:
     """Whether ``rails_schedule``'s form for Simple files differs here from
-    the others' (an allgather that tapers its last pieces, ``_tapered``; an
-    allreduce whose finer pieces fill a lane, ``PAIRED_LANE_TRANSFERS``):
+    the others' (an allgather that tapers its last pieces, ``_tapered``; a
+    reduce-scatter whose receiving carriers land the partials, ``_lands``;
+    an allreduce whose finer pieces fill a lane, ``PAIRED_LANE_TRANSFERS``):
     the pipeline builds a separate schedule for its Simple files only then.
 
     >>> from colc.frontends.families import dgx_a100
     >>> [simple_form(dgx_a100(n), Collective.ALLGATHER, c) for n, c in ((64, 1), (16, 4), (128, 1))]
     [True, False, False]
+    >>> [simple_form(dgx_a100(n), Collective.REDUCESCATTER, 2) for n in (8, 16, 32)]
+    [False, True, True]
     >>> [simple_form(dgx_a100(n), Collective.ALLREDUCE, 1) for n in (32, 64, 128)]
     [False, True, False]
     """
     cf = chunks or 8
     if collective is Collective.ALLGATHER:
         return _tapered(plan_rails(topo, cf, budget), cf)
+    if collective is Collective.REDUCESCATTER:
+        return _lands(plan_rails(topo, cf, budget, 1, True), cf)
     if collective is not Collective.ALLREDUCE:
         return False
     return (plan_rails(topo, cf, budget, 2, True, fine=True).piece
@@ -852,8 +862,9 @@ def rails_schedule(topo: Topology, collective: Collective, chunks: int | None = 
     simple : bool
         The form for Simple files (the pipeline asks it for those only): the
         allgather cuts each crossing's last piece in halves where that
-        applies (``_tapered``), an allreduce takes the pieces that fill a
-        paired lane (``plan_rails``' ``fine``).
+        applies (``_tapered``), the reduce-scatter's receiving carriers land
+        the partials they sum (``_lands``), an allreduce takes the pieces
+        that fill a paired lane (``plan_rails``' ``fine``).
 
     Returns
     -------
@@ -871,6 +882,7 @@ def rails_schedule(topo: Topology, collective: Collective, chunks: int | None = 
                       collective is not Collective.ALLGATHER, unpaired, simple)
     n = topo.num_ranks
     out = _Builder(plan, cf, n, separate)
+    out.land = simple and collective is Collective.REDUCESCATTER
     if collective is Collective.ALLGATHER:
         for r in range(n):
             for c, k in out.pieces(0, cf):
@@ -999,6 +1011,32 @@ def _tapered(plan: RailPlan, cf: int) -> bool:
         relayed[r] = relayed.get(r, 0) + len(_piece_list(start, width, plan.piece, True))
     shared = len(_piece_list(0, cf, plan.piece, False)) if not plan.lanes[0] else 0
     return all(-(-(shared + n) // plan.lanes[1]) <= STEPS_PER_LANE for n in relayed.values())
+
+
+def _lands(plan: RailPlan, cf: int) -> bool:
+    """Whether some receiving carrier of the reduce-scatter sums several
+    partials of one chunk (a segment it carries crosses to it from two
+    boxes or more, for owners other than itself): the form for Simple files
+    then lands each in scratch and sums them on a local threadblock.
+
+    Reduced as they arrive, the partials form one chain across the rail
+    threadblocks, and each of those sends its next piece only after its
+    link of the chain: the last round's crossings waited for the chain
+    while the NIC idled (DGX A100 x16 at 1 GiB, c2 Simple, 156.1 -> 162.0
+    GB/s; x32 c1 141.9 -> 144.7).  Not at LL128 (x16 128 MiB 124.8 ->
+    123.9), nor for an allreduce (x16 Simple 1 GiB 76.5 -> 74.4).  From 16
+    DGX boxes: on fewer a carrier sums one partial per chunk.
+
+    ``cf``: chunks per shard.
+    """
+    if plan.trees:
+        return False
+    crossing: dict[tuple[int, int], int] = {}  # (receiving rank, first chunk) -> crossings
+    for b, _, _, _, g, start, width in _segments(plan, cf):
+        u = plan.groups[b][g]
+        if not u * cf <= start < start + width <= (u + 1) * cf:  # not its own shard alone
+            crossing[(u, start)] = crossing.get((u, start), 0) + 1
+    return any(n > 1 for n in crossing.values())
 
 
 def _spare_first_lane(plan: RailPlan, own: int, crossings: list, most: int) -> bool:
@@ -1193,8 +1231,15 @@ def _owner_sums(out: _Builder, coll: Collective,
             continue
         acc = Slot(u, SCR, out.alloc(u, k))  # the receiving carrier sums them first
         out.add(OpKind.COPY, parts[0], acc, k)
-        for p in parts[1:]:
-            out.add(OpKind.REDUCE, p, acc, k, acc)
+        if out.land:  # each into scratch, then summed locally (``_lands``)
+            landed = [Slot(u, SCR, out.alloc(u, k)) for _ in parts[1:]]
+            for part, landing in zip(parts[1:], landed):
+                out.add(OpKind.COPY, part, landing, k)
+            for landing in landed:
+                out.add(OpKind.REDUCE, landing, acc, k, acc)
+        else:  # reduced as they arrive, one rail threadblock after the other
+            for p in parts[1:]:
+                out.add(OpKind.REDUCE, p, acc, k, acc)
         for o in owners:
             lo = max(c, o * cf)
             part = acc.shifted(lo - c)
