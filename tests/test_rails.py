@@ -684,9 +684,9 @@ def test_only_simple_files_take_the_simple_form() -> None:
     """The pipeline builds rails' form for Simple files for those only (LL
     pays a round more of latency at small sizes): on DGX A100 x64 the Simple
     allgather's schedule has one-chunk crossings and the Simple allreduce's
-    pieces of 2 chunks, the LL and LL128 variants' do not (the Simple
-    reduce-scatter's form lands partials, ``_lands``); where none applies
-    (x16 allgather) every protocol shares one schedule."""
+    pieces of 2 chunks, the LL and LL128 variants' and the reduce-scatter's
+    (it lands partials up to 32 boxes, ``_lands``) do not; where none
+    applies (x16 allgather) every protocol shares one schedule."""
     from colc.compiler.pipeline import Compiler, Variant
 
     def counts(boxes, coll, proto):
@@ -702,8 +702,7 @@ def test_only_simple_files_take_the_simple_form() -> None:
     for proto in (Protocol.LL, Protocol.LL128):
         key, got = counts(64, Collective.ALLGATHER, proto)
         assert not key[-1] and got == {2}
-    assert counts(64, Collective.REDUCESCATTER, Protocol.SIMPLE)[0][-1]
-    assert not counts(64, Collective.REDUCESCATTER, Protocol.LL128)[0][-1]
+    assert not counts(64, Collective.REDUCESCATTER, Protocol.SIMPLE)[0][-1]
     assert not counts(16, Collective.ALLGATHER, Protocol.SIMPLE)[0][-1]
     key, fine = counts(64, Collective.ALLREDUCE, Protocol.SIMPLE)
     assert key[-1] and fine == {2}
@@ -718,7 +717,7 @@ def test_simple_reduce_scatter_files_land_the_partials_a_carrier_sums() -> None:
     in the form for Simple files each lands in scratch and a local
     threadblock sums them, so no reduce crosses the network.  The pipeline
     asks that form for Simple files only, and not on 8 boxes, where a
-    carrier sums one partial per chunk."""
+    carrier sums one partial per chunk, nor past ``LANDS_BOXES``."""
     from colc.compiler.pipeline import Compiler, Variant
     from colc.ir.chunks import OpKind
 
@@ -738,6 +737,8 @@ def test_simple_reduce_scatter_files_land_the_partials_a_carrier_sums() -> None:
     assert comp.schedule_key(Variant("rails", 2, Protocol.SIMPLE))[-1]
     assert not comp.schedule_key(Variant("rails", 2, Protocol.LL128))[-1]
     assert not rails.simple_form(dgx_a100(8), Collective.REDUCESCATTER, 2)
+    assert rails.simple_form(dgx_a100(rails.LANDS_BOXES), Collective.REDUCESCATTER, 1)
+    assert not rails.simple_form(dgx_a100(2 * rails.LANDS_BOXES), Collective.REDUCESCATTER, 1)
     assert not rails.simple_form(topo, Collective.ALLREDUCE, 2)
 
 

@@ -133,6 +133,12 @@ SUM_CHANNEL = 1
 #: Distances ``c`` whose segments may be spread at most, one shard per place,
 #: to even out the places' network loads (``_spread_choice``).
 MAX_SPREAD = 3
+#: Boxes up to which a Simple reduce-scatter lands the partials its receiving
+#: carriers sum (``_lands``).  On 64 DGX boxes the landed Simple file gains
+#: at 1 GiB (129.0 -> 140.2 GB/s) but LL128 stays ahead there (143.7), and
+#: it loses at 128 MiB (111.0 -> 110.8) while the portfolio builds one
+#: schedule more (319 -> 412 s).
+LANDS_BOXES = 32
 
 
 @dataclass(frozen=True, slots=True)
@@ -1025,11 +1031,12 @@ def _lands(plan: RailPlan, cf: int) -> bool:
     while the NIC idled (DGX A100 x16 at 1 GiB, c2 Simple, 156.1 -> 162.0
     GB/s; x32 c1 141.9 -> 144.7).  Not at LL128 (x16 128 MiB 124.8 ->
     123.9), nor for an allreduce (x16 Simple 1 GiB 76.5 -> 74.4).  From 16
-    DGX boxes: on fewer a carrier sums one partial per chunk.
+    DGX boxes (on fewer a carrier sums one partial per chunk) to
+    ``LANDS_BOXES``.
 
     ``cf``: chunks per shard.
     """
-    if plan.trees:
+    if plan.trees or len(plan.groups) > LANDS_BOXES:
         return False
     crossing: dict[tuple[int, int], int] = {}  # (receiving rank, first chunk) -> crossings
     for b, _, _, _, g, start, width in _segments(plan, cf):
