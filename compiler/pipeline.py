@@ -737,9 +737,7 @@ class Compiler:
         reduce-scatter with the partials landed: Simple 1 GiB 156.1 -> 162.0,
         LL128 128 MiB 124.8 -> 123.9."""
         if (variant.algorithm != "rails" or variant.protocol is not Protocol.SIMPLE
-                or variant.unpaired or self.opts.collective not in (
-                    Collective.ALLGATHER, Collective.REDUCESCATTER, Collective.ALLREDUCE)
-                or _meshed_boxes(self.topo)):
+                or variant.unpaired or _meshed_boxes(self.topo)):  # simple_form says the rest
             return False
         key = (variant.chunks, self.plan_budget(variant))
         if key not in self._simple:

@@ -70,6 +70,7 @@ Complexity: O(N (G + nb S / G) cf / piece) ops.  Seeds: the hierarchical
 from __future__ import annotations
 
 import dataclasses
+from collections import Counter
 from dataclasses import dataclass
 
 from colc.compiler.lowering.infer_dependencies import infer_dependencies
@@ -1039,11 +1040,9 @@ def _lands(plan: RailPlan, cf: int) -> bool:
     """
     if plan.trees or len(plan.groups) > LANDS_BOXES:
         return False
-    crossing: dict[tuple[int, int], int] = {}  # (receiving rank, first chunk) -> crossings
-    for b, _, _, _, g, start, width in _segments(plan, cf):
-        u = plan.groups[b][g]
-        if not u * cf <= start < start + width <= (u + 1) * cf:  # not its own shard alone
-            crossing[(u, start)] = crossing.get((u, start), 0) + 1
+    crossing = Counter(  # (receiving rank, first chunk) of every crossing not for it alone
+        (u, start) for b, _, _, _, g, start, width in _segments(plan, cf)
+        if not (u := plan.groups[b][g]) * cf <= start < start + width <= (u + 1) * cf)
     return any(n > 1 for n in crossing.values())
 
 

@@ -28,6 +28,7 @@ from __future__ import annotations
 import dataclasses
 
 from colc.compiler.lowering.lower_to_program import (
+    MAX_CHANNELS,
     MAX_STEPS,
     MAX_THREADBLOCKS,
     LoweringOptions,
@@ -219,8 +220,9 @@ def nccl_rings_schedule(topo: Topology, collective: Collective, chunks: int | No
     per_ring = ring_threadblocks(topo.num_ranks, collective)
     if chunks is None:
         rings = min(RINGS, max(1, budget // per_ring))
-    elif not 1 <= chunks <= 32:
-        raise UnsupportedError(f"nccl-rings: {chunks} rings; NCCL runs 1 to 32 channels")
+    elif not 1 <= chunks <= MAX_CHANNELS:
+        raise UnsupportedError(f"nccl-rings: {chunks} rings; NCCL runs 1 to {MAX_CHANNELS} "
+                               "channels")
     elif chunks * per_ring > budget:
         raise InfeasibleError(
             f"nccl-rings: {chunks} rings take about {chunks * per_ring} threadblocks per "
@@ -284,8 +286,8 @@ def nccl_ring_program(topo: Topology, collective: Collective, *, channels: int,
         built (MI250 x32, 512 ranks: the lowering took 20 minutes and 16 GB
         to find out).
     """
-    if not 1 <= channels <= 32:
-        raise UnsupportedError("channels must be in 1..32")
+    if not 1 <= channels <= MAX_CHANNELS:
+        raise UnsupportedError(f"channels must be in 1..{MAX_CHANNELS}")
     n = topo.num_ranks
     steps = (n - 1) * (2 if collective is Collective.ALLREDUCE else 1)
     need = channels * -(-steps // MAX_STEPS)
