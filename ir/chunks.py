@@ -105,6 +105,14 @@ class Schedule:
         exchange alternate on both sides instead of one side receiving first
         (which serialises them).  A generator gives each (pair, lane) at most
         one transfer per round.
+    gates : tuple of int
+        Ordering hint for the lowering, one entry per op (``-1``: none;
+        empty: none, or stale after a pass that rebuilt the ops): op ``i``'s
+        send starts only after op ``gates[i]``, an earlier op, is done on op
+        ``i``'s sending rank.  A generator holds a threadblock back with it
+        where no data dependency would (rings2d's crossing reduce-scatter
+        behind a box switch starts part of its rings one pass late, so the
+        first partials reach the network sooner).
     """
 
     collective: Collective
@@ -117,6 +125,7 @@ class Schedule:
     outofplace: bool = True
     routes: tuple[tuple[tuple[int, int], tuple[tuple[tuple[str, ...], int], ...]], ...] = ()
     rounds: tuple[int, ...] = ()
+    gates: tuple[int, ...] = ()
 
     @property
     def chunks_per_rank(self) -> int:

@@ -272,7 +272,9 @@ def balance_lanes(sched: Schedule, plan: LanePlan, *, size: int = 1 << 30,
     out = tuple(Op(new_id[i], op.kind, op.src, op.dst, op.count, op.operand,
                    tuple(sorted(new_id[d] for d in op.deps)), lane_of[i])
                 for i, op in ((i, ops[i]) for i in order))  # dataclasses.replace, 3x faster
-    return dataclasses.replace(sched, ops=out)
+    gates = sched.gates if len(sched.gates) == len(ops) else ()
+    return dataclasses.replace(sched, ops=out, gates=tuple(
+        new_id[gates[i]] if gates[i] >= 0 else -1 for i in order) if gates else ())
 
 
 def _tails(ops: list[Op], users: dict[int, list[int]], plan: LanePlan,

@@ -446,6 +446,25 @@ def _hazards(sched: Schedule, parts: list[_Part]) -> None:
             last_write[key] = part.pid
             readers[key] = []
         deps.discard(part.pid)
+    _gate(sched, parts)
+
+
+def _gate(sched: Schedule, parts: list[_Part]) -> None:
+    """Make each gated op's send (``Schedule.gates``) wait for its gate's
+    parts on the sending rank; stale or absent gates are ignored."""
+    gates = sched.gates if len(sched.gates) == len(sched.ops) else ()
+    if not any(g >= 0 for g in gates):
+        return
+    on_rank: dict[tuple[int, int], list[int]] = defaultdict(list)
+    for part in parts:
+        on_rank[(part.op.op_id, part.rank)].append(part.pid)
+    for part in parts:
+        gate = gates[part.op.op_id]
+        if part.role != "send" or gate < 0:
+            continue
+        if gate >= part.op.op_id:
+            raise InternalError(f"op {part.op.op_id} is gated by a later op {gate}")
+        part.deps.update(on_rank[(gate, part.rank)])
 
 
 def _fuse(parts: list[_Part], readers: dict[int, set[int]], channel,

@@ -67,8 +67,11 @@ def replicate_instances(sched: Schedule, instances: int) -> Schedule:
                 deps=tuple(d * instances + i for d in op.deps),
                 channel=op.channel + i * nhints))
     assert len(ops) == n * instances
+    gates = tuple(g * instances + i if g >= 0 else -1
+                  for g in sched.gates for i in range(instances)) if len(sched.gates) == n else ()
     return dataclasses.replace(sched, nchunks=sched.nchunks * instances,
-                               scratch_chunks=sched.scratch_chunks * instances, ops=tuple(ops))
+                               scratch_chunks=sched.scratch_chunks * instances, ops=tuple(ops),
+                               gates=gates)
 
 
 def split_at_shards(sched: Schedule) -> Schedule:

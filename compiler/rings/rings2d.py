@@ -32,7 +32,12 @@ boxes of ``G`` ranks, rank ``(b, g)`` (``g``: its place in its box) and
   measured figures with 25; MI250 x2 224.1 at 1 GiB against RCCL's 163;
   MI250 x4, 16 chunks, 22: 162.9 against RCCL's rings as a file, 146.8;
   each pass's partials cross in the order of their rings' pace,
-  ``ring_shares``);
+  ``ring_shares``); behind box switches from three boxes, where the boxes
+  outpace their NICs, the *switched form* (``_reduce_scatter_switched``)
+  starts the network sooner (part of the first pass's rings held back,
+  ``Schedule.gates``) and ends it in the owners' outputs (DGX A100 x8 at
+  1 GiB, 32 threadblocks: 181.7 GB/s against 177.0 for NCCL's rings as a
+  file);
   an allreduce on two boxes (from ``CROSSING_GATHER_CHUNKS`` chunks per
   shard) follows it on the same threadblocks, the owners' results sent to
   their rail peers and the box rings handing round one chunk
@@ -115,6 +120,10 @@ CROSSING_GATHER_CHUNKS = 16
 #: GB/s at 1M / 16M with 4, 142.7 at 1 GiB with 8, 31 threadblocks, against
 #: rails' 11.5 / 48.0 / 83.5), on four boxes 8 (on two the old form's 8).
 CROSSING_GATHER_TOTAL = 32
+#: Share of the first pass's chunks whose rings go first in the switched
+#: reduce-scatter (``_reduce_scatter_switched``): DGX A100 x8 at 1 GiB
+#: 181.7 GB/s with 5/8, 180.5 with half, 181.2 with 3/4.
+FIRST_PART = (5, 8)
 #: Steps a threadblock of the crossing form may take (the runtime's 64 per
 #: threadblock): ``B G`` per group of chunks on a reduce-scatter ring.
 MAX_RING_STEPS = 64
@@ -130,10 +139,12 @@ IN, OUT, SCR = Buffer.INPUT, Buffer.OUTPUT, Buffer.SCRATCH
 class _Ops:
     def __init__(self) -> None:
         self.ops: list[Op] = []
+        self.gates: list[int] = []  # ``Schedule.gates``
 
     def add(self, kind: OpKind, src: Slot, dst: Slot, channel: int,
-            operand: Slot | None = None) -> None:
+            operand: Slot | None = None, gate: int = -1) -> None:
         self.ops.append(Op(len(self.ops), kind, src, dst, 1, operand, (), channel))
+        self.gates.append(gate)
 
 
 #: Most Hamiltonian cycles of a box enumerated for the ring packing.
@@ -347,7 +358,9 @@ def rings2d_schedule(topo: Topology, collective: Collective,
     n, nb = topo.num_ranks, len(groups)
     out = _Ops()
     if collective is not Collective.ALLGATHER:
-        if crossing:
+        if crossing and switched_form(topo, groups, collective, cf, len(orders[0])):
+            _reduce_scatter_switched(out, groups, orders, cf, n)
+        elif crossing:
             _reduce_scatter_crossing(out, groups, orders, cf, n, collective,
                                      ring_shares(topo, groups[0], orders[0]))
         else:
@@ -361,7 +374,9 @@ def rings2d_schedule(topo: Topology, collective: Collective,
         _allgather(out, groups, orders, cf, collective)
     scratch = (0 if collective is Collective.ALLGATHER
                else (nb if crossing else 2) * n * cf)
-    sched = Schedule(collective, n, n * cf, scratch, tuple(out.ops), algorithm=NAME)
+    gates = tuple(out.gates) if any(g >= 0 for g in out.gates) else ()
+    sched = Schedule(collective, n, n * cf, scratch, tuple(out.ops), algorithm=NAME,
+                     gates=gates)
     return infer_dependencies(sched)
 
 
@@ -439,7 +454,10 @@ def crossing_rings(groups: list[list[int]], collective: Collective, chunks: int)
     nb = len(groups)
     if nb < 2 or len(groups[0]) < 3:
         return 0
-    local = 1 if collective is Collective.ALLGATHER else 0  # its own shard's copies
+    # the allgather's own shard copies; the switched reduce-scatter's second
+    # channel to the next box (``_rail_channel``)
+    local = int(collective is Collective.ALLGATHER
+                or (collective is Collective.REDUCESCATTER and nb > 2))
     for rings in sorted({min(RINGS, chunks), RINGS}):
         if (_crossing_fit(collective, nb, len(groups[0]), chunks, rings)
                 and rings + max(RAIL_CHANNELS, nb - 1) + local <= MAX_CHANNELS):
@@ -590,9 +608,85 @@ def _reduce_scatter_crossing(out: _Ops, groups: list[list[int]],
                 _cross(out, groups, orders[0], qs, cf, k, landed, shares)
 
 
-def _rail_channel(rings: int, nb: int, q: int, k: int) -> int:
+def switched_form(topo: Topology, groups: list[list[int]], collective: Collective,
+                  chunks: int, rings: int) -> bool:
+    """Whether the crossing reduce-scatter takes the switched form
+    (``_reduce_scatter_switched``): a reduce-scatter on three boxes or more
+    behind box switches, one group of chunks per pass.
+
+    >>> from colc.frontends.families import dgx_a100, mi250
+    >>> t = dgx_a100(4)
+    >>> switched_form(t, boxes(t), Collective.REDUCESCATTER, 16, 16)
+    True
+    >>> switched_form(t, boxes(t), Collective.ALLREDUCE, 16, 16)
+    False
+    >>> m = mi250(4)
+    >>> switched_form(m, boxes(m), Collective.REDUCESCATTER, 16, 16)
+    False
+    """
+    return (collective is Collective.REDUCESCATTER and len(groups) > 2
+            and chunks <= rings and _link_widths(topo, groups[0]) is None)
+
+
+def _reduce_scatter_switched(out: _Ops, groups: list[list[int]],
+                             orders: list[list[list[int]]], cf: int, n: int) -> None:
+    """The crossing reduce-scatter where the boxes are faster than their
+    NICs (behind a box switch): the network's start and end are what is
+    left to gain.
+
+    * The first pass's rings go in two parts: ``FIRST_PART`` of its chunks,
+      then the rest, whose chains start on each rank once the first part's
+      last partial has reached it (``Schedule.gates``).  A part of the rings
+      alone ends its pass sooner (the threadblocks' pace bounds it, not the
+      box's links), so the network starts sooner, and the rest is ready
+      before the network has carried the first part.  The first pass
+      crosses on two channels (one connection does not fill a NIC).
+    * The last pass's chains end at the owner's place, whose rail peer is
+      the owner; the own box's pass runs before that crossing and leaves
+      its sum (with the partials landed so far) in the owner's scratch, and
+      the last crossing's landing receive adds it into the output.  After
+      the network's last byte only that receive is left, not two ring
+      steps.
+
+    DGX A100 x8 at 1 GiB, 16 chunks per shard, 32 threadblocks (simulated):
+    181.7 GB/s, against 174.8 for the crossing form (176.8 with the last
+    crossing into the output only, 177.8 with the two parts only) and 177.0
+    for NCCL's rings as a file; 512 MiB 174.3 against 166.4.  On MI250
+    boxes, where the rings bound the box, it loses (x4 at 1 GiB: 160.6
+    against 162.9), and an allreduce's crossing allgather from the
+    landings hangs, so neither takes it.
+    """
+    nb = len(groups)
+
+    def landed(rank: int, c: int, k: int = nb - 2) -> Slot:
+        return Slot(rank, SCR, k * n * cf + c)
+
+    first = max(1, cf * FIRST_PART[0] // FIRST_PART[1])
+    gate: dict[int, int] = {}
+    for qs in (range(first), range(first, cf)) if first < cf else (range(cf),):
+        start = len(out.ops)
+        _box_pass(out, groups, orders, qs, cf, 1, landed, gate=gate)
+        gate = {op.dst.rank: op.op_id for op in out.ops[start:]}  # its last partials
+        _cross(out, groups, orders[0], qs, cf, 1, landed, [1.0] * len(orders[0]),
+               switched=True)
+    every = range(cf)
+    for k in range(2, nb - 1):
+        _box_pass(out, groups, orders, every, cf, k, landed)
+        _cross(out, groups, orders[0], every, cf, k, landed, [1.0] * len(orders[0]),
+               switched=True)
+    _box_pass(out, groups, orders, every, cf, nb - 1, landed, to_place=True)
+    _box_pass(out, groups, orders, every, cf, 0, landed, to_place=True, joins=nb - 2)
+    _cross(out, groups, orders[0], every, cf, nb - 1, landed, [1.0] * len(orders[0]),
+           switched=True, last=True)
+
+
+def _rail_channel(rings: int, nb: int, q: int, k: int, first_two: bool = False) -> int:
     """Channel of a crossing to the box ``k`` further: two per rail peer on
-    two boxes (one connection does not fill a NIC), else one per distance."""
+    two boxes (one connection does not fill a NIC), else one per distance;
+    ``first_two``: two to the next box (the switched reduce-scatter, whose
+    first pass crosses alone), the second after the others."""
+    if first_two and k == 1 and q % 2:
+        return rings + nb - 1
     return rings + (q % RAIL_CHANNELS if nb == 2 else k - 1)
 
 
@@ -626,33 +720,47 @@ def _send_first(nb: int, k: int) -> list[int]:
 
 
 def _cross(out: _Ops, groups: list[list[int]], orders: list[list[int]], qs: range, cf: int,
-           k: int, landed: Callable[..., Slot], shares: list[float]) -> None:
+           k: int, landed: Callable[..., Slot], shares: list[float], *,
+           switched: bool = False, last: bool = False, scatter: bool = True) -> None:
     """Send the partials of chunks ``qs`` of the boxes ``k`` further over the
     rails; the landing receive adds each to the receiver's running sum
     (``_reduce_scatter_crossing``).  Chunks go largest ring share first
-    (``shares``), boxes in ``_send_first`` order."""
+    (``shares``), boxes in ``_send_first`` order.  ``switched``: the
+    switched reduce-scatter's channels (``_rail_channel``); ``last``: its
+    last crossing, from the owner's place to the owner, which adds the
+    partial to its own box's sum into its output."""
     rings, nb = len(orders), len(groups)
     for q in sorted(qs, key=lambda q: -shares[_scatter_ring(q, k, cf, rings, nb)]):
         order = orders[_scatter_ring(q, k, cf, rings, nb)]
         for b in _send_first(nb, k):
             members, dest = groups[b], groups[(b + k) % nb]
             for pos, g in enumerate(order):
-                h = order[pos - 1]
+                h = g if last else order[pos - 1]
                 c = dest[g] * cf + q
-                dst = landed(dest[h], c, k)
-                before = Slot(dst.rank, IN, c) if k == 1 else landed(dst.rank, c, k - 1)
+                if last:
+                    dst = Slot(dest[g], OUT, q if scatter else c)
+                    before = Slot(dest[g], SCR, c)
+                else:
+                    dst = landed(dest[h], c, k)
+                    before = Slot(dst.rank, IN, c) if k == 1 else landed(dst.rank, c, k - 1)
                 out.add(OpKind.REDUCE, Slot(members[h], SCR, c), dst,
-                        _rail_channel(rings, nb, q, k), before)
+                        _rail_channel(rings, nb, q, k, switched), before)
 
 
 def _box_pass(out: _Ops, groups: list[list[int]], orders: list[list[list[int]]],
               qs: range, cf: int, k: int, landed: Callable[..., Slot],
-              scatter: bool = True) -> None:
+              scatter: bool = True, *, to_place: bool = False, joins: int | None = None,
+              gate: dict[int, int] | None = None) -> None:
     """One ring pass of ``_reduce_scatter_crossing`` over chunks ``qs``: of
-    the box ``k`` further (chains end one place early) or, ``k == 0``, of the
-    own box (the chain's next-to-last rank reduces with its landed sum, the
-    owner writes its output)."""
+    the box ``k`` further (chains end one place early, or with ``to_place``
+    at the place whose rail peer owns the chunk) or, ``k == 0``, of the own
+    box (the chain's next-to-last rank reduces with its landed sum, region
+    ``joins`` (default the last), and the owner writes its output, or with
+    ``to_place`` its scratch, to which the last crossing adds).  ``gate``:
+    rank -> op its chains' first sends wait for (``Schedule.gates``)."""
     size, nb = len(groups[0]), len(groups)
+    ends_at_place = to_place or not k
+    region = nb - 1 if joins is None else joins
     for t in range(size - 1):
         for b, members in enumerate(groups):
             dest = groups[(b + k) % nb]
@@ -661,14 +769,15 @@ def _box_pass(out: _Ops, groups: list[list[int]], orders: list[list[list[int]]],
                 order = orders[b][ring]
                 for p in range(size):
                     sender, receiver = members[order[p]], members[order[(p + 1) % size]]
-                    c = dest[order[(p - t - (0 if k else 1)) % size]] * cf + q
+                    c = dest[order[(p - t - ends_at_place) % size]] * cf + q
                     src = Slot(sender, IN, c) if t == 0 else Slot(sender, SCR, c)
                     dst, operand = Slot(receiver, SCR, c), Slot(receiver, IN, c)
-                    if not k and t == size - 2:
+                    if not k and t == size - 2 and not to_place:
                         dst = Slot(receiver, OUT, q if scatter else c)
-                    elif not k and t == size - 3:
-                        operand = landed(receiver, c)
-                    out.add(OpKind.REDUCE, src, dst, ring, operand)
+                    elif not k and t == size - 3 and region:
+                        operand = landed(receiver, c, region)
+                    held = gate.get(sender, -1) if gate and t == 0 else -1
+                    out.add(OpKind.REDUCE, src, dst, ring, operand, held)
 
 
 def _allgather_two(out: _Ops, groups: list[list[int]], orders: list[list[list[int]]],
