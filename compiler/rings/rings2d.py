@@ -36,7 +36,7 @@ boxes of ``G`` ranks, rank ``(b, g)`` (``g``: its place in its box) and
   outpace their NICs, the *switched form* (``_reduce_scatter_switched``)
   starts the network sooner (part of the first pass's rings held back,
   ``Schedule.gates``) and ends it in the owners' outputs (DGX A100 x8 at
-  1 GiB, 32 threadblocks: 181.7 GB/s against 177.0 for NCCL's rings as a
+  1 GiB, 32 threadblocks: 183.1 GB/s against 177.0 for NCCL's rings as a
   file);
   an allreduce on two boxes (from ``CROSSING_GATHER_CHUNKS`` chunks per
   shard) follows it on the same threadblocks, the owners' results sent to
@@ -121,9 +121,16 @@ CROSSING_GATHER_CHUNKS = 16
 #: rails' 11.5 / 48.0 / 83.5), on four boxes 8 (on two the old form's 8).
 CROSSING_GATHER_TOTAL = 32
 #: Share of the first pass's chunks whose rings go first in the switched
-#: reduce-scatter (``_reduce_scatter_switched``): DGX A100 x8 at 1 GiB
-#: 181.7 GB/s with 5/8, 180.5 with half, 181.2 with 3/4.
-FIRST_PART = (5, 8)
+#: reduce-scatter (``_reduce_scatter_switched``), the others starting when
+#: these are one step from their ends: DGX A100 x8 at 1 GiB 183.1 GB/s with
+#: 11/16 or 3/4, 182.8 with 5/8, 181.5 with 13/16, 179.3 with 3/8.
+FIRST_PART = (11, 16)
+#: Boxes from which the switched reduce-scatter sends its last two
+#: crossings, not one, from the owner's place to the owner, after its own
+#: box's pass (DGX A100 at 1 GiB: x8 182.0 -> 183.1 GB/s; x4 190.7 -> 162.4,
+#: the own box's pass is not done when the first of them lands; x6 184.2 ->
+#: 183.8).
+TWO_TO_OWNER = 8
 #: Steps a threadblock of the crossing form may take (the runtime's 64 per
 #: threadblock): ``B G`` per group of chunks on a reduce-scatter ring.
 MAX_RING_STEPS = 64
@@ -636,29 +643,38 @@ def _reduce_scatter_switched(out: _Ops, groups: list[list[int]],
 
     * The first pass's rings go in two parts: ``FIRST_PART`` of its chunks,
       then the rest, whose chains start on each rank once the first part's
-      last partial has reached it (``Schedule.gates``).  A part of the rings
-      alone ends its pass sooner (the threadblocks' pace bounds it, not the
-      box's links), so the network starts sooner, and the rest is ready
-      before the network has carried the first part.  The first pass
-      crosses on two channels (one connection does not fill a NIC).
-    * The last pass's chains end at the owner's place, whose rail peer is
-      the owner; the own box's pass runs before that crossing and leaves
-      its sum (with the partials landed so far) in the owner's scratch, and
-      the last crossing's landing receive adds it into the output.  After
-      the network's last byte only that receive is left, not two ring
-      steps.
+      chains are one step from their ends there (``Schedule.gates``).  A
+      part of the rings alone ends its pass sooner (the threadblocks' pace
+      bounds it, not the box's links), so the network starts sooner, and the
+      rest is ready before the network has carried the first part.  The
+      first pass crosses on two channels (one connection does not fill a
+      NIC).
+    * The chains of the last distance (the last two from ``TWO_TO_OWNER``
+      boxes) end at the owner's place, whose rail peer is the owner.  The
+      own box's pass runs before those crossings and leaves its sum (with
+      the partials landed so far) in the owner's scratch; their landings add
+      to it, the last into the output.  After the network's last byte only
+      that receive is left, not two ring steps, and with two such distances
+      the own box's sum no longer waits for a landing that arrives with the
+      last crossings.
 
     DGX A100 x8 at 1 GiB, 16 chunks per shard, 32 threadblocks (simulated):
-    181.7 GB/s, against 174.8 for the crossing form (176.8 with the last
-    crossing into the output only, 177.8 with the two parts only) and 177.0
-    for NCCL's rings as a file; 512 MiB 174.3 against 166.4.  On MI250
-    boxes, where the rings bound the box, it loses (x4 at 1 GiB: 160.6
-    against 162.9), and an allreduce's crossing allgather from the
-    landings hangs, so neither takes it.
+    183.1 GB/s (80% of the cut bound is 182.9), against 174.8 for the
+    crossing form, 177.0 for NCCL's rings as a file; by step: the last
+    crossing into the output 176.8, the two parts 179.8, two channels
+    181.7, the last two distances to the owner 182.6, the held-back chains
+    starting a step sooner 183.1.  DGX A100 x4: 190.7 against 180.4
+    (rails' 201.7 stays).  On MI250 boxes, where the rings bound the box,
+    it loses (x4 at 1 GiB: 162.9 -> 160.6), and an allreduce's crossing
+    allgather from the landings hangs, so neither takes it.
     """
     nb = len(groups)
+    # the last distances, whose chains end at the owner's place
+    owned = min(2 if nb >= TWO_TO_OWNER else 1, nb - 2)
+    ahead = nb - 1 - owned  # the last distance whose landing the own box's pass joins
+    shares = [1.0] * len(orders[0])
 
-    def landed(rank: int, c: int, k: int = nb - 2) -> Slot:
+    def landed(rank: int, c: int, k: int) -> Slot:
         return Slot(rank, SCR, k * n * cf + c)
 
     first = max(1, cf * FIRST_PART[0] // FIRST_PART[1])
@@ -666,18 +682,22 @@ def _reduce_scatter_switched(out: _Ops, groups: list[list[int]],
     for qs in (range(first), range(first, cf)) if first < cf else (range(cf),):
         start = len(out.ops)
         _box_pass(out, groups, orders, qs, cf, 1, landed, gate=gate)
-        gate = {op.dst.rank: op.op_id for op in out.ops[start:]}  # its last partials
-        _cross(out, groups, orders[0], qs, cf, 1, landed, [1.0] * len(orders[0]),
-               switched=True)
+        # the held-back chains start once this part's chains are one step
+        # from their ends on the rank (its ops go step by step)
+        steps = (len(out.ops) - start) // (len(groups[0]) - 1)
+        gate = {op.dst.rank: op.op_id for op in out.ops[start:len(out.ops) - steps]}
+        _cross(out, groups, orders[0], qs, cf, 1, landed, shares, switched=True)
     every = range(cf)
-    for k in range(2, nb - 1):
+    for k in range(2, ahead + 1):
         _box_pass(out, groups, orders, every, cf, k, landed)
-        _cross(out, groups, orders[0], every, cf, k, landed, [1.0] * len(orders[0]),
-               switched=True)
-    _box_pass(out, groups, orders, every, cf, nb - 1, landed, to_place=True)
-    _box_pass(out, groups, orders, every, cf, 0, landed, to_place=True, joins=nb - 2)
-    _cross(out, groups, orders[0], every, cf, nb - 1, landed, [1.0] * len(orders[0]),
-           switched=True, last=True)
+        _cross(out, groups, orders[0], every, cf, k, landed, shares, switched=True)
+    for k in range(ahead + 1, nb):
+        _box_pass(out, groups, orders, every, cf, k, landed, to_place=True)
+    _box_pass(out, groups, orders, every, cf, 0, landed, to_place=True, joins=ahead)
+    for k in range(ahead + 1, nb):
+        def onto(rank: int, c: int, k: int = k) -> Slot:
+            return Slot(rank, SCR, c) if k == ahead + 1 else landed(rank, c, k - 1)
+        _cross(out, groups, orders[0], every, cf, k, landed, shares, switched=True, onto=onto)
 
 
 def _rail_channel(rings: int, nb: int, q: int, k: int, first_two: bool = False) -> int:
@@ -721,27 +741,29 @@ def _send_first(nb: int, k: int) -> list[int]:
 
 def _cross(out: _Ops, groups: list[list[int]], orders: list[list[int]], qs: range, cf: int,
            k: int, landed: Callable[..., Slot], shares: list[float], *,
-           switched: bool = False, last: bool = False, scatter: bool = True) -> None:
+           switched: bool = False, onto: Callable[[int, int], Slot] | None = None) -> None:
     """Send the partials of chunks ``qs`` of the boxes ``k`` further over the
     rails; the landing receive adds each to the receiver's running sum
     (``_reduce_scatter_crossing``).  Chunks go largest ring share first
     (``shares``), boxes in ``_send_first`` order.  ``switched``: the
-    switched reduce-scatter's channels (``_rail_channel``); ``last``: its
-    last crossing, from the owner's place to the owner, which adds the
-    partial to its own box's sum into its output."""
+    switched reduce-scatter's channels (``_rail_channel``); ``onto``: the
+    crossing goes from the owner's place to the owner, whose landing adds it
+    to ``onto(rank, chunk)`` (its own box's sum, or the landing before) and
+    writes region ``k``, or from the last distance, the output."""
     rings, nb = len(orders), len(groups)
     for q in sorted(qs, key=lambda q: -shares[_scatter_ring(q, k, cf, rings, nb)]):
         order = orders[_scatter_ring(q, k, cf, rings, nb)]
         for b in _send_first(nb, k):
             members, dest = groups[b], groups[(b + k) % nb]
             for pos, g in enumerate(order):
-                h = g if last else order[pos - 1]
+                h = order[pos - 1] if onto is None else g
                 c = dest[g] * cf + q
-                if last:
-                    dst = Slot(dest[g], OUT, q if scatter else c)
-                    before = Slot(dest[g], SCR, c)
+                dst = landed(dest[h], c, k)
+                if onto is not None:
+                    before = onto(dest[g], c)
+                    if k == nb - 1:
+                        dst = Slot(dest[g], OUT, q)
                 else:
-                    dst = landed(dest[h], c, k)
                     before = Slot(dst.rank, IN, c) if k == 1 else landed(dst.rank, c, k - 1)
                 out.add(OpKind.REDUCE, Slot(members[h], SCR, c), dst,
                         _rail_channel(rings, nb, q, k, switched), before)
