@@ -110,9 +110,10 @@ class Schedule:
         empty: none, or stale after a pass that rebuilt the ops): op ``i``'s
         send starts only after op ``gates[i]``, an earlier op, is done on op
         ``i``'s sending rank.  A generator holds a threadblock back with it
-        where no data dependency would (rings2d's crossing reduce-scatter
-        behind a box switch starts part of its rings one pass late, so the
-        first partials reach the network sooner).
+        where no data dependency would (rings2d's switched reduce-scatter
+        starts part of its first pass's rings once the others are a step from
+        the end of that pass, so the first partials reach the network
+        sooner).
     """
 
     collective: Collective

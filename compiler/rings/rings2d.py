@@ -761,7 +761,7 @@ def _cross(out: _Ops, groups: list[list[int]], orders: list[list[int]], qs: rang
                 dst = landed(dest[h], c, k)
                 if onto is not None:
                     before = onto(dest[g], c)
-                    if k == nb - 1:
+                    if k == nb - 1:  # a reduce-scatter's result (the switched form's only)
                         dst = Slot(dest[g], OUT, q)
                 else:
                     before = Slot(dst.rank, IN, c) if k == 1 else landed(dst.rank, c, k - 1)
