@@ -171,6 +171,26 @@ def test_switched_reduce_scatter_starts_the_network_sooner_and_ends_in_the_landi
     assert comp.simulate(v, 1 << 30).algbw >= 188
 
 
+@pytest.mark.parametrize("nboxes,cf", [(3, 1), (3, 3), (8, 2)])
+def test_switched_reduce_scatter_verifies(nboxes, cf) -> None:
+    """The switched form on three boxes (one chunk: no second part, no
+    gates; three: an uneven split) and on eight, where the last two
+    distances land at the owner, the first of them adding the own box's
+    sum and the second that landing."""
+    topo = dgx_a100(nboxes)
+    sched = rings2d_schedule(topo, Collective.REDUCESCATTER, cf)
+    assert bool(sched.gates) is (cf > 1)
+    box_of = {r: i for i, g in enumerate(boxes(topo)) for r in g}
+    crossing = [op for op in sched.ops
+                if op.is_transfer and box_of[op.src.rank] != box_of[op.dst.rank]]
+    onto_own = [op for op in crossing if op.operand == Slot(op.dst.rank, Buffer.SCRATCH,
+                                                             op.src.index)]
+    into_out = [op for op in crossing if op.dst.buffer is Buffer.OUTPUT]
+    assert len(onto_own) == len(into_out) == topo.num_ranks * cf  # once per chunk
+    assert (onto_own == into_out) is (nboxes < 8)
+    validate_schedule(topo, sched)
+
+
 def test_crossing_sends_the_partials_of_the_least_shared_rings_first() -> None:
     """MI250 boxes have links that three of 16 rings share: the crossing
     reduce-scatter sends each pass's partials in the order of their rings'

@@ -215,11 +215,14 @@ def balance_lanes(sched: Schedule, plan: LanePlan, *, size: int = 1 << 30,
         ops = list(infer_dependencies(dataclasses.replace(
             sched, ops=tuple(dataclasses.replace(o, deps=()) for o in ops))).ops)
     chunk = size / sched.nchunks
+    gates = sched.gates if len(sched.gates) == len(ops) else ()  # waits, as dependencies
     users: dict[int, list[int]] = defaultdict(list)
-    waiting = [len(op.deps) for op in ops]
+    waiting = [0] * len(ops)
     for op in ops:
-        for d in op.deps:
+        gate = gates[op.op_id] if gates else -1
+        for d in sorted({*op.deps, gate} - {-1}):
             users[d].append(op.op_id)
+            waiting[op.op_id] += 1
     ready = [0.0] * len(ops)
     start = [0.0] * len(ops)
     lane_of = [0] * len(ops)
@@ -230,7 +233,7 @@ def balance_lanes(sched: Schedule, plan: LanePlan, *, size: int = 1 << 30,
     local_count: dict[int, list[int]] = {}
     arrived: dict[tuple[int, object, int], int] = {}
     tail = _tails(ops, users, plan, chunk) if urgency else [0.0] * len(ops)
-    heap = [(-urgency * tail[op.op_id], op.op_id) for op in ops if not op.deps]
+    heap = [(-urgency * tail[op.op_id], op.op_id) for op in ops if not waiting[op.op_id]]
     heapq.heapify(heap)
     while heap:
         _, i = heapq.heappop(heap)
@@ -272,7 +275,6 @@ def balance_lanes(sched: Schedule, plan: LanePlan, *, size: int = 1 << 30,
     out = tuple(Op(new_id[i], op.kind, op.src, op.dst, op.count, op.operand,
                    tuple(sorted(new_id[d] for d in op.deps)), lane_of[i])
                 for i, op in ((i, ops[i]) for i in order))  # dataclasses.replace, 3x faster
-    gates = sched.gates if len(sched.gates) == len(ops) else ()
     return dataclasses.replace(sched, ops=out, gates=tuple(
         new_id[gates[i]] if gates[i] >= 0 else -1 for i in order) if gates else ())
 

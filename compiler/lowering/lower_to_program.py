@@ -451,7 +451,10 @@ def _hazards(sched: Schedule, parts: list[_Part]) -> None:
 
 def _gate(sched: Schedule, parts: list[_Part]) -> None:
     """Make each gated op's send (``Schedule.gates``) wait for its gate's
-    parts on the sending rank; stale or absent gates are ignored."""
+    parts on the sending rank; stale or absent gates are ignored.  A gate
+    with no part on that rank, or on a local op, adds nothing; a gated send
+    that forwards a received chunk is not fused with that receive when the
+    gate comes between them (``_fuse``)."""
     gates = sched.gates if len(sched.gates) == len(sched.ops) else ()
     if not any(g >= 0 for g in gates):
         return

@@ -461,10 +461,7 @@ def crossing_rings(groups: list[list[int]], collective: Collective, chunks: int)
     nb = len(groups)
     if nb < 2 or len(groups[0]) < 3:
         return 0
-    # the allgather's own shard copies; the switched reduce-scatter's second
-    # channel to the next box (``_rail_channel``)
-    local = int(collective is Collective.ALLGATHER
-                or (collective is Collective.REDUCESCATTER and nb > 2))
+    local = 1 if collective is Collective.ALLGATHER else 0  # its own shard's copies
     for rings in sorted({min(RINGS, chunks), RINGS}):
         if (_crossing_fit(collective, nb, len(groups[0]), chunks, rings)
                 and rings + max(RAIL_CHANNELS, nb - 1) + local <= MAX_CHANNELS):
@@ -619,7 +616,8 @@ def switched_form(topo: Topology, groups: list[list[int]], collective: Collectiv
                   chunks: int, rings: int) -> bool:
     """Whether the crossing reduce-scatter takes the switched form
     (``_reduce_scatter_switched``): a reduce-scatter on three boxes or more
-    behind box switches, one group of chunks per pass.
+    behind box switches, one group of chunks per pass, with a channel to
+    spare for the second one to the next box (``_rail_channel``).
 
     >>> from colc.frontends.families import dgx_a100, mi250
     >>> t = dgx_a100(4)
@@ -632,7 +630,8 @@ def switched_form(topo: Topology, groups: list[list[int]], collective: Collectiv
     False
     """
     return (collective is Collective.REDUCESCATTER and len(groups) > 2
-            and chunks <= rings and _link_widths(topo, groups[0]) is None)
+            and chunks <= rings and rings + len(groups) <= MAX_CHANNELS
+            and _link_widths(topo, groups[0]) is None)
 
 
 def _reduce_scatter_switched(out: _Ops, groups: list[list[int]],
@@ -643,7 +642,7 @@ def _reduce_scatter_switched(out: _Ops, groups: list[list[int]],
 
     * The first pass's rings go in two parts: ``FIRST_PART`` of its chunks,
       then the rest, whose chains start on each rank once the first part's
-      chains are one step from their ends there (``Schedule.gates``).  A
+      last ring is one step from its end there (``Schedule.gates``).  A
       part of the rings alone ends its pass sooner (the threadblocks' pace
       bounds it, not the box's links), so the network starts sooner, and the
       rest is ready before the network has carried the first part.  The
@@ -682,8 +681,9 @@ def _reduce_scatter_switched(out: _Ops, groups: list[list[int]],
     for qs in (range(first), range(first, cf)) if first < cf else (range(cf),):
         start = len(out.ops)
         _box_pass(out, groups, orders, qs, cf, 1, landed, gate=gate)
-        # the held-back chains start once this part's chains are one step
-        # from their ends on the rank (its ops go step by step)
+        # the held-back chains start on a rank once the last ring of this
+        # part is one step from its end there (its ops go step by step, so
+        # the part's other rings are about as far)
         steps = (len(out.ops) - start) // (len(groups[0]) - 1)
         gate = {op.dst.rank: op.op_id for op in out.ops[start:len(out.ops) - steps]}
         _cross(out, groups, orders[0], qs, cf, 1, landed, shares, switched=True)
