@@ -671,7 +671,6 @@ def _reduce_scatter_switched(out: _Ops, groups: list[list[int]],
     # the last distances, whose chains end at the owner's place
     owned = min(2 if nb >= TWO_TO_OWNER else 1, nb - 2)
     ahead = nb - 1 - owned  # the last distance whose landing the own box's pass joins
-    shares = [1.0] * len(orders[0])
 
     def landed(rank: int, c: int, k: int) -> Slot:
         return Slot(rank, SCR, k * n * cf + c)
@@ -686,18 +685,18 @@ def _reduce_scatter_switched(out: _Ops, groups: list[list[int]],
         # the part's other rings are about as far)
         steps = (len(out.ops) - start) // (len(groups[0]) - 1)
         gate = {op.dst.rank: op.op_id for op in out.ops[start:len(out.ops) - steps]}
-        _cross(out, groups, orders[0], qs, cf, 1, landed, shares, switched=True)
+        _cross(out, groups, orders[0], qs, cf, 1, landed, switched=True)
     every = range(cf)
     for k in range(2, ahead + 1):
         _box_pass(out, groups, orders, every, cf, k, landed)
-        _cross(out, groups, orders[0], every, cf, k, landed, shares, switched=True)
+        _cross(out, groups, orders[0], every, cf, k, landed, switched=True)
     for k in range(ahead + 1, nb):
         _box_pass(out, groups, orders, every, cf, k, landed, to_place=True)
     _box_pass(out, groups, orders, every, cf, 0, landed, to_place=True, joins=ahead)
     for k in range(ahead + 1, nb):
         def onto(rank: int, c: int, k: int = k) -> Slot:
             return Slot(rank, SCR, c) if k == ahead + 1 else landed(rank, c, k - 1)
-        _cross(out, groups, orders[0], every, cf, k, landed, shares, switched=True, onto=onto)
+        _cross(out, groups, orders[0], every, cf, k, landed, switched=True, onto=onto)
 
 
 def _rail_channel(rings: int, nb: int, q: int, k: int, first_two: bool = False) -> int:
@@ -740,31 +739,33 @@ def _send_first(nb: int, k: int) -> list[int]:
 
 
 def _cross(out: _Ops, groups: list[list[int]], orders: list[list[int]], qs: range, cf: int,
-           k: int, landed: Callable[..., Slot], shares: list[float], *,
+           k: int, landed: Callable[..., Slot], shares: list[float] | None = None, *,
            switched: bool = False, onto: Callable[[int, int], Slot] | None = None) -> None:
     """Send the partials of chunks ``qs`` of the boxes ``k`` further over the
     rails; the landing receive adds each to the receiver's running sum
     (``_reduce_scatter_crossing``).  Chunks go largest ring share first
-    (``shares``), boxes in ``_send_first`` order.  ``switched``: the
-    switched reduce-scatter's channels (``_rail_channel``); ``onto``: the
-    crossing goes from the owner's place to the owner, whose landing adds it
-    to ``onto(rank, chunk)`` (its own box's sum, or the landing before) and
-    writes region ``k``, or from the last distance, the output."""
+    (``shares``; None: in order), boxes in ``_send_first`` order.
+    ``switched``: the switched reduce-scatter's channels (``_rail_channel``);
+    ``onto``: the crossing goes from the owner's place to the owner, whose
+    landing adds it to ``onto(rank, chunk)`` (its own box's sum, or the
+    landing before) and writes region ``k``, or from the last distance, the
+    output."""
     rings, nb = len(orders), len(groups)
-    for q in sorted(qs, key=lambda q: -shares[_scatter_ring(q, k, cf, rings, nb)]):
+    if shares is not None:
+        qs = sorted(qs, key=lambda q: -shares[_scatter_ring(q, k, cf, rings, nb)])
+    for q in qs:
         order = orders[_scatter_ring(q, k, cf, rings, nb)]
         for b in _send_first(nb, k):
             members, dest = groups[b], groups[(b + k) % nb]
             for pos, g in enumerate(order):
                 h = order[pos - 1] if onto is None else g
                 c = dest[g] * cf + q
-                dst = landed(dest[h], c, k)
-                if onto is not None:
-                    before = onto(dest[g], c)
-                    if k == nb - 1:  # a reduce-scatter's result (the switched form's only)
-                        dst = Slot(dest[g], OUT, q)
-                else:
+                if onto is None:
+                    dst = landed(dest[h], c, k)
                     before = Slot(dst.rank, IN, c) if k == 1 else landed(dst.rank, c, k - 1)
+                else:  # the last distance writes a reduce-scatter's result
+                    dst = Slot(dest[g], OUT, q) if k == nb - 1 else landed(dest[g], c, k)
+                    before = onto(dest[g], c)
                 out.add(OpKind.REDUCE, Slot(members[h], SCR, c), dst,
                         _rail_channel(rings, nb, q, k, switched), before)
 
