@@ -170,6 +170,15 @@ RING_FAMILY = ("ring", "rings2d", "nccl-rings")
 #: 73.8; allreduce only fits 2 chunks there (29.7 against rails' 37.5), so
 #: only allgather and reduce-scatter take it.
 MESH_CROSSING_CHUNKINGS = (2, 4)
+#: rings2d's chunkings past ``RING_RANKS`` ranks behind box switches
+#: (``large_rings2d_chunks``): the crossing allgather and reduce-scatter
+#: over a grid of boxes (``rings2d.box_grid``), 16 rings, the chunkings
+#: whose passes fit 64 steps per ring.  DGX A100 at 1 GiB (simulated, at
+#: most 31 threadblocks): allgather x32 (2 x 4 x 4) 156.3 GB/s with 4
+#: chunks per shard, x64 (2 x 2 x 2 x 2 x 4) 146.1 with 2 (126.7 with 1),
+#: x128 (2^7) 151.6 with 1, against rails' 140.6, 138.9 and 115.2;
+#: reduce-scatter x32 159.5 with 4 against rails' 144.7.
+GRID_CROSSING_CHUNKINGS = (1, 2, 4)
 #: Tree algorithms: they spread over every rail peer on boxes behind a box
 #: switch, are lowered decoupled first and take the portfolio's tree chunkings.
 SPREAD_TREES = ("trees", "trees-rated", "hier")
@@ -190,7 +199,8 @@ MESH_TREE_LANES_PER_PEER = 2
 
 def large_rings2d_chunks(topo: Topology, collective: Collective | None,
                          budget: int) -> tuple[int, ...]:
-    """rings2d's chunkings past ``RING_RANKS`` ranks on boxes without a switch.
+    """rings2d's chunkings past ``RING_RANKS`` ranks: its crossing allgather
+    and reduce-scatter (behind box switches over a grid of boxes).
 
     Parameters
     ----------
@@ -198,16 +208,17 @@ def large_rings2d_chunks(topo: Topology, collective: Collective | None,
     collective : Collective or None
         Only allgather and reduce-scatter take them; None takes none.
     budget : int
-        Threadblocks per rank: the crossing form's rings, a network
-        threadblock per distance (sends and receives paired) and the
-        allgather's local copies must fit it.
+        Threadblocks per rank: the crossing form's least
+        (``rings2d.crossing_threadblocks``, network sends and receives
+        paired) must fit it.
 
     Returns
     -------
     tuple of int
-        Those of ``MESH_CROSSING_CHUNKINGS`` in which ``collective`` takes
-        the crossing form within ``budget``; () elsewhere (fewer ranks, boxes
-        behind a switch or of unequal sizes, other collectives).
+        Those of ``MESH_CROSSING_CHUNKINGS`` (``GRID_CROSSING_CHUNKINGS``
+        behind box switches) in which ``collective`` takes the crossing form
+        within ``budget``; () elsewhere (fewer ranks, boxes of unequal sizes,
+        other collectives).
 
     Examples
     --------
@@ -215,20 +226,28 @@ def large_rings2d_chunks(topo: Topology, collective: Collective | None,
     >>> m = build_family({"family": "mi250", "boxes": 16}, "x")
     >>> [large_rings2d_chunks(m, c, 32) for c in (Collective.ALLGATHER, Collective.ALLREDUCE)]
     [(2, 4), ()]
-    >>> large_rings2d_chunks(m, Collective.REDUCESCATTER, 30), large_rings2d_chunks(m, Collective.REDUCESCATTER, 31)
+    >>> large_rings2d_chunks(m, Collective.REDUCESCATTER, 21), large_rings2d_chunks(m, Collective.REDUCESCATTER, 22)
     ((), (2, 4))
+    >>> t = build_family({"family": "dgx-a100", "boxes": 64}, "x")
+    >>> large_rings2d_chunks(t, Collective.ALLGATHER, 32), large_rings2d_chunks(t, Collective.REDUCESCATTER, 32)
+    ((1, 2), (1, 2))
     """
-    from colc.compiler.rings.rings2d import crossing_rings
+    from colc.compiler.rings.rings2d import crossing_threadblocks
 
-    if (collective not in (Collective.ALLGATHER, Collective.REDUCESCATTER)
-            or topo.num_ranks <= RING_RANKS or not _meshed_boxes(topo)):
+    if collective not in (Collective.ALLGATHER, Collective.REDUCESCATTER) \
+            or topo.num_ranks <= RING_RANKS:
+        return ()
+    if _meshed_boxes(topo):
+        chunkings = MESH_CROSSING_CHUNKINGS
+    elif _box_switches(topo):
+        chunkings = GRID_CROSSING_CHUNKINGS
+    else:
         return ()
     groups = boxes(topo)
     if len({len(g) for g in groups}) != 1:
         return ()
-    local = 1 if collective is Collective.ALLGATHER else 0
-    return tuple(c for c in MESH_CROSSING_CHUNKINGS
-                 if 0 < crossing_rings(groups, collective, c) <= budget - len(groups) + 1 - local)
+    return tuple(c for c in chunkings
+                 if 0 < crossing_threadblocks(groups, collective, c) <= budget)
 
 
 def scale_skip(topo: Topology, algorithm: str, budget: int,

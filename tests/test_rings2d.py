@@ -290,17 +290,17 @@ def test_crossing_form_on_eight_mi250_boxes() -> None:
         assert comp.simulate(v, 1 << 30).algbw >= 1.5 * before
 
 
-@pytest.mark.parametrize("coll", [Collective.ALLGATHER, Collective.REDUCESCATTER])
-def test_crossings_list_each_box_send_before_its_receive(coll) -> None:
-    """On 16 boxes the crossing form's network sends and receives share
-    threadblocks (one per distance: no room for one of each).  A threadblock
-    follows the listed order, so for every chunk and distance each box's
-    send is listed before its receive, save one box per cycle of ``b -> b +
-    k``: no box waits for a chain of others' sends."""
-    topo, cf = dgx_a100(16), 2
-    sched = rings2d_schedule(topo, coll, cf)
+def test_crossings_list_each_box_send_before_its_receive() -> None:
+    """On 13 boxes (no grid: 13 is prime) the crossing reduce-scatter's
+    network sends and receives share threadblocks (one per distance: no
+    room for one of each).  A threadblock follows the listed order, so for
+    every chunk and distance each box's send is listed before its receive,
+    save one box per cycle of ``b -> b + k``: no box waits for a chain of
+    others' sends."""
+    topo, cf = dgx_a100(13), 2
+    sched = rings2d_schedule(topo, Collective.REDUCESCATTER, cf)
     box_of = {r: i for i, g in enumerate(boxes(topo)) for r in g}
-    nb, n = 16, topo.num_ranks
+    nb, n = 13, topo.num_ranks
     first_send: dict[tuple, int] = {}
     first_recv: dict[tuple, int] = {}
     for i, op in enumerate(sched.ops):
@@ -318,9 +318,10 @@ def test_crossings_list_each_box_send_before_its_receive(coll) -> None:
 
 def test_crossing_form_on_sixteen_mi250_boxes() -> None:
     """MI250 x16 allgather at 1 GiB, 2 chunks per shard, within 32
-    threadblocks (network sends and receives paired): faster than the rails
-    file the portfolio wrote before (89.8 GB/s; the crossing form gave 58.6
-    while its paired threadblocks waited on chains of other boxes' sends)."""
+    threadblocks (over a 4 x 4 grid of boxes): faster than the rails file
+    the portfolio wrote before (89.8 GB/s; the one-stage crossing gave 58.6
+    while its paired threadblocks waited on chains of other boxes' sends,
+    113.2 at 4 chunks once they did not)."""
     from colc.compiler.pipeline import Compiler, Variant
 
     comp = Compiler(mi250(16), CompileOptions(algorithm="rings2d", jobs=1,
@@ -330,18 +331,121 @@ def test_crossing_form_on_sixteen_mi250_boxes() -> None:
     assert comp.simulate(v, 1 << 30).algbw > 89.8
 
 
-def test_auto_tries_the_crossing_form_past_128_ranks_on_boxes_without_a_switch() -> None:
+def test_auto_tries_the_crossing_form_past_128_ranks() -> None:
     """Past 128 ranks ``auto`` leaves ring-shaped schedules out, but
     rings2d's rings stay inside a box: on boxes without a switch (MI250 x16)
     it tries the crossing allgather and reduce-scatter with 2 and 4 chunks
-    per shard; not the allreduce (slower than rails there), and not behind
-    box switches (DGX A100 x32: rails is faster behind them, DGX A100 x16
-    at 1 GiB 162.3 GB/s against 129.8)."""
+    per shard; not the allreduce (slower than rails there).  Behind box
+    switches it tries the allgather and reduce-scatter over a grid of boxes
+    with the chunkings whose passes fit 64 steps per ring (DGX A100 x32: 1,
+    2 and 4; x64: 1 and 2), not the allreduce."""
     from colc.compiler.pipeline import Compiler, variants
 
     for topo, coll, want in ((mi250(16), Collective.ALLGATHER, {2, 4}),
                              (mi250(16), Collective.REDUCESCATTER, {2, 4}),
                              (mi250(16), Collective.ALLREDUCE, set()),
-                             (dgx_a100(32), Collective.ALLGATHER, set())):
+                             (dgx_a100(32), Collective.ALLGATHER, {1, 2, 4}),
+                             (dgx_a100(64), Collective.ALLGATHER, {1, 2}),
+                             (dgx_a100(64), Collective.REDUCESCATTER, {1, 2}),
+                             (dgx_a100(32), Collective.ALLREDUCE, set())):
         comp = Compiler(topo, CompileOptions(collective=coll))
         assert {v.chunks for v in variants(comp) if v.algorithm == "rings2d"} == want
+
+
+def _grid_crossings(topo, sched, dims):
+    """The network transfers of ``sched``, each checked to join rail peers
+    (places of 8-rank boxes) whose boxes differ in one grid coordinate."""
+    from colc.compiler.rings.grid import coords
+
+    box_of = {r: i for i, g in enumerate(boxes(topo)) for r in g}
+    for op in sched.ops:
+        b, b2 = box_of[op.src.rank], box_of[op.dst.rank]
+        if op.is_transfer and b != b2:
+            assert op.src.rank % 8 == op.dst.rank % 8
+            assert sum(x != y for x, y in zip(coords(b, dims), coords(b2, dims))) == 1
+            yield op
+
+
+def test_grid_allgather_crosses_in_stages() -> None:
+    """On 16 boxes the crossing allgather's 15 distances do not fit 32
+    threadblocks with a send and a receive of their own each, so it crosses
+    in two stages over a 4 x 4 grid of boxes (``gather_grid``): each rank
+    sends only to the rail peers of its grid row and column (6 connections),
+    every shard lands in every other box exactly once, and each rank sends
+    ``B - 1`` shards, as in the one-stage crossing.  Proved by the chunk
+    checker and the interpreter."""
+    from colc.compiler.rings.rings2d import RINGS, box_grid
+
+    topo, cf = dgx_a100(16), 2
+    dims = box_grid(16, RINGS, Collective.ALLGATHER)
+    assert dims == (4, 4)
+    sched = rings2d_schedule(topo, Collective.ALLGATHER, cf)
+    box_of = {r: i for i, g in enumerate(boxes(topo)) for r in g}
+    landed: dict[tuple[int, int], int] = {}
+    peers: dict[int, set[int]] = {}
+    sent = [0] * topo.num_ranks
+    for op in _grid_crossings(topo, sched, dims):
+        b2 = box_of[op.dst.rank]
+        landed[op.dst.index, b2] = landed.get((op.dst.index, b2), 0) + 1
+        peers.setdefault(op.src.rank, set()).add(op.dst.rank)
+        sent[op.src.rank] += op.count
+    assert set(landed.values()) == {1}
+    assert len(landed) == topo.num_ranks * cf * 15
+    assert {len(p) for p in peers.values()} == {6}
+    assert sent == [15 * cf] * topo.num_ranks
+    # below 29 threadblocks a send and a receive share one (the pipeline's
+    # fallback): along each line of the grid every box sends a chunk before
+    # it receives it, save one per cycle of ``b -> b + s``
+    first_send: dict[tuple, int] = {}
+    first_recv: dict[tuple, int] = {}
+    for i, op in enumerate(sched.ops):
+        b, b2 = box_of[op.src.rank], box_of[op.dst.rank]
+        if op.is_transfer and b != b2:
+            first_send.setdefault((op.channel, op.dst.index % cf, b), i)
+            first_recv.setdefault((op.channel, op.dst.index % cf, b2), i)
+    for i, s in ((0, 1), (0, 2), (0, 3), (1, 1), (1, 2), (1, 3)):
+        channel = RINGS + 3 * i + s - 1
+        for q in range(cf):
+            late = [b for b in range(16)
+                    if first_send[channel, q, b] > first_recv[channel, q, b]]
+            assert len(late) == 4 * math.gcd(4, s)
+    validate_schedule(topo, sched)
+
+
+def test_grid_allgather_reaches_80_percent_of_the_cut_bound_on_sixteen_boxes() -> None:
+    """DGX A100 x16 allgather at 1 GiB within the default budget (simulated):
+    at least 80% of the cut bound (213.3 GB/s), where rails gave 162.3 and
+    the one-stage crossing, its network threadblocks paired, 132.3."""
+    from colc.compiler.pipeline import Compiler, Variant
+
+    comp = Compiler(dgx_a100(16), CompileOptions(algorithm="rings2d", jobs=1,
+                                                 collective=Collective.ALLGATHER))
+    v = Variant("rings2d", 8, Protocol.SIMPLE)
+    assert comp.program(v).max_threadblocks <= 29
+    assert comp.simulate(v, 1 << 30).algbw >= 0.8 * 213.3
+
+
+@pytest.mark.parametrize("coll", [Collective.REDUCESCATTER, Collective.ALLREDUCE])
+def test_grid_reduce_scatter_forwards_partials_in_stages(coll) -> None:
+    """On 12 boxes (a 3 x 4 grid) the crossing reduce-scatter forwards each
+    box's partials along the grid's dimensions, the last first: every
+    network transfer joins rail peers that differ in one coordinate, a rank
+    sends ``B - 1`` partials per chunk of its shard (the allreduce as many
+    again in its allgather), and every partial but the first to land at a
+    place adds to the one before it there.  Proved by the chunk checker and
+    the interpreter."""
+    from colc.compiler.rings.rings2d import RINGS, box_grid
+
+    topo, cf, nb = dgx_a100(12), 1, 12
+    dims = box_grid(nb, RINGS, coll)
+    assert dims == (3, 4)
+    sched = rings2d_schedule(topo, coll, cf)
+    sent = [0] * topo.num_ranks
+    for op in _grid_crossings(topo, sched, dims):
+        if op.kind is OpKind.REDUCE:
+            first = op.operand.buffer is Buffer.INPUT
+            assert first == (op.dst.index < 2 * topo.num_ranks * cf)  # region 1
+        sent[op.src.rank] += op.count
+    halves = 2 if coll is Collective.ALLREDUCE else 1
+    assert sent == [halves * (nb - 1) * cf] * topo.num_ranks
+    validate_schedule(topo, sched)
