@@ -177,7 +177,8 @@ MESH_CROSSING_CHUNKINGS = (2, 4)
 #: most 31 threadblocks): allgather x32 (2 x 4 x 4) 156.3 GB/s with 4
 #: chunks per shard, x64 (2 x 2 x 2 x 2 x 4) 146.1 with 2 (126.7 with 1),
 #: x128 (2^7) 151.6 with 1, against rails' 140.6, 138.9 and 115.2;
-#: reduce-scatter x32 159.5 with 4 against rails' 144.7.
+#: reduce-scatter x32 159.5 with 4, x64 156.8 with 2, x128 156.1 with 1
+#: (rails: 144.7, 143.7, 126.7); allreduce x32 72.2 with 2 (rails 65.2).
 GRID_CROSSING_CHUNKINGS = (1, 2, 4)
 #: Tree algorithms: they spread over every rail peer on boxes behind a box
 #: switch, are lowered decoupled first and take the portfolio's tree chunkings.
@@ -200,13 +201,15 @@ MESH_TREE_LANES_PER_PEER = 2
 def large_rings2d_chunks(topo: Topology, collective: Collective | None,
                          budget: int) -> tuple[int, ...]:
     """rings2d's chunkings past ``RING_RANKS`` ranks: its crossing allgather
-    and reduce-scatter (behind box switches over a grid of boxes).
+    and reduce-scatter, and behind box switches, where they go over a grid of
+    boxes, its allreduce.
 
     Parameters
     ----------
     topo : Topology
     collective : Collective or None
-        Only allgather and reduce-scatter take them; None takes none.
+        Allgather and reduce-scatter take them, allreduce behind box
+        switches; None takes none.
     budget : int
         Threadblocks per rank: the crossing form's least
         (``rings2d.crossing_threadblocks``, network sends and receives
@@ -226,7 +229,7 @@ def large_rings2d_chunks(topo: Topology, collective: Collective | None,
     >>> m = build_family({"family": "mi250", "boxes": 16}, "x")
     >>> [large_rings2d_chunks(m, c, 32) for c in (Collective.ALLGATHER, Collective.ALLREDUCE)]
     [(2, 4), ()]
-    >>> large_rings2d_chunks(m, Collective.REDUCESCATTER, 21), large_rings2d_chunks(m, Collective.REDUCESCATTER, 22)
+    >>> large_rings2d_chunks(m, Collective.REDUCESCATTER, 22), large_rings2d_chunks(m, Collective.REDUCESCATTER, 23)
     ((), (2, 4))
     >>> t = build_family({"family": "dgx-a100", "boxes": 64}, "x")
     >>> large_rings2d_chunks(t, Collective.ALLGATHER, 32), large_rings2d_chunks(t, Collective.REDUCESCATTER, 32)
@@ -234,10 +237,9 @@ def large_rings2d_chunks(topo: Topology, collective: Collective | None,
     """
     from colc.compiler.rings.rings2d import crossing_threadblocks
 
-    if collective not in (Collective.ALLGATHER, Collective.REDUCESCATTER) \
-            or topo.num_ranks <= RING_RANKS:
+    if collective is None or collective is Collective.ALLTOALL or topo.num_ranks <= RING_RANKS:
         return ()
-    if _meshed_boxes(topo):
+    if _meshed_boxes(topo) and collective is not Collective.ALLREDUCE:
         chunkings = MESH_CROSSING_CHUNKINGS
     elif _box_switches(topo):
         chunkings = GRID_CROSSING_CHUNKINGS
@@ -265,8 +267,8 @@ def scale_skip(topo: Topology, algorithm: str, budget: int,
     ``MESH_RAILS_RANKS`` ranks, where ``rails`` applies, their relays inside
     the box need about ``MESH_TREE_LANES_PER_PEER`` threadblocks per peer.
     Ring-shaped schedules are left out past ``RING_RANKS`` ranks where
-    ``rails`` applies (see there), save rings2d's crossing form on boxes
-    without a switch (``large_rings2d_chunks``).
+    ``rails`` applies (see there), save rings2d's crossing form, whose
+    rings stay inside a box (``large_rings2d_chunks``).
 
     Examples
     --------

@@ -338,7 +338,8 @@ def test_auto_tries_the_crossing_form_past_128_ranks() -> None:
     per shard; not the allreduce (slower than rails there).  Behind box
     switches it tries the allgather and reduce-scatter over a grid of boxes
     with the chunkings whose passes fit 64 steps per ring (DGX A100 x32: 1,
-    2 and 4; x64: 1 and 2), not the allreduce."""
+    2 and 4; x64: 1 and 2), and the allreduce where both halves fit (x32: 1
+    and 2; x128: none)."""
     from colc.compiler.pipeline import Compiler, variants
 
     for topo, coll, want in ((mi250(16), Collective.ALLGATHER, {2, 4}),
@@ -347,7 +348,8 @@ def test_auto_tries_the_crossing_form_past_128_ranks() -> None:
                              (dgx_a100(32), Collective.ALLGATHER, {1, 2, 4}),
                              (dgx_a100(64), Collective.ALLGATHER, {1, 2}),
                              (dgx_a100(64), Collective.REDUCESCATTER, {1, 2}),
-                             (dgx_a100(32), Collective.ALLREDUCE, set())):
+                             (dgx_a100(32), Collective.ALLREDUCE, {1, 2}),
+                             (dgx_a100(128), Collective.ALLREDUCE, set())):
         comp = Compiler(topo, CompileOptions(collective=coll))
         assert {v.chunks for v in variants(comp) if v.algorithm == "rings2d"} == want
 
@@ -432,11 +434,14 @@ def test_grid_reduce_scatter_forwards_partials_in_stages(coll) -> None:
     network transfer joins rail peers that differ in one coordinate, a rank
     sends ``B - 1`` partials per chunk of its shard (the allreduce as many
     again in its allgather), and every partial but the first to land at a
-    place adds to the one before it there.  Proved by the chunk checker and
-    the interpreter."""
+    place adds to the one before it there.  The first pass crosses on two
+    connections (its odd chunks on the channel after the grid's), and the
+    second pass's chains wait for the first's to near their ends: one gated
+    chain start per rank and chunk.  Proved by the chunk checker and the
+    interpreter."""
     from colc.compiler.rings.rings2d import RINGS, box_grid
 
-    topo, cf, nb = dgx_a100(12), 1, 12
+    topo, cf, nb = dgx_a100(12), 2, 12
     dims = box_grid(nb, RINGS, coll)
     assert dims == (3, 4)
     sched = rings2d_schedule(topo, coll, cf)
@@ -448,4 +453,10 @@ def test_grid_reduce_scatter_forwards_partials_in_stages(coll) -> None:
         sent[op.src.rank] += op.count
     halves = 2 if coll is Collective.ALLREDUCE else 1
     assert sent == [halves * (nb - 1) * cf] * topo.num_ranks
+    spare = RINGS + 2 + 3
+    assert {op.dst.index % cf for op in sched.ops if op.channel == spare} == {1}
+    gated = [op for op, g in zip(sched.ops, sched.gates, strict=True) if g >= 0]
+    assert len(gated) == topo.num_ranks * cf
+    assert all(op.src.buffer is Buffer.INPUT and sched.ops[g].dst.rank == op.src.rank
+               for op, g in zip(sched.ops, sched.gates, strict=True) if g >= 0)
     validate_schedule(topo, sched)

@@ -65,8 +65,8 @@ boxes of ``G`` ranks, rank ``(b, g)`` (``g``: its place in its box) and
   (``_reduce_scatter_grid``), an allreduce the one after the other; every
   shard or partial still crosses once per box, on ``sum(d_i - 1)``
   connections per rank (4 x 4: 6).  DGX A100 at 1 GiB (simulated, at most
-  32 threadblocks): x16 allgather 173.5 GB/s, reduce-scatter 164.9,
-  allreduce 80.5 (rails: 162.3, 162.0, 76.5); x128 allgather 151.6
+  32 threadblocks): x16 allgather 173.5 GB/s, reduce-scatter 170.3,
+  allreduce 82.1 (rails: 162.3, 162.0, 76.5); x128 allgather 151.6
   (rails: 115.2); MI250 x16 allgather 137.6 (the one-stage crossing, its
   network threadblocks serving a send and a receive each, 113.2);
 * where even those do not fit the budget, one threadblock per distance
@@ -149,6 +149,12 @@ MAX_RING_STEPS = 64
 #: Channels of a file (the runtime's 32): rings, rail channels, the
 #: allgather's local copies.
 MAX_CHANNELS = 32
+#: Steps from the ends of the first pass's chains at which the second
+#: pass's start in the grid's reduce-scatter (``_reduce_scatter_grid``):
+#: the first alone crosses sooner.  DGX A100 x16 at 1 GiB, 8 chunks per
+#: shard: 168.0 GB/s with both at once, 168.7 with 1 step, 170.3 with 2,
+#: 170.1 with 3.
+GRID_HELD = 2
 #: Chunks per shard when none are asked for.
 DEFAULT_CHUNKS = 16
 
@@ -497,13 +503,17 @@ def crossing_threadblocks(groups: list[list[int]], collective: Collective, chunk
 
     >>> g = [[8 * b + i for i in range(8)] for b in range(16)]
     >>> [crossing_threadblocks(g, c, 2) for c in (Collective.ALLGATHER, Collective.REDUCESCATTER)]
-    [23, 22]
+    [23, 23]
     """
     rings = crossing_rings(groups, collective, chunks)
     if not rings:
         return 0
     grid = box_grid(len(groups), rings, collective)
-    network = sum(d - 1 for d in grid) if len(grid) > 1 else max(RAIL_CHANNELS, len(groups) - 1)
+    if len(grid) == 1:
+        network = max(RAIL_CHANNELS, len(groups) - 1)
+    else:  # with the reduce-scatter's second connection for its first pass
+        network = sum(d - 1 for d in grid) + (
+            collective is not Collective.ALLGATHER and _grid_spare(rings, grid))
     return rings + network + (collective is Collective.ALLGATHER)
 
 
@@ -769,8 +779,17 @@ def _reduce_scatter_grid(out: _Ops, groups: list[list[int]], orders: list[list[l
     before it (the first to the receiver's input), in scratch region ``l``
     (its ``l``-th landing of that chunk); the own box's pass joins the last
     one rank before the owner, as in ``_reduce_scatter_crossing``.  Passes
-    go stage by stage; network sends and receives on threadblocks of their
-    own: ``R + 2 sum(d_i - 1)`` per rank.
+    go stage by stage, taking the ring sets in turn in the order listed
+    (with more rings than chunks two or more run at once), the first on
+    two connections where a threadblock pair more fits (``_grid_spare``),
+    the second held back until the first's chains are ``GRID_HELD`` steps
+    from their ends (``Schedule.gates``): the network starts sooner, on
+    more connections.  Network sends and receives on threadblocks of their
+    own: ``R + 2 sum(d_i - 1)`` per rank, 2 more with the second connection.
+    DGX A100 x16 (4 x 4) at 1 GiB, 8 chunks per shard, 30 threadblocks
+    (simulated): 170.3 GB/s (80% of the cut bound: 170.6; rails 162.0);
+    164.9 with the passes' rings by their offsets, one connection and no
+    held pass; x32 (2 x 4 x 4, 4 chunks, 32): 164.9 (159.5; rails 144.7).
     """
     nb, rings = len(groups), len(orders[0])
     offsets = landing_order(dims)
@@ -785,19 +804,35 @@ def _reduce_scatter_grid(out: _Ops, groups: list[list[int]], orders: list[list[l
     def onward(x: int, s: int) -> tuple[int, ...]:  # the offset left after stage ``s``
         return tuple(0 if j == s - 1 else o for j, o in enumerate(offsets[x]))
 
+    spare = _grid_spare(rings, dims)
+    position, gate = 0, None
     for s in range(len(dims), 0, -1):
         # the partials the receiver forwards first go first, those for itself last
         stage = sorted((x for x, off in enumerate(offsets) if stage_of(off) == s),
                        key=lambda x: (-stage_of(onward(x, s)), onward(x, s)[::-1],
                                       offsets[x][s - 1]))
-        for x in stage:
-            _box_pass(out, groups, orders, qs, cf, x, landed, dests=[
-                shifted(b, offsets[x], dims) for b in range(nb)], last=before(s))
-        for x in stage:
+        # passes take the ring sets in turn (``_scatter_ring``) in the order listed
+        ks = {x: position + 1 + i for i, x in enumerate(stage)}
+        position += len(stage)
+        for i, x in enumerate(stage):
+            start = len(out.ops)
+            _box_pass(out, groups, orders, qs, cf, ks[x], landed,
+                      dests=[shifted(b, offsets[x], dims) for b in range(nb)], last=before(s),
+                      gate=gate if s == len(dims) and i == 1 else None)
+            if s == len(dims) and i == 0:
+                # the second pass's chains start on a rank once the first's
+                # are ``GRID_HELD`` steps from their ends there
+                steps = (len(out.ops) - start) // (len(groups[0]) - 1)
+                gate = {op.dst.rank: op.op_id
+                        for op in out.ops[start:len(out.ops) - GRID_HELD * steps]}
+        for i, x in enumerate(stage):
             t = offsets[x][s - 1]
             region = before(s) + t
             for q in qs:
-                order = orders[0][_scatter_ring(q, x, cf, rings, nb)]
+                order = orders[0][_scatter_ring(q, ks[x], cf, rings, nb)]
+                channel = _grid_channel(rings, dims, s, t)
+                if spare and s == len(dims) and i == 0 and q % 2:
+                    channel = rings + sum(d - 1 for d in dims)  # the first pass's second
                 for sender, receiver in line_sends(dims, s - 1, t, _send_first):
                     owner, there = groups[shifted(sender, offsets[x], dims)], groups[receiver]
                     for pos, g in enumerate(order):
@@ -805,9 +840,16 @@ def _reduce_scatter_grid(out: _Ops, groups: list[list[int]], orders: list[list[l
                         onto = (Slot(there[h], IN, c) if region == 1
                                 else landed(there[h], c, region - 1))
                         out.add(OpKind.REDUCE, Slot(groups[sender][h], SCR, c),
-                                landed(there[h], c, region), _grid_channel(rings, dims, s, t),
-                                onto)
+                                landed(there[h], c, region), channel, onto)
     _box_pass(out, groups, orders, qs, cf, 0, landed, scatter, joins=before(0))
+
+
+def _grid_spare(rings: int, dims: tuple[int, ...]) -> bool:
+    """Whether the grid's reduce-scatter sends its first pass's partials on
+    two connections (one does not fill a NIC): where a send and a receive
+    threadblock more fit ``MAX_CHANNELS`` beside the rings and the grid's
+    (DGX A100 x16 and x32, not x64)."""
+    return rings + 2 * sum(d - 1 for d in dims) + 2 <= MAX_CHANNELS
 
 
 def _grid_channel(rings: int, dims: tuple[int, ...], stage: int, distance: int) -> int:
