@@ -186,6 +186,14 @@ GRID_CROSSING_CHUNKINGS = (1, 2, 4)
 #: schedule of a million ops at 1024 GPUs: with all three the x128
 #: allgather portfolio took more than 13 minutes.
 GRID_PROTOCOLS = (Protocol.SIMPLE,)
+#: Ranks up to which ``auto`` tries the grid form behind box switches.  At
+#: 1024 GPUs it simulates far ahead of rails (DGX A100 x128 at 1 GiB:
+#: allgather 151.6 GB/s, reduce-scatter 156.1, against 115.2 and 126.7),
+#: but its million-op schedule, lowered, proved and simulated at each
+#: size, kept the allgather portfolio building for more than 12 minutes
+#: (Simple only; rails alone 340 s): past the 10 minutes issue 18 allows.
+#: ``--algorithm rings2d`` builds it there.
+GRID_MAX_RANKS = 512
 #: Tree algorithms: they spread over every rail peer on boxes behind a box
 #: switch, are lowered decoupled first and take the portfolio's tree chunkings.
 SPREAD_TREES = ("trees", "trees-rated", "hier")
@@ -247,7 +255,7 @@ def large_rings2d_chunks(topo: Topology, collective: Collective | None,
         return ()
     if _meshed_boxes(topo) and collective is not Collective.ALLREDUCE:
         chunkings = MESH_CROSSING_CHUNKINGS
-    elif _box_switches(topo):
+    elif _box_switches(topo) and topo.num_ranks <= GRID_MAX_RANKS:
         chunkings = GRID_CROSSING_CHUNKINGS
     else:
         return ()
