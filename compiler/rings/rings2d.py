@@ -777,8 +777,15 @@ def _reduce_scatter_grid(out: _Ops, groups: list[list[int]], orders: list[list[l
     differs from that one only in the dimensions before ``s``: as many as
     the allgather forwards there.  A landing adds to the chunk's landing
     before it (the first to the receiver's input), in scratch region ``l``
-    (its ``l``-th landing of that chunk); the own box's pass joins the last
-    one rank before the owner, as in ``_reduce_scatter_crossing``.  Passes
+    (its ``l``-th landing of that chunk).  The last stage's chains end at
+    the owner's place and cross to the owner, after its own box's pass,
+    which joins the landings of the stages before one rank before the
+    owner and leaves its sum in scratch: those landings add to it, the last
+    into the output (as the switched form's last distance; an allreduce's
+    last stage lands one place before the owner, as in the other stages,
+    and the own box's pass comes last: its allgather's first sends would
+    wait in the threadblock of the last landing, whose FIFO the landings
+    have filled).  Passes
     go stage by stage, taking the ring sets in turn in the order listed
     (with more rings than chunks two or more run at once), the first on
     two connections where a threadblock pair more fits (``_grid_spare``),
@@ -787,9 +794,11 @@ def _reduce_scatter_grid(out: _Ops, groups: list[list[int]], orders: list[list[l
     more connections.  Network sends and receives on threadblocks of their
     own: ``R + 2 sum(d_i - 1)`` per rank, 2 more with the second connection.
     DGX A100 x16 (4 x 4) at 1 GiB, 8 chunks per shard, 30 threadblocks
-    (simulated): 170.3 GB/s (80% of the cut bound: 170.6; rails 162.0);
-    164.9 with the passes' rings by their offsets, one connection and no
-    held pass; x32 (2 x 4 x 4, 4 chunks, 32): 164.9 (159.5; rails 144.7).
+    (simulated): 171.2 GB/s (80% of the cut bound: 170.7; rails 162.0);
+    170.3 with the last stage landing one place before the owner, 164.9
+    with the passes' rings by their offsets, one connection and no held
+    pass; x32 (2 x 4 x 4, 4 chunks, 32): 164.9 before the landings at the
+    owner (159.5 before that; rails 144.7).
     """
     nb, rings = len(groups), len(orders[0])
     offsets = landing_order(dims)
@@ -818,13 +827,17 @@ def _reduce_scatter_grid(out: _Ops, groups: list[list[int]], orders: list[list[l
             start = len(out.ops)
             _box_pass(out, groups, orders, qs, cf, ks[x], landed,
                       dests=[shifted(b, offsets[x], dims) for b in range(nb)], last=before(s),
-                      gate=gate if s == len(dims) and i == 1 else None)
+                      gate=gate if s == len(dims) and i == 1 else None,
+                      to_place=s == 1 and scatter)
             if s == len(dims) and i == 0:
                 # the second pass's chains start on a rank once the first's
                 # are ``GRID_HELD`` steps from their ends there
                 steps = (len(out.ops) - start) // (len(groups[0]) - 1)
                 gate = {op.dst.rank: op.op_id
                         for op in out.ops[start:len(out.ops) - GRID_HELD * steps]}
+        if s == 1 and scatter:  # the own box's sum, which the last stage's landings add to
+            _box_pass(out, groups, orders, qs, cf, 0, landed, scatter, joins=before(1),
+                      to_place=True)
         for i, x in enumerate(stage):
             t = offsets[x][s - 1]
             region = before(s) + t
@@ -837,11 +850,21 @@ def _reduce_scatter_grid(out: _Ops, groups: list[list[int]], orders: list[list[l
                     owner, there = groups[shifted(sender, offsets[x], dims)], groups[receiver]
                     for pos, g in enumerate(order):
                         h, c = order[pos - 1], owner[g] * cf + q
-                        onto = (Slot(there[h], IN, c) if region == 1
-                                else landed(there[h], c, region - 1))
-                        out.add(OpKind.REDUCE, Slot(groups[sender][h], SCR, c),
-                                landed(there[h], c, region), channel, onto)
-    _box_pass(out, groups, orders, qs, cf, 0, landed, scatter, joins=before(0))
+                        if s > 1 or not scatter:  # to the place before the owner's
+                            out.add(OpKind.REDUCE, Slot(groups[sender][h], SCR, c),
+                                    landed(there[h], c, region), channel,
+                                    Slot(there[h], IN, c) if region == 1
+                                    else landed(there[h], c, region - 1))
+                            continue
+                        # the last stage lands at the owner, onto its own box's
+                        # sum or the landing before, the last into the output
+                        dst = (Slot(there[g], OUT, q if scatter else c) if t == dims[0] - 1
+                               else landed(there[g], c, region))
+                        out.add(OpKind.REDUCE, Slot(groups[sender][g], SCR, c), dst, channel,
+                                Slot(there[g], SCR, c) if t == 1
+                                else landed(there[g], c, region - 1))
+    if not scatter:  # an allreduce's allgather would send from the landing's threadblock
+        _box_pass(out, groups, orders, qs, cf, 0, landed, scatter, joins=before(0))
 
 
 def _grid_spare(rings: int, dims: tuple[int, ...]) -> bool:
@@ -942,8 +965,9 @@ def _box_pass(out: _Ops, groups: list[list[int]], orders: list[list[list[int]]],
     ``to_place`` its scratch, to which the last crossing adds).  ``gate``:
     rank -> op its chains' first sends wait for (``Schedule.gates``);
     ``dests``: box ``b``'s chunks are box ``dests[b]``'s, not the box ``k``
-    further's; ``last``: the chain's last rank reduces with its landed sum,
-    region ``last``, not its input (the grid's forwarded partials)."""
+    further's; ``last``: the chain's last rank (with ``to_place`` the one
+    before it) reduces with its landed sum, region ``last``, not its input
+    (the grid's forwarded partials)."""
     size, nb = len(groups[0]), len(groups)
     ends_at_place = to_place or not k
     region = nb - 1 if joins is None else joins
@@ -962,7 +986,9 @@ def _box_pass(out: _Ops, groups: list[list[int]], orders: list[list[list[int]]],
                         dst = Slot(receiver, OUT, q if scatter else c)
                     elif not k and t == size - 3 and region:
                         operand = landed(receiver, c, region)
-                    elif k and t == size - 2 and last:
+                    elif k and to_place and t == size - 3 and last:
+                        operand = landed(receiver, c, last)
+                    elif k and not to_place and t == size - 2 and last:
                         operand = landed(receiver, c, last)
                     held = gate.get(sender, -1) if gate and t == 0 else -1
                     out.add(OpKind.REDUCE, src, dst, ring, operand, held)
