@@ -785,13 +785,12 @@ def _reduce_scatter_grid(out: _Ops, groups: list[list[int]], orders: list[list[l
     last stage lands one place before the owner, as in the other stages,
     and the own box's pass comes last: its allgather's first sends would
     wait in the threadblock of the last landing, whose FIFO the landings
-    have filled).  Passes
-    go stage by stage, taking the ring sets in turn in the order listed
-    (with more rings than chunks two or more run at once), the first on
-    two connections where a threadblock pair more fits (``_grid_spare``),
-    the second held back until the first's chains are ``GRID_HELD`` steps
-    from their ends (``Schedule.gates``): the network starts sooner, on
-    more connections.  Network sends and receives on threadblocks of their
+    have filled).  Passes go stage by stage, taking the ring sets in turn in
+    the order listed (with more rings than chunks two or more run at once),
+    the first on two connections where a threadblock pair more fits
+    (``_grid_spare``), the second held back until the first's chains are
+    ``GRID_HELD`` steps from their ends (``Schedule.gates``): the network
+    starts sooner, on more connections.  Network sends and receives on threadblocks of their
     own: ``R + 2 sum(d_i - 1)`` per rank, 2 more with the second connection.
     DGX A100 x16 (4 x 4) at 1 GiB, 8 chunks per shard, 30 threadblocks
     (simulated): 171.2 GB/s (80% of the cut bound: 170.7; rails 162.0);
@@ -858,7 +857,7 @@ def _reduce_scatter_grid(out: _Ops, groups: list[list[int]], orders: list[list[l
                             continue
                         # the last stage lands at the owner, onto its own box's
                         # sum or the landing before, the last into the output
-                        dst = (Slot(there[g], OUT, q if scatter else c) if t == dims[0] - 1
+                        dst = (Slot(there[g], OUT, q) if t == dims[0] - 1
                                else landed(there[g], c, region))
                         out.add(OpKind.REDUCE, Slot(groups[sender][g], SCR, c), dst, channel,
                                 Slot(there[g], SCR, c) if t == 1
