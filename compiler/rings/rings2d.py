@@ -460,7 +460,10 @@ def crossing_rings(groups: list[list[int]], collective: Collective, chunks: int)
     8 passes of 15 or 16 steps).  Network sends and receives land on
     threadblocks of their own (the pipeline lowers the form unpaired first;
     where those do not fit the budget, a threadblock per distance serves
-    both, in the order ``_send_first`` lists them).
+    both, in the order ``_send_first`` lists them).  Where a pair per
+    distance to every other box would not fit 32 beside the rings, the
+    form crosses over a grid of boxes (``box_grid``): a channel per grid
+    dimension and distance.
 
     Parameters
     ----------
