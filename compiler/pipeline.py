@@ -177,8 +177,9 @@ MESH_CROSSING_CHUNKINGS = (2, 4)
 #: most 31 threadblocks): allgather x32 (2 x 4 x 4) 156.3 GB/s with 4
 #: chunks per shard, x64 (2 x 2 x 2 x 2 x 4) 146.1 with 2 (126.7 with 1),
 #: x128 (2^7) 151.6 with 1, against rails' 140.6, 138.9 and 115.2;
-#: reduce-scatter x32 159.5 with 4, x64 156.8 with 2, x128 156.1 with 1
-#: (rails: 144.7, 143.7, 126.7); allreduce x32 72.2 with 2 (rails 65.2).
+#: reduce-scatter x32 165.4 with 4 (80% of the cut bound: 165.2), x64
+#: 156.8 with 2, x128 156.1 with 1 (rails: 144.7, 143.7, 126.7); allreduce
+#: x32 72.2 with 2 (rails 65.2).
 GRID_CROSSING_CHUNKINGS = (1, 2, 4)
 #: Protocols ``auto`` tries those in: Simple (its 1 MiB chunks at 1 GiB; at
 #: 128 MiB rails' LL128 files win, DGX A100 x16 allgather 132.2 GB/s
