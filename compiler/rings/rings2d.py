@@ -1102,10 +1102,6 @@ def _allgather_grid(out: _Ops, groups: list[list[int]], orders: list[list[list[i
     """
     size, rings = len(groups[0]), len(orders[0])
     local = rings + sum(d - 1 for d in dims)
-    channel = {}
-    for i, d in enumerate(dims):
-        for s in range(1, d):
-            channel[i + 1, s] = rings + sum(e - 1 for e in dims[:i]) + s - 1
     for r in (r for members in groups for r in members if not reduced):
         for q in range(cf):
             out.add(OpKind.COPY, Slot(r, IN, q), Slot(r, OUT, r * cf + q), local)
@@ -1119,7 +1115,7 @@ def _allgather_grid(out: _Ops, groups: list[list[int]], orders: list[list[list[i
                     src = (Slot(members[g], IN, q) if j == send.sender and not reduced
                            else Slot(members[g], OUT, c))
                     out.add(OpKind.COPY, src, Slot(dest[g], OUT, c),
-                            channel[send.stage, send.distance])
+                            _grid_channel(rings, dims, send.stage, send.distance))
     offsets = landing_order(dims)
     passes = [(0, q) for q in range(cf)]
     for stage in range(1, len(dims) + 1):
