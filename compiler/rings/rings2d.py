@@ -491,10 +491,8 @@ def crossing_rings(groups: list[list[int]], collective: Collective, chunks: int)
         return 0
     local = 1 if collective is Collective.ALLGATHER else 0  # its own shard's copies
     for rings in sorted({min(RINGS, chunks), RINGS}):
-        grid = box_grid(nb, rings, collective)
-        network = sum(d - 1 for d in grid) if len(grid) > 1 else max(RAIL_CHANNELS, nb - 1)
         if (_crossing_fit(collective, nb, len(groups[0]), chunks, rings)
-                and rings + network + local <= MAX_CHANNELS):
+                and rings + _network_channels(nb, rings, collective) + local <= MAX_CHANNELS):
             return rings
     return 0
 
@@ -511,13 +509,18 @@ def crossing_threadblocks(groups: list[list[int]], collective: Collective, chunk
     rings = crossing_rings(groups, collective, chunks)
     if not rings:
         return 0
-    grid = box_grid(len(groups), rings, collective)
-    if len(grid) == 1:
-        network = max(RAIL_CHANNELS, len(groups) - 1)
-    else:  # with the reduce-scatter's second connection for its first pass
-        network = sum(d - 1 for d in grid) + (
-            collective is not Collective.ALLGATHER and _grid_spare(rings, grid))
-    return rings + network + (collective is Collective.ALLGATHER)
+    nb = len(groups)
+    grid = box_grid(nb, rings, collective)
+    spare = len(grid) > 1 and collective is not Collective.ALLGATHER and _grid_spare(rings, grid)
+    return rings + _network_channels(nb, rings, collective) + spare + (
+        collective is Collective.ALLGATHER)
+
+
+def _network_channels(nb: int, rings: int, collective: Collective) -> int:
+    """Network channels of the crossing form: one per grid dimension and
+    distance (``box_grid``), else one per distance (two on two boxes)."""
+    grid = box_grid(nb, rings, collective)
+    return sum(d - 1 for d in grid) if len(grid) > 1 else max(RAIL_CHANNELS, nb - 1)
 
 
 def box_grid(nb: int, rings: int, collective: Collective) -> tuple[int, ...]:
@@ -843,13 +846,14 @@ def _reduce_scatter_grid(out: _Ops, groups: list[list[int]], orders: list[list[l
         for i, x in enumerate(stage):
             t = offsets[x][s - 1]
             region = before(s) + t
+            pairs = [(sender, groups[shifted(sender, offsets[x], dims)], groups[receiver])
+                     for sender, receiver in line_sends(dims, s - 1, t, _send_first)]
             for q in qs:
                 order = orders[0][_scatter_ring(q, ks[x], cf, rings, nb)]
                 channel = _grid_channel(rings, dims, s, t)
                 if spare and s == len(dims) and i == 0 and q % 2:
                     channel = rings + sum(d - 1 for d in dims)  # the first pass's second
-                for sender, receiver in line_sends(dims, s - 1, t, _send_first):
-                    owner, there = groups[shifted(sender, offsets[x], dims)], groups[receiver]
+                for sender, owner, there in pairs:
                     for pos, g in enumerate(order):
                         h, c = order[pos - 1], owner[g] * cf + q
                         if s > 1 or not scatter:  # to the place before the owner's
@@ -1121,11 +1125,11 @@ def _allgather_grid(out: _Ops, groups: list[list[int]], orders: list[list[list[i
     for stage in range(1, len(dims) + 1):
         xs = [x for x, off in enumerate(offsets) if stage_of(off) == stage]
         passes += [(x, q) for q in range(cf) for x in xs]
+    sources = [[shifted(b, tuple(-o for o in off), dims) for b in range(len(groups))]
+               for off in offsets]
     for x, q in passes:
-        back = tuple(-o for o in offsets[x])
         _gather_pass(out, groups, orders, cf, 0, q, _gather_ring(q, x, cf, rings, len(groups)),
-                     from_input=x == 0 and not reduced,
-                     sources=[shifted(b, back, dims) for b in range(len(groups))])
+                     from_input=x == 0 and not reduced, sources=sources[x])
 
 
 def _allgather(out: _Ops, groups: list[list[int]], orders: list[list[list[int]]],
