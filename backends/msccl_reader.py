@@ -71,7 +71,7 @@ _STRTOL = re.compile(r"[ \t\n\v\f\r]*([+-]?)(0[xX][0-9a-fA-F]+|0[0-7]*|[1-9][0-9
 
 
 # --------------------------------------------------------------------- tokens
-@dataclass
+@dataclass(slots=True)
 class XmlNode:
     """An element as the runtime's tokenizer sees it (attributes beyond 16 dropped)."""
 
@@ -97,6 +97,9 @@ class _Lexer:
     def __init__(self, text: str) -> None:
         self.text = text
         self.pos = 0
+        # one object per distinct (key, value): a 1024-rank file repeats most
+        # of its millions of attributes, and the tree is held whole
+        self.pairs: dict[tuple[str, str], tuple[str, str]] = {}
 
     def _eof(self) -> _Syntax:
         return _Syntax("unexpected end of file", len(self.text))
@@ -158,7 +161,8 @@ class _Lexer:
             start = self.pos
             m = _PLAIN_TAG.match(text, start)
             if m is not None:
-                attrs = _PLAIN_ATTR.findall(m.group(2))
+                pairs = self.pairs
+                attrs = [pairs.setdefault(a, a) for a in _PLAIN_ATTR.findall(m.group(2))]
                 if len(attrs) <= MAX_ATTRS:
                     self.pos = m.end()
                     return XmlNode(m.group(1), attrs, m.group(3) == "/", start)
@@ -478,6 +482,7 @@ class _Reader:
                 self.warn_once(("tb", "<" + c.name), f"<{c.name}> inside <tb> is ignored", c)
                 continue
             st = self.step(c, rank, tbid, len(steps))
+            c.index = None  # read: its lookup table is not needed again
             if st is not None:
                 steps.append(st)
         return Threadblock(tbid, send if send >= 0 else None, recv if recv >= 0 else None, chan,
