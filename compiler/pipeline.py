@@ -170,6 +170,12 @@ RING_FAMILY = ("ring", "rings2d", "nccl-rings")
 #: 73.8; allreduce only fits 2 chunks there (29.7 against rails' 37.5), so
 #: only allgather and reduce-scatter take it.
 MESH_CROSSING_CHUNKINGS = (2, 4)
+#: Past ``GRID_EVERY_SIZE_RANKS`` ranks on such boxes the allgather's one
+#: chunk per shard (its only chunking within 64 steps per ring there),
+#: ranked from ``GRID_LEAST_SIZE`` only: MI250 x64 (1024 GCDs) at 1 GiB
+#: 103.3 GB/s with 31 threadblocks, against rails' 96.2.  Not the
+#: reduce-scatter: 42.3 against rails' 82.8.
+LARGE_MESH_CROSSING_CHUNKINGS = (1,)
 #: rings2d's chunkings past ``RING_RANKS`` ranks behind box switches
 #: (``large_rings2d_chunks``): the crossing allgather and reduce-scatter
 #: over a grid of boxes (``rings2d.box_grid``), 16 rings, the chunkings
@@ -187,14 +193,18 @@ GRID_CROSSING_CHUNKINGS = (1, 2, 4)
 #: schedule of a million ops at 1024 GPUs: with all three the x128
 #: allgather portfolio took more than 13 minutes.
 GRID_PROTOCOLS = (Protocol.SIMPLE,)
-#: Ranks up to which ``auto`` tries the grid form behind box switches.  At
-#: 1024 GPUs it simulates far ahead of rails (DGX A100 x128 at 1 GiB:
-#: allgather 151.6 GB/s, reduce-scatter 156.1, against 115.2 and 126.7),
-#: but its million-op schedule, lowered, proved and simulated at each
-#: size, kept the allgather portfolio building for more than 12 minutes
-#: (Simple only; rails alone 340 s): past the 10 minutes issue 18 allows.
-#: ``--algorithm rings2d`` builds it there.
-GRID_MAX_RANKS = 512
+#: Ranks up to which the portfolio ranks the grid form behind box switches
+#: at every size its protocol serves; past them only from ``GRID_LEAST_SIZE``
+#: (``least_size``).  At 1024 GPUs one lowering, proof and simulation of its
+#: million-op schedule takes minutes: ranked at every Simple size, the x128
+#: allgather portfolio built for more than 12 minutes (rails alone 340 s),
+#: and there it only leads at the largest size (DGX A100 x128 allgather,
+#: simulated: 40.6 GB/s at 64 MiB and 151.6 at 1 GiB; rails' files 87.6 at
+#: 128 MiB and 115.2 at 1 GiB).
+GRID_EVERY_SIZE_RANKS = 512
+#: The least size the portfolio ranks the grid form at past
+#: ``GRID_EVERY_SIZE_RANKS`` ranks.
+GRID_LEAST_SIZE = 1 << 30
 #: Tree algorithms: they spread over every rail peer on boxes behind a box
 #: switch, are lowered decoupled first and take the portfolio's tree chunkings.
 SPREAD_TREES = ("trees", "trees-rated", "hier")
@@ -233,7 +243,9 @@ def large_rings2d_chunks(topo: Topology, collective: Collective | None,
     Returns
     -------
     tuple of int
-        Those of ``MESH_CROSSING_CHUNKINGS`` (``GRID_CROSSING_CHUNKINGS``
+        Those of ``MESH_CROSSING_CHUNKINGS`` (past ``GRID_EVERY_SIZE_RANKS``
+        ranks ``LARGE_MESH_CROSSING_CHUNKINGS``, allgather only;
+        ``GRID_CROSSING_CHUNKINGS``
         behind box switches) in which ``collective`` takes the crossing form
         within ``budget``; () elsewhere (fewer ranks, boxes of unequal sizes,
         other collectives).
@@ -254,9 +266,13 @@ def large_rings2d_chunks(topo: Topology, collective: Collective | None,
 
     if collective is None or collective is Collective.ALLTOALL or topo.num_ranks <= RING_RANKS:
         return ()
-    if _meshed_boxes(topo) and collective is not Collective.ALLREDUCE:
+    if _meshed_boxes(topo) and topo.num_ranks > GRID_EVERY_SIZE_RANKS:
+        if collective is not Collective.ALLGATHER:
+            return ()
+        chunkings = LARGE_MESH_CROSSING_CHUNKINGS
+    elif _meshed_boxes(topo) and collective is not Collective.ALLREDUCE:
         chunkings = MESH_CROSSING_CHUNKINGS
-    elif _box_switches(topo) and topo.num_ranks <= GRID_MAX_RANKS:
+    elif _box_switches(topo):
         chunkings = GRID_CROSSING_CHUNKINGS
     else:
         return ()
@@ -265,6 +281,26 @@ def large_rings2d_chunks(topo: Topology, collective: Collective | None,
         return ()
     return tuple(c for c in chunkings
                  if 0 < crossing_threadblocks(groups, collective, c) <= budget)
+
+
+def least_size(topo: Topology, variant: Variant) -> int:
+    """The least message size (bytes) the portfolio ranks ``variant`` at: 0, or
+    ``GRID_LEAST_SIZE`` for rings2d past ``GRID_EVERY_SIZE_RANKS`` ranks
+    (where it crosses in stages over a grid of boxes).
+
+    Examples
+    --------
+    >>> from colc.frontends.families import build_family
+    >>> t = build_family({"family": "dgx-a100", "boxes": 128}, "x")
+    >>> v = Variant("rings2d", 1, Protocol.SIMPLE)
+    >>> least_size(t, v) == GRID_LEAST_SIZE, least_size(t, Variant("rails", 1, Protocol.SIMPLE))
+    (True, 0)
+    >>> least_size(build_family({"family": "dgx-a100", "boxes": 64}, "x"), v)
+    0
+    """
+    if variant.algorithm == "rings2d" and topo.num_ranks > GRID_EVERY_SIZE_RANKS:
+        return GRID_LEAST_SIZE
+    return 0
 
 
 def scale_skip(topo: Topology, algorithm: str, budget: int,
@@ -1180,7 +1216,8 @@ def variants(compiler: Compiler, protocols: tuple[Protocol, ...] | None = None,
         elif name == "rings2d" and (large := large_rings2d_chunks(
                 compiler.topo, opts.collective, compiler.budget)):
             chunks = large
-            if opts.algorithm == "auto" and _box_switches(compiler.topo):
+            if opts.algorithm == "auto" and (_box_switches(compiler.topo) or least_size(
+                    compiler.topo, Variant(name, None, Protocol.SIMPLE))):
                 name_protocols = tuple(p for p in protocols if p in GRID_PROTOCOLS)
         else:
             chunks = CHUNKINGS.get(name, (None,))

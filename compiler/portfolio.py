@@ -44,6 +44,7 @@ from colc.compiler.pipeline import (
     Compiler,
     Variant,
     VerificationFailed,
+    least_size,
     rank_limit_problem,
     scale_skip,
     smallest_budget,
@@ -269,14 +270,16 @@ def _prefetch(compiler: Compiler, cands: list[Variant], sizes: tuple[int, ...]) 
         return
     tasks = []
     for v in cands:
+        if _least(compiler, v) >= 64 << 20:
+            continue
         lo, hi = PROTOCOL_SIZES[v.protocol]
         try:
             compiler.estimate(v)  # builds the schedule here, shared by the workers
             nchunks = compiler.schedule(v.algorithm, v.chunks).nchunks
         except ColcError:
             continue
-        mine = tuple(s for s in sizes if lo <= s <= hi and s < 64 << 20
-                     and (s // compiler.opts.dtype_bytes) % nchunks == 0)
+        mine = tuple(s for s in sizes if _serves(compiler, v, s, PROTOCOL_SIZES)
+                     and s < 64 << 20 and (s // compiler.opts.dtype_bytes) % nchunks == 0)
         if mine:
             tasks.append((v, mine))
     prefetch(compiler, tasks, jobs)
@@ -293,6 +296,20 @@ def _prefetch(compiler: Compiler, cands: list[Variant], sizes: tuple[int, ...]) 
         if top:
             pairs.append((top, s))
     simulate_pairs(compiler, pairs, jobs)
+
+
+def _least(compiler: Compiler, v: Variant) -> int:
+    """The least size ``auto``'s portfolio ranks ``v`` at (``least_size``);
+    a portfolio of one algorithm ranks it at every size."""
+    return least_size(compiler.topo, v) if compiler.opts.algorithm == "auto" else 0
+
+
+def _serves(compiler: Compiler, v: Variant, size: int,
+            ranges: dict[Protocol, tuple[int, int]]) -> bool:
+    """Whether the portfolio ranks ``v`` at ``size``: its protocol's range in
+    ``ranges``, from its least size."""
+    lo, hi = ranges[v.protocol]
+    return max(lo, _least(compiler, v)) <= size <= hi
 
 
 def _first_simulated(compiler: Compiler, cands: list[Variant], size: int,
@@ -315,8 +332,7 @@ def _usable(compiler: Compiler, cands: list[Variant], size: int,
     and the reasons the others were refused."""
     usable, refusals = [], []
     for v in cands:
-        lo, hi = ranges[v.protocol]
-        if not lo <= size <= hi:
+        if not _serves(compiler, v, size, ranges):
             continue
         try:
             est = compiler.estimate(v)
@@ -407,7 +423,7 @@ def _split_midpoints(compiler: Compiler, runs: list[tuple[Variant, list[int]]],
     cuts = [2 * run[-1] for _, run in runs[:-1]]
     if compiler.topo.num_ranks > COARSE_RANKS:
         return [(v, run, cut) for (v, run), cut in zip(runs, [*cuts, 0], strict=True)]
-    rivals = [_rivals(runs, i, m, ranking, failed) for i, m in enumerate(cuts)]
+    rivals = [_rivals(compiler, runs, i, m, ranking, failed) for i, m in enumerate(cuts)]
     pairs = [(v, m) for i, m in enumerate(cuts) for v in rivals[i]]
     simulate_pairs(compiler, pairs, jobs_for(compiler.opts))
     out: list[tuple[Variant, list[int], int]] = []
@@ -436,7 +452,7 @@ def _split_midpoints(compiler: Compiler, runs: list[tuple[Variant, list[int]]],
 MIDPOINT_RIVALS = 2
 
 
-def _rivals(runs: list[tuple[Variant, list[int]]], i: int, m: int,
+def _rivals(compiler: Compiler, runs: list[tuple[Variant, list[int]]], i: int, m: int,
             ranking: dict[int, list[tuple[float, Variant]]],
             failed: set[Variant]) -> list[Variant]:
     """The winners on both sides of the ``i``-th boundary (midpoint ``m``),
@@ -445,7 +461,7 @@ def _rivals(runs: list[tuple[Variant, list[int]]], i: int, m: int,
     out = [runs[i][0], runs[i + 1][0]]
     for s in (runs[i][1][-1], runs[i + 1][1][0]):
         more = [v for _, v in ranking.get(s, []) if v not in out and v not in failed
-                and PROTOCOL_SIZES[v.protocol][0] <= m <= PROTOCOL_SIZES[v.protocol][1]]
+                and _serves(compiler, v, m, PROTOCOL_SIZES)]
         out += more[:MIDPOINT_RIVALS]
     return out
 

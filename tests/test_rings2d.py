@@ -339,9 +339,13 @@ def test_auto_tries_the_crossing_form_past_128_ranks() -> None:
     switches it tries the allgather and reduce-scatter over a grid of boxes
     with the chunkings whose passes fit 64 steps per ring (DGX A100 x32: 1,
     2 and 4; x64: 1 and 2), and the allreduce where both halves fit (x32: 1
-    and 2); not at 1024 GPUs (``GRID_MAX_RANKS``: the portfolio's build
-    time)."""
-    from colc.compiler.pipeline import Compiler, variants
+    and 2); at 1024 GPUs the allgather with 1 (and on DGX A100 x128 the
+    reduce-scatter; MI250 x64's loses to rails), which the portfolio ranks
+    only from 1 GiB
+    (``least_size``: its build time), as Simple only, and
+    ``--algorithm rings2d`` at every size."""
+    from colc.compiler.pipeline import Compiler, Variant, variants
+    from colc.compiler.portfolio import PROTOCOL_SIZES, _serves
 
     for topo, coll, want in ((mi250(16), Collective.ALLGATHER, {2, 4}),
                              (mi250(16), Collective.REDUCESCATTER, {2, 4}),
@@ -350,9 +354,22 @@ def test_auto_tries_the_crossing_form_past_128_ranks() -> None:
                              (dgx_a100(64), Collective.ALLGATHER, {1, 2}),
                              (dgx_a100(64), Collective.REDUCESCATTER, {1, 2}),
                              (dgx_a100(32), Collective.ALLREDUCE, {1, 2}),
-                             (dgx_a100(128), Collective.ALLGATHER, set())):
+                             (dgx_a100(128), Collective.ALLGATHER, {1}),
+                             (mi250(64), Collective.ALLGATHER, {1}),
+                             (mi250(64), Collective.REDUCESCATTER, set())):
         comp = Compiler(topo, CompileOptions(collective=coll))
         assert {v.chunks for v in variants(comp) if v.algorithm == "rings2d"} == want
+        if want and topo.num_ranks > 512:
+            assert {v.protocol for v in variants(comp, tuple(Protocol))
+                    if v.algorithm == "rings2d"} == {Protocol.SIMPLE}
+    grid = Variant("rings2d", 1, Protocol.SIMPLE)
+    for algorithm, least in (("auto", 1 << 30), ("rings2d", 256 << 10)):
+        for topo, ranked in ((dgx_a100(128), least), (mi250(64), least),
+                             (dgx_a100(64), 256 << 10)):
+            comp = Compiler(topo, CompileOptions(collective=Collective.ALLGATHER,
+                                                 algorithm=algorithm))
+            assert [s for s in (64 << 10, 256 << 10, 64 << 20, 1 << 30)
+                    if _serves(comp, grid, s, PROTOCOL_SIZES)][0] == ranked
 
 
 def _grid_crossings(topo, sched, dims):
