@@ -13,7 +13,9 @@ with its verified program and text, and the simulated results per size.
 Search (``colc.compiler.pipeline.Compiler``): at every evaluated size
 (``SIZES``: 1 KiB to 1 GiB by factors of 4) the variants whose protocol
 suits the size (``PROTOCOL_SIZES``: LL for small messages, LL128 in the
-middle, Simple from 256 KiB up) and which the runtime would select there
+middle, Simple from 256 KiB up; under ``auto`` none below the variant's
+``least_size``: rings2d's grid form past 512 ranks from 1 GiB) and which
+the runtime would select there
 for fp32 (hence also for fp16 and bf16) are simulated (when none is
 selectable, e.g. allreduce on a rank count that is not a power of two, all
 are, and the portfolio says the runtime will not use it at that size);
