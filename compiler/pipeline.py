@@ -1216,8 +1216,8 @@ def variants(compiler: Compiler, protocols: tuple[Protocol, ...] | None = None,
         elif name == "rings2d" and (large := large_rings2d_chunks(
                 compiler.topo, opts.collective, compiler.budget)):
             chunks = large
-            if opts.algorithm == "auto" and (_box_switches(compiler.topo) or least_size(
-                    compiler.topo, Variant(name, None, Protocol.SIMPLE))):
+            if opts.algorithm == "auto" and (_box_switches(compiler.topo) or
+                                             compiler.topo.num_ranks > GRID_EVERY_SIZE_RANKS):
                 name_protocols = tuple(p for p in protocols if p in GRID_PROTOCOLS)
         else:
             chunks = CHUNKINGS.get(name, (None,))

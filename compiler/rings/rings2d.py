@@ -1134,13 +1134,13 @@ def _allgather_grid(out: _Ops, groups: list[list[int]], orders: list[list[list[i
     for q in range(cf):
         for send in sends:
             members, dest = groups[send.sender], groups[send.dest]
+            channel = _grid_channel(rings, dims, send.stage, send.distance)
             for j in send.sources:
                 for g in range(size):
                     c = groups[j][g] * cf + q
                     src = (Slot(members[g], IN, q) if j == send.sender and not reduced
                            else Slot(members[g], OUT, c))
-                    out.add(OpKind.COPY, src, Slot(dest[g], OUT, c),
-                            _grid_channel(rings, dims, send.stage, send.distance))
+                    out.add(OpKind.COPY, src, Slot(dest[g], OUT, c), channel)
     offsets = landing_order(dims)
     passes = [(0, q) for q in range(cf)]
     for stage in range(1, len(dims) + 1):
