@@ -270,7 +270,7 @@ def _prefetch(compiler: Compiler, cands: list[Variant], sizes: tuple[int, ...]) 
     jobs = jobs_for(compiler.opts)
     if jobs <= 1:
         return
-    tasks = []
+    tasks = _large_firsts(compiler, cands, sizes)
     for v in cands:
         if _least(compiler, v) >= 64 << 20:
             continue
@@ -298,6 +298,32 @@ def _prefetch(compiler: Compiler, cands: list[Variant], sizes: tuple[int, ...]) 
         if top:
             pairs.append((top, s))
     simulate_pairs(compiler, pairs, jobs)
+
+
+def _large_firsts(compiler: Compiler, cands: list[Variant],
+                  sizes: tuple[int, ...]) -> list[tuple[Variant, tuple[int, ...]]]:
+    """Prefetch tasks of the candidates ranked from a large size only
+    (``least_size``: rings2d's grid past 512 ranks) at the sizes where
+    ``_rank`` simulates them first (the best bandwidth bound): their lowering
+    and simulation then run beside the small sizes' instead of after them
+    (at 1024 ranks about two minutes; the schedules are built here, before
+    the fork).  Listed first, the longest tasks start first."""
+    tasks = []
+    for v in cands:
+        if _least(compiler, v) < 64 << 20:
+            continue
+        mine = tuple(s for s in sizes if _serves(compiler, v, s, PROTOCOL_SIZES)
+                     and _first_bound(compiler, cands, s) == v)
+        if mine:
+            tasks.append((v, mine))
+    return tasks
+
+
+def _first_bound(compiler: Compiler, cands: list[Variant], size: int) -> Variant | None:
+    """The usable candidate with the best bandwidth bound at ``size`` (what
+    ``_rank`` simulates first there, unless its lowering is refused)."""
+    usable, _ = _usable(compiler, cands, size, PROTOCOL_SIZES)
+    return usable[0][2] if usable else None
 
 
 def _least(compiler: Compiler, v: Variant) -> int:

@@ -372,6 +372,26 @@ def test_auto_tries_the_crossing_form_past_128_ranks() -> None:
                     if _serves(comp, grid, s, PROTOCOL_SIZES)][0] == ranked
 
 
+def test_grid_ranked_from_1_gib_is_prefetched(monkeypatch) -> None:
+    """Where ``auto`` ranks the grid form from 1 GiB only (past
+    ``GRID_EVERY_SIZE_RANKS``, lowered here to 128 so DGX A100 x32 is such a
+    machine), the portfolio's prefetch lowers and simulates it (on the forked
+    workers, with the small sizes' tasks) when its bandwidth bound is the
+    best at 1 GiB; a variant it would not simulate first stays out."""
+    import colc.compiler.pipeline as pipeline
+    from colc.compiler.pipeline import Compiler, Variant
+    from colc.compiler.portfolio import _prefetch
+
+    monkeypatch.setattr(pipeline, "GRID_EVERY_SIZE_RANKS", 128)
+    comp = Compiler(dgx_a100(32), CompileOptions(collective=Collective.ALLGATHER, jobs=2,
+                                                 prove=False))
+    grid, slow = Variant("rings2d", 1, Protocol.SIMPLE), Variant("rings2d", 2, Protocol.SIMPLE)
+    assert comp.estimate(grid) == comp.estimate(slow)  # the label breaks the tie: c1 first
+    _prefetch(comp, [grid, slow], (1 << 30,))
+    assert (grid, 1 << 30) in comp._sims and grid in comp._programs
+    assert slow not in comp._programs and (slow, 1 << 30) not in comp._sims
+
+
 def _grid_crossings(topo, sched, dims):
     """The network transfers of ``sched``, each checked to join rail peers
     (places of 8-rank boxes) whose boxes differ in one grid coordinate."""
