@@ -778,6 +778,7 @@ class Compiler:
         self.budget = threadblock_budget(opts.max_threadblocks, self.model)
         self._schedules: dict[tuple[str, int | None, int, bool, bool], Schedule] = {}
         self._simple: dict[tuple[int | None, int], bool] = {}
+        self._bounds: dict[tuple[str, int | None, int, bool, bool], float] = {}  # by schedule key
         self._programs: dict[Variant, Program] = {}
         self._sims: dict[tuple[Variant, int], SimResult] = {}
         self._loaded: dict[Variant, object] = {}
@@ -904,9 +905,11 @@ class Compiler:
         is not a bound: NCCL's rings on MI250 x2 reduce-scatter were estimated
         at 119 GB/s, simulate 147, and were pruned from the portfolio.)
         """
-        sched = self.variant_schedule(variant)
-        eff = max(self.model.p2p_efficiency, self.model.net_efficiency)
-        return float(schedule_algbw(sched, self.topo)) * eff
+        key = self.schedule_key(variant)
+        if key not in self._bounds:  # asked at every size a portfolio ranks it at
+            eff = max(self.model.p2p_efficiency, self.model.net_efficiency)
+            self._bounds[key] = float(schedule_algbw(self.schedule(*key), self.topo)) * eff
+        return self._bounds[key]
 
     # -- programs --------------------------------------------------------------
     def program(self, variant: Variant) -> Program:
