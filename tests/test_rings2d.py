@@ -375,9 +375,10 @@ def test_auto_tries_the_crossing_form_past_128_ranks() -> None:
 def test_grid_ranked_from_1_gib_is_prefetched(monkeypatch) -> None:
     """Where ``auto`` ranks the grid form from 1 GiB only (past
     ``GRID_EVERY_SIZE_RANKS``, lowered here to 128 so DGX A100 x32 is such a
-    machine), the portfolio's prefetch lowers and simulates it (on the forked
-    workers, with the small sizes' tasks) when its bandwidth bound is the
-    best at 1 GiB; a variant it would not simulate first stays out."""
+    machine), the portfolio's prefetch lowers and simulates it (in a forked
+    worker beside the small sizes' tasks when there are any; alone here)
+    when its bandwidth bound is the best at 1 GiB; a variant it would not
+    simulate first stays out."""
     import colc.compiler.pipeline as pipeline
     from colc.compiler.pipeline import Compiler, Variant
     from colc.compiler.portfolio import _prefetch
