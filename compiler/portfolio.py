@@ -308,15 +308,13 @@ def _large_firsts(compiler: Compiler, cands: list[Variant],
     and simulation then run beside the small sizes' instead of after them
     (at 1024 ranks about two minutes; the schedules are built here, before
     the fork).  Listed first, the longest tasks start first."""
-    tasks = []
-    for v in cands:
-        if _least(compiler, v) < 64 << 20:
-            continue
-        mine = tuple(s for s in sizes if _serves(compiler, v, s, PROTOCOL_SIZES)
-                     and _first_bound(compiler, cands, s) == v)
-        if mine:
-            tasks.append((v, mine))
-    return tasks
+    large = [_least(compiler, v) for v in cands if _least(compiler, v) >= 64 << 20]
+    firsts: dict[Variant, list[int]] = {}
+    for s in sizes:
+        top = _first_bound(compiler, cands, s) if large and s >= min(large) else None
+        if top is not None and _least(compiler, top) >= 64 << 20:
+            firsts.setdefault(top, []).append(s)
+    return [(v, tuple(mine)) for v, mine in firsts.items()]
 
 
 def _first_bound(compiler: Compiler, cands: list[Variant], size: int) -> Variant | None:
