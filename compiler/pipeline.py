@@ -170,6 +170,14 @@ RING_FAMILY = ("ring", "rings2d", "nccl-rings")
 #: 73.8; allreduce only fits 2 chunks there (29.7 against rails' 37.5), so
 #: only allgather and reduce-scatter take it.
 MESH_CROSSING_CHUNKINGS = (2, 4)
+#: rings2d's chunkings of an allreduce past ``RING_RANKS`` ranks on boxes
+#: without a switch: those in which it goes in paired halves
+#: (``rings2d.paired_halves``; its grid form over all the boxes fits 2
+#: chunks per shard on MI250 x16, 29.7 GB/s at 1 GiB against rails' 37.5).
+#: MI250 x16 with 4 chunks per shard (simulated, 32 threadblocks): 52.8 /
+#: 54.1 GB/s at 128 MiB / 1 GiB against rails' 32.9 / 37.5; x32 with 2:
+#: 35.6 / 36.3 against 31.0 / 35.3.
+PAIRED_MESH_CHUNKINGS = (2, 4)
 #: Past ``GRID_EVERY_SIZE_RANKS`` ranks on such boxes the allgather's one
 #: chunk per shard (its only chunking within 64 steps per ring there),
 #: ranked from ``GRID_LEAST_SIZE`` only: MI250 x64 (1024 GCDs) at 1 GiB
@@ -226,15 +234,15 @@ MESH_TREE_LANES_PER_PEER = 2
 def large_rings2d_chunks(topo: Topology, collective: Collective | None,
                          budget: int) -> tuple[int, ...]:
     """rings2d's chunkings past ``RING_RANKS`` ranks: its crossing allgather
-    and reduce-scatter, and behind box switches, where they go over a grid of
-    boxes, its allreduce.
+    and reduce-scatter, and its allreduce behind box switches (over a grid
+    of boxes or in paired halves) and, on boxes without a switch, in paired
+    halves (``rings2d.paired_halves``).
 
     Parameters
     ----------
     topo : Topology
     collective : Collective or None
-        Allgather and reduce-scatter take them, allreduce behind box
-        switches; None takes none.
+        Allgather, reduce-scatter and allreduce take them; None takes none.
     budget : int
         Threadblocks per rank: the crossing form's least
         (``rings2d.crossing_threadblocks``, network sends and receives
@@ -243,8 +251,9 @@ def large_rings2d_chunks(topo: Topology, collective: Collective | None,
     Returns
     -------
     tuple of int
-        Those of ``MESH_CROSSING_CHUNKINGS`` (past ``GRID_EVERY_SIZE_RANKS``
-        ranks ``LARGE_MESH_CROSSING_CHUNKINGS``, allgather only;
+        Those of ``MESH_CROSSING_CHUNKINGS`` (an allreduce's
+        ``PAIRED_MESH_CHUNKINGS``; past ``GRID_EVERY_SIZE_RANKS`` ranks
+        ``LARGE_MESH_CROSSING_CHUNKINGS``, allgather only;
         ``GRID_CROSSING_CHUNKINGS``
         behind box switches) in which ``collective`` takes the crossing form
         within ``budget``; () elsewhere (fewer ranks, boxes of unequal sizes,
@@ -255,14 +264,14 @@ def large_rings2d_chunks(topo: Topology, collective: Collective | None,
     >>> from colc.frontends.families import build_family
     >>> m = build_family({"family": "mi250", "boxes": 16}, "x")
     >>> [large_rings2d_chunks(m, c, 32) for c in (Collective.ALLGATHER, Collective.ALLREDUCE)]
-    [(2, 4), ()]
+    [(2, 4), (4,)]
     >>> large_rings2d_chunks(m, Collective.REDUCESCATTER, 22), large_rings2d_chunks(m, Collective.REDUCESCATTER, 23)
     ((), (2, 4))
     >>> t = build_family({"family": "dgx-a100", "boxes": 64}, "x")
     >>> large_rings2d_chunks(t, Collective.ALLGATHER, 32), large_rings2d_chunks(t, Collective.REDUCESCATTER, 32)
     ((1, 2), (1, 2))
     """
-    from colc.compiler.rings.rings2d import crossing_threadblocks
+    from colc.compiler.rings.rings2d import crossing_threadblocks, paired_halves
 
     if collective is None or collective is Collective.ALLTOALL or topo.num_ranks <= RING_RANKS:
         return ()
@@ -270,7 +279,9 @@ def large_rings2d_chunks(topo: Topology, collective: Collective | None,
         if collective is not Collective.ALLGATHER:
             return ()
         chunkings = LARGE_MESH_CROSSING_CHUNKINGS
-    elif _meshed_boxes(topo) and collective is not Collective.ALLREDUCE:
+    elif _meshed_boxes(topo) and collective is Collective.ALLREDUCE:
+        chunkings = PAIRED_MESH_CHUNKINGS
+    elif _meshed_boxes(topo):
         chunkings = MESH_CROSSING_CHUNKINGS
     elif _box_switches(topo):
         chunkings = GRID_CROSSING_CHUNKINGS
@@ -279,6 +290,8 @@ def large_rings2d_chunks(topo: Topology, collective: Collective | None,
     groups = boxes(topo)
     if len({len(g) for g in groups}) != 1:
         return ()
+    if _meshed_boxes(topo) and collective is Collective.ALLREDUCE:
+        chunkings = tuple(c for c in chunkings if paired_halves(groups, collective, c))
     return tuple(c for c in chunkings
                  if 0 < crossing_threadblocks(groups, collective, c) <= budget)
 

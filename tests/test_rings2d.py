@@ -335,12 +335,14 @@ def test_auto_tries_the_crossing_form_past_128_ranks() -> None:
     """Past 128 ranks ``auto`` leaves ring-shaped schedules out, but
     rings2d's rings stay inside a box: on boxes without a switch (MI250 x16)
     it tries the crossing allgather and reduce-scatter with 2 and 4 chunks
-    per shard; not the allreduce (slower than rails there).  Behind box
+    per shard, and the allreduce in paired halves with 4 (its grid form over
+    all the boxes is slower than rails there).  Behind box
     switches it tries the allgather and reduce-scatter over a grid of boxes
     with the chunkings whose passes fit 64 steps per ring (DGX A100 x32: 1,
-    2 and 4; x64: 1 and 2), and the allreduce where both halves fit (x32: 1
-    and 2); at 1024 GPUs the allgather with 1 (and on DGX A100 x128 the
-    reduce-scatter; MI250 x64's loses to rails), which the portfolio ranks
+    2 and 4; x64: 1 and 2), and the allreduce where both halves fit, over
+    all the boxes or in paired halves (x32: 1, 2 and 4; x128: 1); at 1024
+    GPUs the allgather with 1 (and on DGX A100 x128 the reduce-scatter and
+    allreduce; MI250 x64's lose to rails), which the portfolio ranks
     only from 1 GiB
     (``least_size``: its build time), as Simple only, and
     ``--algorithm rings2d`` at every size."""
@@ -349,12 +351,14 @@ def test_auto_tries_the_crossing_form_past_128_ranks() -> None:
 
     for topo, coll, want in ((mi250(16), Collective.ALLGATHER, {2, 4}),
                              (mi250(16), Collective.REDUCESCATTER, {2, 4}),
-                             (mi250(16), Collective.ALLREDUCE, set()),
+                             (mi250(16), Collective.ALLREDUCE, {4}),
+                             (mi250(64), Collective.ALLREDUCE, set()),
                              (dgx_a100(32), Collective.ALLGATHER, {1, 2, 4}),
                              (dgx_a100(64), Collective.ALLGATHER, {1, 2}),
                              (dgx_a100(64), Collective.REDUCESCATTER, {1, 2}),
-                             (dgx_a100(32), Collective.ALLREDUCE, {1, 2}),
+                             (dgx_a100(32), Collective.ALLREDUCE, {1, 2, 4}),
                              (dgx_a100(128), Collective.ALLGATHER, {1}),
+                             (dgx_a100(128), Collective.ALLREDUCE, {1}),
                              (mi250(64), Collective.ALLGATHER, {1}),
                              (mi250(64), Collective.REDUCESCATTER, set())):
         comp = Compiler(topo, CompileOptions(collective=coll))
@@ -510,4 +514,44 @@ def test_grid_reduce_scatter_forwards_partials_in_stages(coll) -> None:
     assert len(gated) == topo.num_ranks * cf
     assert all(op.src.buffer is Buffer.INPUT and sched.ops[g].dst.rank == op.src.rank
                for op, g in zip(sched.ops, sched.gates, strict=True) if g >= 0)
+    validate_schedule(topo, sched)
+
+
+def test_paired_allreduce_exchanges_between_halves() -> None:
+    """Where the grid allreduce over all the boxes does not fit 64 steps per
+    ring (DGX A100 x16, 8 chunks per shard), each half of the boxes runs it
+    on its own and every owner exchanges its half's sum with its rail peer
+    in the partner box: half as many chunks, every rank's network traffic
+    still ``2 (B-1) / N`` of the buffer (the least), the halves joined only
+    by the exchange (``cf`` chunks per rank), within 32 threadblocks and 64
+    steps per threadblock.  Proved by the chunk checker and the
+    interpreter."""
+    from colc.compiler.pipeline import Compiler, Variant
+    from colc.compiler.rings.rings2d import paired_halves
+
+    topo, cf, nb = dgx_a100(16), 8, 16
+    groups = boxes(topo)
+    assert paired_halves(groups, Collective.ALLREDUCE, cf)
+    assert not paired_halves(groups, Collective.ALLREDUCE, 4)  # the grid over all fits
+    sched = rings2d_schedule(topo, Collective.ALLREDUCE, cf)
+    n = topo.num_ranks
+    assert sched.nchunks == n * cf // 2
+    box_of = {r: i for i, g in enumerate(groups) for r in g}
+    sent, across = [0] * n, [0] * n
+    for op in sched.ops:
+        b, b2 = box_of[op.src.rank], box_of[op.dst.rank]
+        if op.is_transfer and b != b2:
+            assert op.src.rank % 8 == op.dst.rank % 8  # rail peers only
+            sent[op.src.rank] += op.count
+            if (b < nb // 2) != (b2 < nb // 2):
+                assert abs(b - b2) == nb // 2  # the partner box only
+                across[op.src.rank] += op.count
+    assert sent == [(nb - 1) * cf] * n
+    assert Fraction(sent[0], sched.nchunks) == Fraction(2 * (nb - 1), n)
+    assert across == [cf] * n
+    comp = Compiler(topo, CompileOptions(algorithm="rings2d", jobs=1,
+                                         collective=Collective.ALLREDUCE))
+    program = comp.program(Variant("rings2d", cf, Protocol.SIMPLE))
+    assert program.max_threadblocks <= 32
+    assert max(len(tb.steps) for r in program.ranks for tb in r.threadblocks) <= 64
     validate_schedule(topo, sched)

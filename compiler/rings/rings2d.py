@@ -100,6 +100,7 @@ Complexity: O(N * cf) ops per phase; ring search per box as in
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable
 
@@ -404,6 +405,12 @@ def rings2d_schedule(topo: Topology, collective: Collective,
     n, nb = topo.num_ranks, len(groups)
     out = _Ops()
     grid = box_grid(nb, rings, collective) if crossing else (nb,)
+    if crossing and paired_halves(groups, collective, cf):
+        nchunks, scratch = _allreduce_pairs(out, groups, orders, cf, n, pair_grid(nb, rings))
+        gates = tuple(out.gates) if any(g >= 0 for g in out.gates) else ()
+        sched = Schedule(collective, n, nchunks, scratch, tuple(out.ops), algorithm=NAME,
+                         gates=gates)
+        return infer_dependencies(sched)
     if collective is not Collective.ALLGATHER:
         if len(grid) > 1:
             _reduce_scatter_grid(out, groups, orders, cf, n, grid,
@@ -515,7 +522,45 @@ def crossing_rings(groups: list[list[int]], collective: Collective, chunks: int)
         if (_crossing_fit(collective, nb, len(groups[0]), chunks, rings)
                 and rings + _network_channels(nb, rings, collective) + local <= MAX_CHANNELS):
             return rings
+        if collective is Collective.ALLREDUCE and _pairs_fit(nb, len(groups[0]), chunks, rings):
+            return rings
     return 0
+
+
+def paired_halves(groups: list[list[int]], collective: Collective, chunks: int) -> bool:
+    """Whether ``collective`` takes the crossing form in paired halves
+    (``_allreduce_pairs``): an allreduce whose grid form does not fit 64
+    steps per ring, where each half's does.
+
+    >>> g = [[8 * b + i for i in range(8)] for b in range(128)]
+    >>> [paired_halves(g, Collective.ALLREDUCE, c) for c in (1, 2)]
+    [True, False]
+    """
+    nb, size = len(groups), len(groups[0])
+    if collective is not Collective.ALLREDUCE or nb < 2 or size < 3:
+        return False
+    rings = crossing_rings(groups, collective, chunks)
+    return bool(rings) and not (
+        _crossing_fit(collective, nb, size, chunks, rings)
+        and rings + _network_channels(nb, rings, collective) <= MAX_CHANNELS)
+
+
+def pair_grid(nb: int, rings: int) -> tuple[int, ...]:
+    """Grid of each half of ``nb`` boxes in the paired allreduce: its network
+    threadblocks and the exchange's send and receive fit ``MAX_CHANNELS``
+    beside the rings."""
+    return grid_dims(nb // 2, rings + 2, MAX_CHANNELS)
+
+
+def _pairs_fit(nb: int, size: int, cf: int, rings: int) -> bool:
+    """Whether the paired allreduce fits ``rings`` rings: a grid form on
+    16 boxes or more, each half's passes within 64 steps per ring, its
+    network threadblocks and the exchange's within ``MAX_CHANNELS``."""
+    if nb % 2 or len(box_grid(nb, rings, Collective.ALLREDUCE)) < 2:
+        return False
+    links = sum(d - 1 for d in pair_grid(nb, rings))
+    return (_crossing_fit(Collective.ALLREDUCE, nb // 2, size, cf, rings)
+            and rings + 2 * links + 2 <= MAX_CHANNELS)
 
 
 def crossing_threadblocks(groups: list[list[int]], collective: Collective, chunks: int) -> int:
@@ -531,6 +576,8 @@ def crossing_threadblocks(groups: list[list[int]], collective: Collective, chunk
     if not rings:
         return 0
     nb = len(groups)
+    if paired_halves(groups, collective, chunks):
+        return rings + sum(d - 1 for d in pair_grid(nb, rings)) + 1
     grid = box_grid(nb, rings, collective)
     spare = len(grid) > 1 and collective is not Collective.ALLGATHER and _grid_spare(rings, grid)
     return rings + _network_channels(nb, rings, collective) + spare + (
@@ -791,7 +838,8 @@ def _reduce_scatter_switched(out: _Ops, groups: list[list[int]],
 
 
 def _reduce_scatter_grid(out: _Ops, groups: list[list[int]], orders: list[list[list[int]]],
-                         cf: int, n: int, dims: tuple[int, ...], scatter: bool = True) -> None:
+                         cf: int, n: int, dims: tuple[int, ...], scatter: bool = True,
+                         spare: bool = True) -> None:
     """The crossing reduce-scatter in stages over a grid of boxes
     (``grid``): the allgather's stages backwards, the last dimension first.
 
@@ -839,7 +887,7 @@ def _reduce_scatter_grid(out: _Ops, groups: list[list[int]], orders: list[list[l
     def onward(x: int, s: int) -> tuple[int, ...]:  # the offset left after stage ``s``
         return tuple(0 if j == s - 1 else o for j, o in enumerate(offsets[x]))
 
-    spare = _grid_spare(rings, dims)
+    spare = spare and _grid_spare(rings, dims)
     position, gate = 0, None
     for s in range(len(dims), 0, -1):
         # the partials the receiver forwards first go first, those for itself last
@@ -892,6 +940,75 @@ def _reduce_scatter_grid(out: _Ops, groups: list[list[int]], orders: list[list[l
                                 else landed(there[g], c, region - 1))
     if not scatter:  # an allreduce's allgather would send from the landing's threadblock
         _box_pass(out, groups, orders, qs, cf, 0, landed, scatter, joins=before(0))
+
+
+def _allreduce_pairs(out: _Ops, groups: list[list[int]], orders: list[list[list[int]]],
+                     cf: int, n: int, dims: tuple[int, ...]) -> tuple[int, int]:
+    """An allreduce in paired halves: each half of the boxes runs the grid's
+    allreduce over ``dims`` on its own, except that between its
+    reduce-scatter and its allgather every owner exchanges its half's sum
+    with its rail peer in the partner box of the other half (box ``b`` and
+    ``b + B/2``), each adding the other's.  A chunk then has two owners, one
+    per half: ``N cf / 2`` chunks, half as many ring steps as the grid's
+    allreduce over all the boxes (which does not fit 64 per ring at 1024
+    GPUs with one chunk per shard), and the same network traffic (the
+    exchange of a sum of ``2/B`` of the buffer replaces the last stage of
+    the reduce-scatter and the first of the allgather).
+
+    The half whose owners send first (the second) leaves its sum in
+    scratch, so the first half's landing adds onto it in its output while
+    the second's is still unread: ``R + 2 sum(d_i - 1) + 2`` threadblocks
+    per rank, the exchange's send and receive on a channel after the
+    grid's (the first pass's second connection is left out).
+
+    Returns
+    -------
+    tuple of int
+        Chunks of the schedule and scratch chunks.  Ops name chunks by
+        the first half's owners, ``(b mod B/2, g)``.
+    """
+    nb, size = len(groups), len(groups[0])
+    half = nb // 2
+    tops = [groups[:half], groups[half:]]
+    held = (sum(d - 1 for d in dims) + 1) * n * cf  # scratch of the second half's sums
+    for h, part in enumerate(tops):
+        start = len(out.ops)
+        _reduce_scatter_grid(out, part, orders[h * half:(h + 1) * half], cf, n, dims,
+                             scatter=False, spare=False)
+        if h:  # the second half's sums stay in scratch
+            for i in range(start, len(out.ops)):
+                op = out.ops[i]
+                if op.dst.buffer is OUT:
+                    out.ops[i] = dataclasses.replace(
+                        op, dst=Slot(op.dst.rank, SCR, held + op.dst.index))
+    channel = len(orders[0]) + sum(d - 1 for d in dims)
+    for b in range(half):
+        for q in range(cf):
+            for g in range(size):
+                r0, r1 = groups[b][g], groups[b + half][g]
+                c0, c1 = r0 * cf + q, r1 * cf + q
+                out.add(OpKind.REDUCE, Slot(r0, OUT, c0), Slot(r1, OUT, c1), channel,
+                        Slot(r1, SCR, held + c1))
+                out.add(OpKind.REDUCE, Slot(r1, SCR, held + c1), Slot(r0, OUT, c0), channel,
+                        Slot(r0, OUT, c0))
+    for h, part in enumerate(tops):
+        _allgather_grid(out, part, orders[h * half:(h + 1) * half], cf, dims, reduced=True)
+    name = {}
+    for b, members in enumerate(groups):
+        for g, r in enumerate(members):
+            name[r] = (b % half) * size + g
+    m = n // 2 * cf
+
+    def rename(slot: Slot | None) -> Slot | None:
+        if slot is None:
+            return None
+        region, c = divmod(slot.index, n * cf)
+        r, q = divmod(c, cf)
+        return Slot(slot.rank, slot.buffer, region * m + name[r] * cf + q)
+
+    out.ops = [dataclasses.replace(op, src=rename(op.src), dst=rename(op.dst),
+                                   operand=rename(op.operand)) for op in out.ops]
+    return m, (sum(d - 1 for d in dims) + 2) * m
 
 
 def _grid_spare(rings: int, dims: tuple[int, ...]) -> bool:
