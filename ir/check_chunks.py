@@ -68,7 +68,10 @@ def check_schedule(sched: Schedule, topo: Topology | None = None) -> list[str]:
 
 def _check_structure(sched: Schedule) -> list[str]:
     out: list[str] = []
-    if sched.ngpus < 1 or sched.nchunks % sched.ngpus:
+    if sched.ngpus < 1 or sched.nchunks < 1 or (
+            sched.nchunks % sched.ngpus and sched.collective is not Collective.ALLREDUCE):
+        # an allreduce names every chunk alike on every rank: the runtime only
+        # needs the count to divide into them (rings2d's paired halves: N/2)
         return [f"nchunks {sched.nchunks} is not a multiple of ngpus {sched.ngpus}"]
     ext = buffer_extents(sched.collective, sched.nchunks, sched.ngpus)
     ext[Buffer.SCRATCH] = sched.scratch_chunks

@@ -55,3 +55,28 @@ def test_out_of_range_slot() -> None:
     op = Op(0, OpKind.COPY, Slot(0, Buffer.INPUT, 5), Slot(1, Buffer.OUTPUT, 0))
     sched = Schedule(Collective.ALLGATHER, 2, 2, 0, (op,))
     assert any("outside" in p for p in check_schedule(sched))
+
+
+def test_allreduce_may_have_fewer_chunks_than_ranks() -> None:
+    """An allreduce names every chunk alike on every rank, so its chunk
+    count need not be a multiple of the ranks (rings2d's paired halves on
+    1024 GPUs: 512): a chain of 4 ranks over 2 chunks proves and runs; an
+    allgather of 2 chunks on 4 ranks is still refused."""
+    from colc.compiler.lowering.infer_dependencies import infer_dependencies
+    from tests.helpers import validate_schedule
+
+    topo = fam.ring(4, 10)
+    ops: list[Op] = []
+    for k in range(2):
+        for r in range(3):
+            src = Slot(r, Buffer.INPUT if r == 0 else Buffer.OUTPUT, k)
+            ops.append(Op(len(ops), OpKind.REDUCE, src, Slot(r + 1, Buffer.OUTPUT, k),
+                          operand=Slot(r + 1, Buffer.INPUT, k)))
+        for r in (3, 0, 1):
+            ops.append(Op(len(ops), OpKind.COPY, Slot(r, Buffer.OUTPUT, k),
+                          Slot((r + 1) % 4, Buffer.OUTPUT, k)))
+    sched = infer_dependencies(Schedule(Collective.ALLREDUCE, 4, 2, 0, tuple(ops)))
+    assert check_schedule(sched, topo) == []
+    validate_schedule(topo, sched)
+    gather = Schedule(Collective.ALLGATHER, 4, 2, 0, ())
+    assert any("not a multiple" in p for p in check_schedule(gather))

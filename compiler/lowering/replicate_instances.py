@@ -48,7 +48,7 @@ def replicate_instances(sched: Schedule, instances: int) -> Schedule:
     if instances == 1:
         return sched
     sched = split_at_shards(sched)
-    cf = sched.chunks_per_rank
+    cf = max(1, sched.chunks_per_rank)  # an allreduce may have fewer chunks than ranks
     nhints = max(op.channel for op in sched.ops) + 1 if sched.ops else 1
     n = len(sched.ops)
 
@@ -90,7 +90,7 @@ def split_at_shards(sched: Schedule) -> Schedule:
     >>> [(o.src.index, o.count) for o in split_at_shards(s).ops]
     [(0, 2), (2, 2)]
     """
-    cf = sched.chunks_per_rank
+    cf = max(1, sched.chunks_per_rank)
     out: list[Op] = []
     changed = False
     for op in sched.ops:
