@@ -977,8 +977,7 @@ def _allreduce_pairs(out: _Ops, groups: list[list[int]], orders: list[list[list[
         Chunks of the schedule and scratch chunks.  Ops name chunks by
         the first half's owners, ``(b mod B/2, g)``.
     """
-    nb, size = len(groups), len(groups[0])
-    half = nb // 2
+    half = len(groups) // 2
     tops = [groups[:half], groups[half:]]
     held = (sum(d - 1 for d in dims) + 1) * n * cf  # scratch of the second half's sums
     for h, part in enumerate(tops):
@@ -991,7 +990,22 @@ def _allreduce_pairs(out: _Ops, groups: list[list[int]], orders: list[list[list[
                 if op.dst.buffer is OUT:
                     out.ops[i] = dataclasses.replace(
                         op, dst=Slot(op.dst.rank, SCR, held + op.dst.index))
-    channel = len(orders[0]) + sum(d - 1 for d in dims)
+    _exchange(out, groups, cf, len(orders[0]) + sum(d - 1 for d in dims), held)
+    for h, part in enumerate(tops):
+        _allgather_grid(out, part, orders[h * half:(h + 1) * half], cf, dims, reduced=True)
+    m = n // 2 * cf
+    out.ops = _named_by_first_half(out.ops, groups, cf, n)
+    return m, (sum(d - 1 for d in dims) + 2) * m
+
+
+def _exchange(out: _Ops, groups: list[list[int]], cf: int, channel: int, held: int) -> None:
+    """The paired allreduce's exchange on ``channel``: each owner ``(b, g)``
+    of the first half sends its half's sum (its output) to ``(b + B/2, g)``,
+    which adds its own (scratch ``held`` on) into its output; then the
+    second half's owner sends that scratch sum back, added into the first
+    owner's output (listed second, it reads the scratch the first left
+    alone and writes the output the first has sent)."""
+    half, size = len(groups) // 2, len(groups[0])
     for b in range(half):
         for q in range(cf):
             for g in range(size):
@@ -1001,12 +1015,15 @@ def _allreduce_pairs(out: _Ops, groups: list[list[int]], orders: list[list[list[
                         Slot(r1, SCR, held + c1))
                 out.add(OpKind.REDUCE, Slot(r1, SCR, held + c1), Slot(r0, OUT, c0), channel,
                         Slot(r0, OUT, c0))
-    for h, part in enumerate(tops):
-        _allgather_grid(out, part, orders[h * half:(h + 1) * half], cf, dims, reduced=True)
-    name = {}
-    for b, members in enumerate(groups):
-        for g, r in enumerate(members):
-            name[r] = (b % half) * size + g
+
+
+def _named_by_first_half(ops: list[Op], groups: list[list[int]], cf: int, n: int) -> list[Op]:
+    """``ops`` with every chunk named by its first half's owner: chunk ``q``
+    of rank ``(b, g)``'s shard becomes ``((b mod B/2) G + g) cf + q``, and
+    scratch region ``k`` (``k N cf`` on) starts at ``k N cf / 2``."""
+    half, size = len(groups) // 2, len(groups[0])
+    name = {r: (b % half) * size + g for b, members in enumerate(groups)
+            for g, r in enumerate(members)}
     m = n // 2 * cf
 
     def rename(slot: Slot | None) -> Slot | None:
@@ -1016,9 +1033,8 @@ def _allreduce_pairs(out: _Ops, groups: list[list[int]], orders: list[list[list[
         r, q = divmod(c, cf)
         return Slot(slot.rank, slot.buffer, region * m + name[r] * cf + q)
 
-    out.ops = [dataclasses.replace(op, src=rename(op.src), dst=rename(op.dst),
-                                   operand=rename(op.operand)) for op in out.ops]
-    return m, (sum(d - 1 for d in dims) + 2) * m
+    return [dataclasses.replace(op, src=rename(op.src), dst=rename(op.dst),
+                                operand=rename(op.operand)) for op in ops]
 
 
 def _grid_spare(rings: int, dims: tuple[int, ...]) -> bool:
