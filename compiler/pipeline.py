@@ -192,8 +192,13 @@ LARGE_MESH_CROSSING_CHUNKINGS = (1,)
 #: chunks per shard, x64 (2 x 2 x 2 x 2 x 4) 146.1 with 2 (126.7 with 1),
 #: x128 (2^7) 151.6 with 1, against rails' 140.6, 138.9 and 115.2;
 #: reduce-scatter x32 165.4 with 4 (80% of the cut bound: 165.2), x64
-#: 156.8 with 2, x128 156.1 with 1 (rails: 144.7, 143.7, 126.7); allreduce
-#: x32 72.2 with 2 (rails 65.2).
+#: 156.8 with 2, x128 156.1 with 1 (rails: 144.7, 143.7, 126.7).  An
+#: allreduce takes the most that fit (``large_rings2d_chunks``), over all
+#: the boxes or in paired halves (``rings2d.paired_halves``): DGX A100 at
+#: 128 MiB / 1 GiB x32 65.3 / 79.4 with 4 in halves (2 over all the boxes:
+#: 59.0 / 72.5), x64 57.7 / 71.8 with 2 in halves (1 over all: 54.8 with
+#: rails at 128 MiB, 67.7), x128 67.2 at 1 GiB with 1 in halves (rails
+#: 58.1); every chunking ranked took the x64 portfolio 935 s to build.
 GRID_CROSSING_CHUNKINGS = (1, 2, 4)
 #: Protocols ``auto`` tries those in: Simple (its 1 MiB chunks at 1 GiB; at
 #: 128 MiB rails' LL128 files win, DGX A100 x16 allgather 132.2 GB/s
@@ -256,8 +261,8 @@ def large_rings2d_chunks(topo: Topology, collective: Collective | None,
         ``LARGE_MESH_CROSSING_CHUNKINGS``, allgather only;
         ``GRID_CROSSING_CHUNKINGS``
         behind box switches) in which ``collective`` takes the crossing form
-        within ``budget``; () elsewhere (fewer ranks, boxes of unequal sizes,
-        other collectives).
+        within ``budget`` (an allreduce the largest of them); () elsewhere
+        (fewer ranks, boxes of unequal sizes, other collectives).
 
     Examples
     --------
@@ -292,8 +297,10 @@ def large_rings2d_chunks(topo: Topology, collective: Collective | None,
         return ()
     if _meshed_boxes(topo) and collective is Collective.ALLREDUCE:
         chunkings = tuple(c for c in chunkings if paired_halves(groups, collective, c))
-    return tuple(c for c in chunkings
-                 if 0 < crossing_threadblocks(groups, collective, c) <= budget)
+    fit = tuple(c for c in chunkings if 0 < crossing_threadblocks(groups, collective, c) <= budget)
+    # an allreduce's chunkings all fill 64 steps per ring with 512 chunks at
+    # most: the most per shard pipeline its stages best
+    return fit[-1:] if collective is Collective.ALLREDUCE else fit
 
 
 def least_size(topo: Topology, variant: Variant) -> int:
