@@ -166,6 +166,12 @@ MAX_CHANNELS = 32
 #: shard: 168.0 GB/s with both at once, 168.7 with 1 step, 170.3 with 2,
 #: 170.1 with 3.
 GRID_HELD = 2
+#: Boxes per half from which the paired allreduce's halves take a grid of
+#: 2s (``pair_grid``): at 1 GiB one connection per stage leads (DGX A100
+#: x128 70.0 GB/s against 67.2, x64 72.5 against 71.8), at 128 and 256 MiB
+#: fewer stages (x64 57.7 / 65.1 against 54.8 / 61.2); the portfolio ranks
+#: the form at 1 GiB only on x128 (``pipeline.least_size``).
+PAIR_TWOS_HALF = 64
 #: Chunks per shard when none are asked for.
 DEFAULT_CHUNKS = 16
 
@@ -559,17 +565,20 @@ def pair_grid(nb: int, rings: int) -> tuple[int, ...]:
     """Grid of each half of ``nb`` boxes in the paired allreduce, whose
     network threadblocks (a send and a receive per distance) and the
     exchange's two fit ``MAX_CHANNELS`` beside the rings: the two
-    dimensions with the fewest distances, else a grid of 2s (a connection
-    per stage), else ``grid_dims``'.  Measured at 1 GiB (simulated, Simple):
-    DGX A100 x16 (halves of 8 boxes, 8 chunks per shard) 2 x 4 81.8 GB/s
-    against one stage 78.6; MI250 x16 (4 chunks) 2 x 4 57.3 against one
-    stage 54.1 and 2 x 2 x 2 54.0; DGX A100 x32 (4 chunks) 4 x 4 79.4
-    against 2 x 2 x 4 77.9 and 2^4 72.3, MI250 x32 4 x 4 36.3 against 2^4
-    34.6; DGX A100 x64 (2 chunks) 2^5 72.5 against 2 x 4 x 4 71.8; x128
-    (1 chunk) 2^6 70.0 against 2 x 2 x 2 x 2 x 4 67.2.
+    dimensions with the fewest distances; else, from halves of
+    ``PAIR_TWOS_HALF`` boxes, a grid of 2s (a connection per stage); else
+    ``grid_dims``'.  Measured (simulated, Simple), 128 MiB / 1 GiB: DGX
+    A100 x16 (halves of 8 boxes, 8 chunks per shard) 2 x 4 81.8 GB/s at 1
+    GiB against one stage 78.6; MI250 x16 (4 chunks) 2 x 4 54.8 / 57.3
+    against one stage 52.8 / 54.1 and 2 x 2 x 2 54.0 at 1 GiB; DGX A100 x32
+    (4 chunks) 4 x 4 79.4 at 1 GiB against 2 x 2 x 4 77.9 and 2^4 72.3,
+    MI250 x32 4 x 4 36.3 against 2^4 34.6; DGX A100 x64 (2 chunks) 2 x 4 x 4
+    57.7 / 71.8 against 2^5 54.8 (rails) / 72.5 and 2 x 2 x 2 x 4 72.0 at 1
+    GiB; x128 (1 chunk, ranked from 1 GiB only) 2^6 70.0 against 2 x 2 x 2
+    x 2 x 4 67.2.
 
     >>> pair_grid(16, 16), pair_grid(32, 16), pair_grid(64, 16), pair_grid(128, 16)
-    ((2, 4), (4, 4), (2, 2, 2, 2, 2), (2, 2, 2, 2, 2, 2))
+    ((2, 4), (4, 4), (2, 4, 4), (2, 2, 2, 2, 2, 2))
     """
     half, fixed = nb // 2, rings + 2
 
@@ -581,7 +590,7 @@ def pair_grid(nb: int, rings: int) -> tuple[int, ...]:
     if two:
         return min(two, key=lambda dims: sum(dims))
     twos = (2,) * (half.bit_length() - 1)
-    if 1 << len(twos) == half and fits(twos):
+    if half >= PAIR_TWOS_HALF and 1 << len(twos) == half and fits(twos):
         return twos
     return grid_dims(half, fixed, MAX_CHANNELS)
 
