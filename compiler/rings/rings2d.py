@@ -564,33 +564,27 @@ def paired_halves(groups: list[list[int]], collective: Collective, chunks: int) 
 def pair_grid(nb: int, rings: int) -> tuple[int, ...]:
     """Grid of each half of ``nb`` boxes in the paired allreduce, whose
     network threadblocks (a send and a receive per distance) and the
-    exchange's two fit ``MAX_CHANNELS`` beside the rings: the two
-    dimensions with the fewest distances; else, from halves of
-    ``PAIR_TWOS_HALF`` boxes, a grid of 2s (a connection per stage); else
-    ``grid_dims``'.  Measured (simulated, Simple), 128 MiB / 1 GiB: DGX
-    A100 x16 (halves of 8 boxes, 8 chunks per shard) 2 x 4 81.8 GB/s at 1
-    GiB against one stage 78.6; MI250 x16 (4 chunks) 2 x 4 54.8 / 57.3
-    against one stage 52.8 / 54.1 and 2 x 2 x 2 54.0 at 1 GiB; DGX A100 x32
-    (4 chunks) 4 x 4 79.4 at 1 GiB against 2 x 2 x 4 77.9 and 2^4 72.3,
-    MI250 x32 4 x 4 36.3 against 2^4 34.6; DGX A100 x64 (2 chunks) 2 x 4 x 4
-    57.7 / 71.8 against 2^5 54.8 (rails) / 72.5 and 2 x 2 x 2 x 4 72.0 at 1
-    GiB; x128 (1 chunk, ranked from 1 GiB only) 2^6 70.0 against 2 x 2 x 2
-    x 2 x 4 67.2.
+    exchange's two fit ``MAX_CHANNELS`` beside the rings: from halves of
+    ``PAIR_TWOS_HALF`` boxes a grid of 2s (a connection per stage), else
+    ``grid_dims``' (the fewest dimensions, then distances).  Measured
+    (simulated, Simple), 16 / 128 MiB / 1 GiB: MI250 x16 (halves of 8
+    boxes, 4 chunks per shard) one stage 43.3 / 52.8 / 54.1 GB/s against 2
+    x 4 34.4 / 54.8 / 57.3 (and 2 x 2 x 2 54.0 at 1 GiB); DGX A100 x16 (8
+    chunks) one stage 78.6 at 1 GiB against 2 x 4 81.8 (the grid over all
+    the boxes with 4 chunks, 82.1, is the file there); DGX A100 x32 (4
+    chunks) 4 x 4 79.4 at 1 GiB against 2 x 2 x 4 77.9 and 2^4 72.3, MI250
+    x32 4 x 4 36.3 against 2^4 34.6; DGX A100 x64 (2 chunks) 2 x 4 x 4
+    57.7 / 71.8 at 128 MiB / 1 GiB against 2^5 54.8 (rails) / 72.5 and 2 x
+    2 x 2 x 4 72.0 at 1 GiB; x128 (1 chunk, ranked from 1 GiB only) 2^6
+    70.0 against 2 x 2 x 2 x 2 x 4 67.2.
 
     >>> pair_grid(16, 16), pair_grid(32, 16), pair_grid(64, 16), pair_grid(128, 16)
-    ((2, 4), (4, 4), (2, 4, 4), (2, 2, 2, 2, 2, 2))
+    ((8,), (4, 4), (2, 4, 4), (2, 2, 2, 2, 2, 2))
     """
     half, fixed = nb // 2, rings + 2
-
-    def fits(dims: tuple[int, ...]) -> bool:
-        return fixed + 2 * sum(d - 1 for d in dims) <= MAX_CHANNELS
-
-    two = [(d, half // d) for d in range(2, math.isqrt(half) + 1)
-           if half % d == 0 and fits((d, half // d))]
-    if two:
-        return min(two, key=lambda dims: sum(dims))
     twos = (2,) * (half.bit_length() - 1)
-    if half >= PAIR_TWOS_HALF and 1 << len(twos) == half and fits(twos):
+    if (half >= PAIR_TWOS_HALF and 1 << len(twos) == half
+            and fixed + 2 * len(twos) <= MAX_CHANNELS):
         return twos
     return grid_dims(half, fixed, MAX_CHANNELS)
 
