@@ -197,7 +197,7 @@ LARGE_MESH_CROSSING_CHUNKINGS = (1,)
 #: the boxes or in paired halves (``rings2d.paired_halves``): DGX A100 at
 #: 128 MiB / 1 GiB x32 65.3 / 79.4 with 4 in halves (2 over all the boxes:
 #: 59.0 / 72.5), x64 57.7 / 71.8 with 2 in halves (1 over all: 54.8 with
-#: rails at 128 MiB, 67.7), x128 67.2 at 1 GiB with 1 in halves (rails
+#: rails at 128 MiB, 67.7), x128 70.0 at 1 GiB with 1 in halves (rails
 #: 58.1); every chunking ranked took the x64 portfolio 935 s to build.
 GRID_CROSSING_CHUNKINGS = (1, 2, 4)
 #: Protocols ``auto`` tries those in: Simple (its 1 MiB chunks at 1 GiB; at
@@ -300,7 +300,7 @@ def large_rings2d_chunks(topo: Topology, collective: Collective | None,
     fit = tuple(c for c in chunkings if 0 < crossing_threadblocks(groups, collective, c) <= budget)
     # an allreduce's chunkings all fill 64 steps per ring with 512 chunks at
     # most: the most per shard pipeline its stages best
-    return fit[-1:] if collective is Collective.ALLREDUCE else fit
+    return (max(fit),) if fit and collective is Collective.ALLREDUCE else fit
 
 
 def least_size(topo: Topology, variant: Variant) -> int:
