@@ -78,7 +78,7 @@ boxes of ``G`` ranks, rank ``(b, g)`` (``g``: its place in its box) and
   threadblocks half the steps, and the network traffic is the same.  At 1
   GiB (simulated, at most 32 threadblocks): DGX A100 x32 79.4 GB/s with 4
   chunks per shard (the grid over all boxes with 2: 72.5), x64 71.8 (67.7),
-  x128 67.2 (rails 58.1); MI250 x16 54.1 (rails 37.5);
+  x128 70.0 (rails 58.1); MI250 x16 54.1 (rails 37.5);
 * where even those do not fit the budget, one threadblock per distance
   serves a send and a receive, and the crossings are listed so each box
   sends a chunk before it receives it (``_send_first``);
