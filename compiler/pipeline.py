@@ -280,11 +280,12 @@ def large_rings2d_chunks(topo: Topology, collective: Collective | None,
 
     if collective is None or collective is Collective.ALLTOALL or topo.num_ranks <= RING_RANKS:
         return ()
+    paired_only = _meshed_boxes(topo) and collective is Collective.ALLREDUCE
     if _meshed_boxes(topo) and topo.num_ranks > GRID_EVERY_SIZE_RANKS:
         if collective is not Collective.ALLGATHER:
             return ()
         chunkings = LARGE_MESH_CROSSING_CHUNKINGS
-    elif _meshed_boxes(topo) and collective is Collective.ALLREDUCE:
+    elif paired_only:
         chunkings = PAIRED_MESH_CHUNKINGS
     elif _meshed_boxes(topo):
         chunkings = MESH_CROSSING_CHUNKINGS
@@ -295,7 +296,7 @@ def large_rings2d_chunks(topo: Topology, collective: Collective | None,
     groups = boxes(topo)
     if len({len(g) for g in groups}) != 1:
         return ()
-    if _meshed_boxes(topo) and collective is Collective.ALLREDUCE:
+    if paired_only:
         chunkings = tuple(c for c in chunkings if paired_halves(groups, collective, c))
     fit = tuple(c for c in chunkings if 0 < crossing_threadblocks(groups, collective, c) <= budget)
     # an allreduce's chunkings all fill 64 steps per ring with 512 chunks at

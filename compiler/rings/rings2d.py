@@ -423,10 +423,7 @@ def rings2d_schedule(topo: Topology, collective: Collective,
     grid = box_grid(nb, rings, collective) if crossing else (nb,)
     if crossing and paired_halves(groups, collective, cf):
         nchunks, scratch = _allreduce_pairs(out, groups, orders, cf, n, pair_grid(nb, rings))
-        gates = tuple(out.gates) if any(g >= 0 for g in out.gates) else ()
-        sched = Schedule(collective, n, nchunks, scratch, tuple(out.ops), algorithm=NAME,
-                         gates=gates)
-        return infer_dependencies(sched)
+        return _schedule(out, collective, n, nchunks, scratch)
     if collective is not Collective.ALLGATHER:
         if len(grid) > 1:
             _reduce_scatter_grid(out, groups, orders, cf, n, grid,
@@ -450,10 +447,16 @@ def rings2d_schedule(topo: Topology, collective: Collective,
         _allgather(out, groups, orders, cf, collective)
     scratch = (0 if collective is Collective.ALLGATHER
                else (nb if crossing else 2) * n * cf)
+    return _schedule(out, collective, n, n * cf, scratch)
+
+
+def _schedule(out: _Ops, collective: Collective, n: int, nchunks: int,
+              scratch: int) -> Schedule:
+    """The ``Schedule`` of ``out``'s ops (gates kept where any op has one),
+    dependencies inferred."""
     gates = tuple(out.gates) if any(g >= 0 for g in out.gates) else ()
-    sched = Schedule(collective, n, n * cf, scratch, tuple(out.ops), algorithm=NAME,
-                     gates=gates)
-    return infer_dependencies(sched)
+    return infer_dependencies(Schedule(collective, n, nchunks, scratch, tuple(out.ops),
+                                       algorithm=NAME, gates=gates))
 
 
 def _channel(q: int, box: int, rings: int) -> int:
@@ -533,10 +536,8 @@ def crossing_rings(groups: list[list[int]], collective: Collective, chunks: int)
     nb = len(groups)
     if nb < 2 or len(groups[0]) < 3:
         return 0
-    local = 1 if collective is Collective.ALLGATHER else 0  # its own shard's copies
     for rings in sorted({min(RINGS, chunks), RINGS}):
-        if (_crossing_fit(collective, nb, len(groups[0]), chunks, rings)
-                and rings + _network_channels(nb, rings, collective) + local <= MAX_CHANNELS):
+        if _whole_fit(collective, nb, len(groups[0]), chunks, rings):
             return rings
         if collective is Collective.ALLREDUCE and _pairs_fit(nb, len(groups[0]), chunks, rings):
             return rings
@@ -556,9 +557,16 @@ def paired_halves(groups: list[list[int]], collective: Collective, chunks: int) 
     if collective is not Collective.ALLREDUCE or nb < 2 or size < 3:
         return False
     rings = crossing_rings(groups, collective, chunks)
-    return bool(rings) and not (
-        _crossing_fit(collective, nb, size, chunks, rings)
-        and rings + _network_channels(nb, rings, collective) <= MAX_CHANNELS)
+    return bool(rings) and not _whole_fit(collective, nb, size, chunks, rings)
+
+
+def _whole_fit(collective: Collective, nb: int, size: int, cf: int, rings: int) -> bool:
+    """Whether the crossing form over all ``nb`` boxes fits ``rings`` rings:
+    its passes within 64 steps per ring (``_crossing_fit``), its channels
+    (and an allgather's local copies') within ``MAX_CHANNELS``."""
+    local = 1 if collective is Collective.ALLGATHER else 0  # its own shard's copies
+    return (_crossing_fit(collective, nb, size, cf, rings)
+            and rings + _network_channels(nb, rings, collective) + local <= MAX_CHANNELS)
 
 
 def pair_grid(nb: int, rings: int) -> tuple[int, ...]:
@@ -1004,9 +1012,9 @@ def _allreduce_pairs(out: _Ops, groups: list[list[int]], orders: list[list[list[
         Chunks of the schedule and scratch chunks.  Ops name chunks by
         the first half's owners, ``(b mod B/2, g)``.
     """
-    half = len(groups) // 2
+    half, links = len(groups) // 2, sum(d - 1 for d in dims)
     tops = [groups[:half], groups[half:]]
-    held = (sum(d - 1 for d in dims) + 1) * n * cf  # scratch of the second half's sums
+    held = (links + 1) * n * cf  # scratch of the second half's sums
     for h, part in enumerate(tops):
         start = len(out.ops)
         _reduce_scatter_grid(out, part, orders[h * half:(h + 1) * half], cf, n, dims,
@@ -1017,12 +1025,12 @@ def _allreduce_pairs(out: _Ops, groups: list[list[int]], orders: list[list[list[
                 if op.dst.buffer is OUT:
                     out.ops[i] = dataclasses.replace(
                         op, dst=Slot(op.dst.rank, SCR, held + op.dst.index))
-    _exchange(out, groups, cf, len(orders[0]) + sum(d - 1 for d in dims), held)
+    _exchange(out, groups, cf, len(orders[0]) + links, held)
     for h, part in enumerate(tops):
         _allgather_grid(out, part, orders[h * half:(h + 1) * half], cf, dims, reduced=True)
-    m = n // 2 * cf
     out.ops = _named_by_first_half(out.ops, groups, cf, n)
-    return m, (sum(d - 1 for d in dims) + 2) * m
+    m = n // 2 * cf
+    return m, (links + 2) * m
 
 
 def _exchange(out: _Ops, groups: list[list[int]], cf: int, channel: int, held: int) -> None:
