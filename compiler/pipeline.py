@@ -166,23 +166,30 @@ RING_FAMILY = ("ring", "rings2d", "nccl-rings")
 #: (``large_rings2d_chunks``): its rings stay inside a box there, and its
 #: crossing form's network threadblocks serve a send and a receive each.
 #: MI250 x16 at 1 GiB (simulated, 32 threadblocks): allgather 113.2 GB/s
-#: and reduce-scatter 96.3 with 4 chunks per shard, against rails' 89.8 and
-#: 73.8; allreduce only fits 2 chunks there (29.7 against rails' 37.5), so
-#: only allgather and reduce-scatter take it.
+#: and reduce-scatter 96.3 with 4 chunks per shard in one stage, against
+#: rails' 89.8 and 73.8 (over a grid of boxes: allgather 137.6,
+#: reduce-scatter 127.7, 133.1 with its passes on all the box's cycles,
+#: ``rings2d._landing_places``); its allreduce over all the boxes only
+#: fits 2 chunks there (29.7 against rails' 37.5), so an allreduce goes
+#: in paired halves (``PAIRED_MESH_CHUNKINGS``).
 MESH_CROSSING_CHUNKINGS = (2, 4)
 #: rings2d's chunkings of an allreduce past ``RING_RANKS`` ranks on boxes
 #: without a switch: those in which it goes in paired halves
 #: (``rings2d.paired_halves``; its grid form over all the boxes fits 2
 #: chunks per shard on MI250 x16, 29.7 GB/s at 1 GiB against rails' 37.5).
-#: MI250 x16 with 4 chunks per shard (simulated, 32 threadblocks): 52.8 /
-#: 54.1 GB/s at 128 MiB / 1 GiB against rails' 32.9 / 37.5; x32 with 2:
-#: 35.6 / 36.3 against 31.0 / 35.3.
+#: MI250 x16 with 4 chunks per shard (simulated, 32 threadblocks): 45.9 /
+#: 59.5 GB/s at 16 MiB / 1 GiB against rails' 27.4 / 37.5; x32 with 2:
+#: 55.6 / 58.7 at 128 MiB / 1 GiB against 31.0 / 35.3 (with one cycle of
+#: the box per chunk, before ``rings2d._landing_places``: x16 43.3 / 54.1,
+#: x32 35.6 / 36.3).
 PAIRED_MESH_CHUNKINGS = (2, 4)
-#: Past ``GRID_EVERY_SIZE_RANKS`` ranks on such boxes the allgather's one
-#: chunk per shard (its only chunking within 64 steps per ring there),
-#: ranked from ``GRID_LEAST_SIZE`` only: MI250 x64 (1024 GCDs) at 1 GiB
-#: 103.3 GB/s with 31 threadblocks, against rails' 96.2.  Not the
-#: reduce-scatter: 42.3 against rails' 82.8.
+#: Past ``GRID_EVERY_SIZE_RANKS`` ranks on such boxes one chunk per shard
+#: (the only chunking within 64 steps per ring there; an allreduce in
+#: paired halves), ranked from ``GRID_LEAST_SIZE`` only: MI250 x64 (1024
+#: GCDs) at 1 GiB, simulated, allgather 103.3 GB/s with 31 threadblocks
+#: against rails' 96.2, reduce-scatter 121.0 with 32 against 82.8,
+#: allreduce 51.9 with 32 against 38.2 (with one cycle of the box per
+#: chunk the reduce-scatter gave 42.3: every ring on one cycle's links).
 LARGE_MESH_CROSSING_CHUNKINGS = (1,)
 #: rings2d's chunkings past ``RING_RANKS`` ranks behind box switches
 #: (``large_rings2d_chunks``): the crossing allgather and reduce-scatter
@@ -258,7 +265,7 @@ def large_rings2d_chunks(topo: Topology, collective: Collective | None,
     tuple of int
         Those of ``MESH_CROSSING_CHUNKINGS`` (an allreduce's
         ``PAIRED_MESH_CHUNKINGS``; past ``GRID_EVERY_SIZE_RANKS`` ranks
-        ``LARGE_MESH_CROSSING_CHUNKINGS``, allgather only;
+        ``LARGE_MESH_CROSSING_CHUNKINGS``;
         ``GRID_CROSSING_CHUNKINGS``
         behind box switches) in which ``collective`` takes the crossing form
         within ``budget`` (an allreduce the largest of them); () elsewhere
@@ -282,8 +289,6 @@ def large_rings2d_chunks(topo: Topology, collective: Collective | None,
         return ()
     paired_only = _meshed_boxes(topo) and collective is Collective.ALLREDUCE
     if _meshed_boxes(topo) and topo.num_ranks > GRID_EVERY_SIZE_RANKS:
-        if collective is not Collective.ALLGATHER:
-            return ()
         chunkings = LARGE_MESH_CROSSING_CHUNKINGS
     elif paired_only:
         chunkings = PAIRED_MESH_CHUNKINGS
