@@ -803,7 +803,7 @@ class Compiler:
         #: Threadblocks per rank every file of this compiler may take.
         self.budget = threadblock_budget(opts.max_threadblocks, self.model)
         self._schedules: dict[tuple[str, int | None, int, bool, bool], Schedule] = {}
-        self._simple: dict[tuple[int | None, int], bool] = {}
+        self._simple: dict[tuple[int | str | None, int | None], bool] = {}
         self._bounds: dict[tuple[str, int | None, int, bool, bool], float] = {}  # by schedule key
         self._programs: dict[Variant, Program] = {}
         self._sims: dict[tuple[Variant, int], SimResult] = {}
@@ -827,14 +827,24 @@ class Compiler:
                 self._simple_form(variant))
 
     def _simple_form(self, variant: Variant) -> bool:
-        """Whether ``variant`` takes rails' own form for Simple files
-        (``rails.simple_form``): Simple files only.  DGX A100 x64 allgather,
+        """Whether ``variant`` takes rails' or rings2d's own form for Simple
+        files (``rails.simple_form``, ``rings2d.simple_form``): Simple files
+        only.  DGX A100 x64 allgather,
         simulated: the tapered Simple 1 GiB 128.6 -> 135.5 GB/s, but LL 1 MiB
         10.4 -> 9.8 (a round more of latency) and LL128 16 MiB 51.8 -> 50.1;
         x64 allreduce with the finer pieces: Simple 1 GiB 66.5 (LL128 55.4
         before), but LL 1 MiB 7.5 -> 5.6 and LL128 16 MiB 33.6 -> 27.5; x16
         reduce-scatter with the partials landed: Simple 1 GiB 156.1 -> 162.0,
-        LL128 128 MiB 124.8 -> 123.9."""
+        LL128 128 MiB 124.8 -> 123.9.  rings2d on MI250 boxes: see
+        ``rings2d.simple_form``."""
+        if variant.algorithm == "rings2d" and variant.protocol is Protocol.SIMPLE:
+            key = ("rings2d", variant.chunks)
+            if key not in self._simple:
+                from colc.compiler.rings.rings2d import simple_form as rings2d_form
+
+                self._simple[key] = rings2d_form(self.topo, self.opts.collective,
+                                                 variant.chunks)
+            return self._simple[key]
         if (variant.algorithm != "rails" or variant.protocol is not Protocol.SIMPLE
                 or variant.unpaired or _meshed_boxes(self.topo)):  # simple_form says the rest
             return False
@@ -908,6 +918,8 @@ class Compiler:
                     f"{algorithm} unpaired plans its lanes for about half the budget "
                     f"({budget} threadblocks), too few here ({str(err).split(';')[0]})"
                 ) from None
+        elif simple and algorithm not in BUDGETED:
+            sched = generate(self.topo, self.opts.collective, chunks, simple=True)
         elif simple:
             sched = generate(self.topo, self.opts.collective, chunks, budget=budget,
                              simple=True)

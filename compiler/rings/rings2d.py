@@ -91,13 +91,15 @@ cycles chosen among all of them by a small MIP that minimises the largest
 number of rings per unit of link width (``_packed_rings``); behind a box
 switch, NCCL's spread rings (``nccl_rings`` on the box alone).  Chunk ``q``
 of every shard travels on ring ``q mod R`` (the crossing form:
-``_scatter_ring``, ``_gather_ring``).  In the grid's reduce-scatter on
-boxes of direct links a pass may run on any of the cycles: every chain for owner ``g`` that does not
+``_scatter_ring``, ``_gather_ring``).  In the crossing reduce-scatter's
+form for Simple files (in one stage or over a grid) on boxes of direct
+links a pass may run on any of the cycles (``simple_form``): every chain for owner ``g`` that does not
 end at ``g`` ends at ``g``'s predecessor on the own box's ring for the
 chunk (``_landing_places``), the landings of every stage meet there, and a
 pass whose ring reaches that place earlier joins the landed sum there
 (MI250 x64 reduce-scatter at 1 GiB: 42.3 GB/s with every pass on one
-cycle, 121.0 over all of them).  The lowering fuses each ring
+cycle, 121.0 over all of them; x8 with 8 chunks 74.5 / 124.7 / 133.6 ->
+77.7 / 131.6 / 140.5 at 16 MiB / 128 MiB / 1 GiB).  The lowering fuses each ring
 step (``rrs``/``rcs``); the pipeline lowers it without lane balancing.  Each rank sends
 ``(G-1)/G`` of the buffer inside its box and ``(B-1)/(B G)`` over the
 network per phase: the least network traffic of any schedule.
@@ -388,7 +390,7 @@ def _box_shape(topo: Topology, members: list[int]) -> tuple:
 
 
 def rings2d_schedule(topo: Topology, collective: Collective,
-                     chunks: int | None = None) -> Schedule:
+                     chunks: int | None = None, simple: bool = False) -> Schedule:
     """Two-level ring schedule of ``collective`` (see module docstring).
 
     Parameters
@@ -399,6 +401,10 @@ def rings2d_schedule(topo: Topology, collective: Collective,
         Chunks per shard (default ``DEFAULT_CHUNKS``); chunk ``q`` of each
         shard travels on box ring ``q mod RINGS`` (in the crossing
         allgather, a landed chunk on a ring further on).
+    simple : bool
+        The form for Simple files (``simple_form``): on boxes of direct
+        links the crossing reduce-scatter's passes over all the box's
+        cycles.
 
     Returns
     -------
@@ -415,19 +421,14 @@ def rings2d_schedule(topo: Topology, collective: Collective,
         raise UnsupportedError("chunks must be at least 1")
     rings = crossing_rings(boxes(topo), collective, cf)
     crossing = rings > 0
-    # a chunk's partials land at one place in every pass: the one-stage
-    # crossing reduce-scatter's ring sets repeat one set of cycles, so each
-    # pass's chains end next to the owner; the grid's (and the paired
-    # halves') take all the box's cycles and end where the own box's ring
-    # for the chunk puts them (``_landing_places``), where the box has
-    # direct links (behind a box switch the orders load no link more); on
-    # one stage of MI250 boxes all the cycles lose at 16 MiB (x8 with 8
-    # chunks: 74.5 -> 49.0 GB/s) and gain at 1 GiB (133.6 -> 142.9)
+    # a chunk's partials land at one place in every pass: a reduce-scatter's
+    # ring sets repeat one set of cycles, so each pass's chains end next to
+    # the owner, but in the form for Simple files on boxes of direct links
+    # (``simple_form``), whose passes take all the box's cycles and end
+    # where the own box's ring for the chunk puts them (``_landing_places``)
     cycles = rings if collective is Collective.ALLGATHER else min(rings, cf)
-    first = boxes(topo)[0]
-    if crossing and _link_widths(topo, first) is not None and (
-            len(box_grid(len(boxes(topo)), rings, collective)) > 1
-            or paired_halves(boxes(topo), collective, cf)):
+    spread = simple and simple_form(topo, collective, cf)
+    if spread:
         cycles = rings
     groups, orders = _layout(topo, cycles or min(RINGS, cf), crossing)
     if crossing and cycles < rings:
@@ -449,7 +450,8 @@ def rings2d_schedule(topo: Topology, collective: Collective,
             _reduce_scatter_switched(out, groups, orders, cf, n)
         elif crossing:
             _reduce_scatter_crossing(out, groups, orders, cf, n, collective,
-                                     ring_shares(topo, groups[0], orders[0]))
+                                     ring_shares(topo, groups[0], orders[0]),
+                                     spread)
         else:
             _reduce_scatter(out, groups, orders, cf, n, collective)
     if crossing and collective is Collective.ALLREDUCE and nb == 2:
@@ -474,6 +476,33 @@ def _schedule(out: _Ops, collective: Collective, n: int, nchunks: int,
     gates = tuple(out.gates) if any(g >= 0 for g in out.gates) else ()
     return infer_dependencies(Schedule(collective, n, nchunks, scratch, tuple(out.ops),
                                        algorithm=NAME, gates=gates))
+
+
+def simple_form(topo: Topology, collective: Collective, chunks: int | None) -> bool:
+    """Whether ``rings2d_schedule``'s form for Simple files differs here from
+    the others': a crossing reduce-scatter (or allreduce) on boxes of direct
+    links with fewer chunks per shard than rings, whose passes then take
+    all the box's cycles (``_landing_places``) instead of repeating one set
+    of ``cf``.  The Simple files gain from 16 MiB (MI250 x64 reduce-scatter
+    at 1 GiB 42.3 -> 121.0 GB/s, x8 74.5 / 124.7 / 133.6 -> 77.7 / 131.6 /
+    140.5 at 16 MiB / 128 MiB / 1 GiB); the LL files at 1 MiB lose (x32
+    reduce-scatter 11.9 -> 10.3, x16 12.9 -> 12.6): a chain that joins a
+    landed sum before its end waits for it sooner, and at 1 MiB the
+    latency is all.  The pipeline builds a separate schedule for its Simple
+    files only then (``Compiler._simple_form``).
+
+    >>> from colc.frontends.families import dgx_a100, mi250
+    >>> [simple_form(mi250(n), Collective.REDUCESCATTER, c) for n, c in ((4, 16), (8, 8), (64, 1))]
+    [False, True, True]
+    >>> simple_form(mi250(8), Collective.ALLGATHER, 8), simple_form(dgx_a100(16), Collective.ALLREDUCE, 4)
+    (False, False)
+    """
+    cf = chunks or DEFAULT_CHUNKS
+    groups = boxes(topo)
+    if collective is Collective.ALLGATHER or len({len(g) for g in groups}) != 1:
+        return False
+    rings = crossing_rings(groups, collective, cf)
+    return 0 < cf < rings and _link_widths(topo, groups[0]) is not None
 
 
 def _channel(q: int, box: int, rings: int) -> int:
@@ -761,7 +790,7 @@ def _reduce_scatter(out: _Ops, groups: list[list[int]], orders: list[list[list[i
 
 def _reduce_scatter_crossing(out: _Ops, groups: list[list[int]],
                              orders: list[list[list[int]]], cf: int, n: int,
-                             coll: Collective, shares: list[float]) -> None:
+                             coll: Collective, shares: list[float], spread: bool = False) -> None:
     """Reduce-scatter in which every partial crosses the network once, and no
     receive waits for the receiver's rings (``crossing_once``).
 
@@ -794,9 +823,15 @@ def _reduce_scatter_crossing(out: _Ops, groups: list[list[int]],
     switch every ring's share is the same and the order stays ``q``.
     With more rings than chunks (``crossing_rings``) chunk ``q`` of the box
     ``k`` further goes on ring ``_scatter_ring``: the passes alternate
-    between ring sets that repeat one set of cycles, so a chunk's partials
-    land at the same place in every pass (MI250 x8, 8 chunks on 16 rings,
-    30 threadblocks: 133.6 GB/s at 1 GiB against rails' 66.0).
+    between ring sets, and a chunk's partials land where the own box's ring
+    for it puts them (``_landing_places``; the ring sets repeat one set of
+    cycles, so that is next to the owner in every pass, but with
+    ``spread``, the form for Simple files on boxes of direct links, where
+    they take all the box's cycles).  MI250 x8, 8 chunks on 16 rings, 30
+    threadblocks: 140.5 GB/s at 1 GiB against rails' 66.0 (133.6 with one
+    set of 8 cycles repeated; spread, the share order only where a pass
+    takes every ring: with half of them, in that order, 49.0 instead of
+    77.7 at 16 MiB).
     """
     rings, nb = len(orders[0]), len(groups)
 
@@ -809,7 +844,8 @@ def _reduce_scatter_crossing(out: _Ops, groups: list[list[int]],
             _box_pass(out, groups, orders, qs, cf, k, landed,
                       coll is Collective.REDUCESCATTER)
             if k:
-                _cross(out, groups, orders[0], qs, cf, k, landed, shares)
+                _cross(out, groups, orders[0], qs, cf, k, landed,
+                       shares if len(qs) == rings or not spread else None)
 
 
 def switched_form(topo: Topology, groups: list[list[int]], collective: Collective,
@@ -1149,7 +1185,8 @@ def _cross(out: _Ops, groups: list[list[int]], orders: list[list[int]], qs: rang
     """Send the partials of chunks ``qs`` of the boxes ``k`` further over the
     rails; the landing receive adds each to the receiver's running sum
     (``_reduce_scatter_crossing``).  Chunks go largest ring share first
-    (``shares``; None: in order), boxes in ``_send_first`` order.
+    (``shares``; None: in order), boxes in ``_send_first`` order; each
+    partial lands at ``_landing_places``'.
     ``switched``: the switched reduce-scatter's channels (``_rail_channel``);
     ``onto``: the crossing goes from the owner's place to the owner, whose
     landing adds it to ``onto(rank, chunk)`` (its own box's sum, or the
@@ -1160,10 +1197,11 @@ def _cross(out: _Ops, groups: list[list[int]], orders: list[list[int]], qs: rang
         qs = sorted(qs, key=lambda q: -shares[_scatter_ring(q, k, cf, rings, nb)])
     for q in qs:
         order = orders[_scatter_ring(q, k, cf, rings, nb)]
+        lands_at = _landing_places(orders, q, cf, nb)[0]
         for b in _send_first(nb, k):
             members, dest = groups[b], groups[(b + k) % nb]
-            for pos, g in enumerate(order):
-                h = order[pos - 1] if onto is None else g
+            for g in order:
+                h = lands_at[g] if onto is None else g
                 c = dest[g] * cf + q
                 if onto is None:
                     dst = landed(dest[h], c, k)
