@@ -803,7 +803,7 @@ class Compiler:
         #: Threadblocks per rank every file of this compiler may take.
         self.budget = threadblock_budget(opts.max_threadblocks, self.model)
         self._schedules: dict[tuple[str, int | None, int, bool, bool], Schedule] = {}
-        self._simple: dict[tuple[int | str | None, int | None], bool] = {}
+        self._simple: dict[tuple[str, int | None, int], bool] = {}  # by algorithm, chunks, budget
         self._bounds: dict[tuple[str, int | None, int, bool, bool], float] = {}  # by schedule key
         self._programs: dict[Variant, Program] = {}
         self._sims: dict[tuple[Variant, int], SimResult] = {}
@@ -838,7 +838,7 @@ class Compiler:
         LL128 128 MiB 124.8 -> 123.9.  rings2d on MI250 boxes: see
         ``rings2d.simple_form``."""
         if variant.algorithm == "rings2d" and variant.protocol is Protocol.SIMPLE:
-            key = ("rings2d", variant.chunks)
+            key = ("rings2d", variant.chunks, 0)
             if key not in self._simple:
                 from colc.compiler.rings.rings2d import simple_form as rings2d_form
 
@@ -848,13 +848,13 @@ class Compiler:
         if (variant.algorithm != "rails" or variant.protocol is not Protocol.SIMPLE
                 or variant.unpaired or _meshed_boxes(self.topo)):  # simple_form says the rest
             return False
-        key = (variant.chunks, self.plan_budget(variant))
+        key = ("rails", variant.chunks, self.plan_budget(variant))
         if key not in self._simple:
             from colc.compiler.hierarchical.rails import simple_form
 
             try:
                 self._simple[key] = simple_form(self.topo, self.opts.collective,
-                                                variant.chunks, key[1])
+                                                variant.chunks, key[2])
             except ColcError:  # the schedule's own build says why
                 self._simple[key] = False
         return self._simple[key]

@@ -1239,13 +1239,15 @@ def _box_pass(out: _Ops, groups: list[list[int]], orders: list[list[list[int]]],
     # the landed sum joins the chain (k: region ``last``; the own box:
     # ``region``) at the chunk's landing place
     join = region if not k else last
+    # the crossing forms' boxes ring alike (``rings2d_schedule``)
+    places = {q: _landing_places(orders[0], q, cf, nb) for q in qs}
     for t in range(size - 1):
         for b, members in enumerate(groups):
             dest = groups[(b + k) % nb if dests is None else dests[b]]
             for q in qs:
                 ring = _scatter_ring(q, k, cf, len(orders[b]), nb)
                 order = orders[b][ring]
-                before, after = _landing_places(orders[b], q, cf, nb)
+                before, after = places[q]
                 for p in range(size):
                     sender, receiver = members[order[p]], members[order[(p + 1) % size]]
                     end = order[(p - 1 - t) % size]  # the place this chain ends at
