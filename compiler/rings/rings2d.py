@@ -519,8 +519,8 @@ def crossing_once(groups: list[list[int]], collective: Collective, chunks: int) 
     >>> g2, g4 = [[0, 1, 2], [3, 4, 5]], [[4 * b + i for i in range(4)] for b in range(4)]
     >>> [crossing_once(g2, Collective.ALLREDUCE, c) for c in (8, 16, 32)]
     [False, True, False]
-    >>> [crossing_once(g4, Collective.REDUCESCATTER, c) for c in (16, 32)]
-    [True, False]
+    >>> [crossing_once(g4, Collective.REDUCESCATTER, c) for c in (16, 32, 80)]
+    [True, True, False]
     >>> [crossing_once(g4, c, 16) for c in (Collective.ALLGATHER, Collective.ALLREDUCE)]
     [True, True]
     >>> crossing_once(g4, Collective.ALLREDUCE, 32)  # two groups per pass
@@ -532,13 +532,12 @@ def crossing_once(groups: list[list[int]], collective: Collective, chunks: int) 
 def crossing_rings(groups: list[list[int]], collective: Collective, chunks: int) -> int:
     """Rings of the crossing form of ``collective`` on boxes that ring their
     places alike, or 0 where it is not taken: boxes of at least three ranks,
-    one group of chunks per pass (on two boxes a reduce-scatter may take
-    more), every ring threadblock within ``MAX_RING_STEPS`` and every
-    channel below 32.
+    one group of chunks per pass (a reduce-scatter may take more), every
+    ring threadblock within ``MAX_RING_STEPS`` and every channel below 32.
 
-    * reduce-scatter (``_reduce_scatter_crossing``): from three boxes, one
-      group of chunks per pass (a second group split DGX A100 x4's
-      threadblocks, 39 per GPU);
+    * reduce-scatter (``_reduce_scatter_crossing``): groups of one chunk
+      per ring, as many a pass as the ring threadblocks' steps hold (DGX
+      A100 x4 takes two with 32 chunks per shard, in the switched form);
     * allgather (``_allgather_crossing``): from ``CROSSING_GATHER_CHUNKS``
       chunks per shard, or ``CROSSING_GATHER_TOTAL`` over all boxes (with
       fewer, the old form's extra threadblocks win at 1M and 16M);
@@ -705,7 +704,7 @@ def _crossing_fit(collective: Collective, nb: int, size: int, cf: int, rings: in
     repeats = rings % min(rings, cf) == 0  # a reduce-scatter's ring sets repeat its cycles
     if collective is Collective.REDUCESCATTER:
         scatter = _ring_loads(nb, cf, rings, _scatter_ring)
-        return repeats and (nb == 2 or one_group) and max(scatter) * size <= MAX_RING_STEPS
+        return repeats and max(scatter) * size <= MAX_RING_STEPS
     if collective is Collective.ALLGATHER:
         gather = _ring_loads(nb, cf, rings, _gather_ring)
         return (one_group and max(gather) * (size - 1) <= MAX_RING_STEPS
@@ -852,13 +851,15 @@ def switched_form(topo: Topology, groups: list[list[int]], collective: Collectiv
                   chunks: int, rings: int) -> bool:
     """Whether the crossing reduce-scatter takes the switched form
     (``_reduce_scatter_switched``): a reduce-scatter on three boxes or more
-    behind box switches, one group of chunks per pass, with a channel to
-    spare for the second one to the next box (``_rail_channel``).
+    behind box switches, with a channel to spare for the second one to the
+    next box (``_rail_channel``; with two groups of chunks a pass, where
+    every distance has two, ``_reduce_scatter_switched`` takes them if they
+    fit).
 
     >>> from colc.frontends.families import dgx_a100, mi250
     >>> t = dgx_a100(4)
-    >>> switched_form(t, boxes(t), Collective.REDUCESCATTER, 16, 16)
-    True
+    >>> [switched_form(t, boxes(t), Collective.REDUCESCATTER, c, 16) for c in (16, 32)]
+    [True, True]
     >>> switched_form(t, boxes(t), Collective.ALLREDUCE, 16, 16)
     False
     >>> m = mi250(4)
@@ -866,7 +867,7 @@ def switched_form(topo: Topology, groups: list[list[int]], collective: Collectiv
     False
     """
     return (collective is Collective.REDUCESCATTER and len(groups) > 2
-            and chunks <= rings and rings + len(groups) <= MAX_CHANNELS
+            and rings + len(groups) <= MAX_CHANNELS
             and _link_widths(topo, groups[0]) is None)
 
 
@@ -884,6 +885,12 @@ def _reduce_scatter_switched(out: _Ops, groups: list[list[int]],
       rest is ready before the network has carried the first part.  The
       first pass crosses on two channels (one connection does not fill a
       NIC).
+    * With more chunks than rings (DGX A100 x4 with 32 chunks per shard
+      fills its rings' 64 steps) each pass goes in groups of one chunk per
+      ring, the first part from the first group: a chain's step moves
+      half as much, so the network starts after half the time (0.40 ms
+      of a 5.1 ms call instead of 0.75 of 5.6), and every distance
+      crosses on two channels (``two``; 28 threadblocks).
     * The chains of the last distance (the last two from ``TWO_TO_OWNER``
       boxes) end at the owner's place, whose rail peer is the owner.  The
       own box's pass runs before those crossings and leaves its sum (with
@@ -898,8 +905,10 @@ def _reduce_scatter_switched(out: _Ops, groups: list[list[int]],
     crossing form, 177.0 for NCCL's rings as a file; by step: the last
     crossing into the output 176.8, the two parts 179.8, two channels
     181.7, the last two distances to the owner 182.6, the held-back chains
-    starting a step sooner 183.1.  DGX A100 x4: 190.7 against 180.4
-    (rails' 201.7 stays).  On MI250 boxes, where the rings bound the box,
+    starting a step sooner 183.1.  DGX A100 x4: 190.7 against 180.4 with
+    16 chunks per shard; with 32, 209.2 against rails' 201.7 (200.7 with
+    one channel for the distances after the first; a single group, 16
+    chunks, on two channels each: 196.2).  On MI250 boxes, where the rings bound the box,
     it loses (x4 at 1 GiB: 162.9 -> 160.6), and an allreduce's crossing
     allgather from the landings hangs, so neither takes it.
     """
@@ -911,28 +920,38 @@ def _reduce_scatter_switched(out: _Ops, groups: list[list[int]],
     def landed(rank: int, c: int, k: int) -> Slot:
         return Slot(rank, SCR, k * n * cf + c)
 
-    first = max(1, cf * FIRST_PART[0] // FIRST_PART[1])
+    rings = len(orders[0])
+    lots = [range(q, min(cf, q + rings)) for q in range(0, cf, rings)]  # one chunk per ring
+    # with two groups a pass, every distance crosses on two connections
+    two = nb - 1 if len(lots) > 1 and rings + 2 * (nb - 1) <= MAX_CHANNELS else 1
+    first = max(1, len(lots[0]) * FIRST_PART[0] // FIRST_PART[1])
+    parts = (range(first), lots[0][first:]) if first < len(lots[0]) else (lots[0],)
     gate: dict[int, int] = {}
-    for qs in (range(first), range(first, cf)) if first < cf else (range(cf),):
+    for qs in (*parts, *lots[1:]):
         start = len(out.ops)
         _box_pass(out, groups, orders, qs, cf, 1, landed, gate=gate)
         # the held-back chains start on a rank once the last ring of this
         # part is one step from its end there (its ops go step by step, so
         # the part's other rings are about as far)
         steps = (len(out.ops) - start) // (len(groups[0]) - 1)
-        gate = {op.dst.rank: op.op_id for op in out.ops[start:len(out.ops) - steps]}
-        _cross(out, groups, orders[0], qs, cf, 1, landed, switched=True)
-    every = range(cf)
+        gate = ({op.dst.rank: op.op_id for op in out.ops[start:len(out.ops) - steps]}
+                if qs is parts[0] and len(parts) > 1 else {})
+        _cross(out, groups, orders[0], qs, cf, 1, landed, switched=True, two=two)
     for k in range(2, ahead + 1):
-        _box_pass(out, groups, orders, every, cf, k, landed)
-        _cross(out, groups, orders[0], every, cf, k, landed, switched=True)
+        for qs in lots:
+            _box_pass(out, groups, orders, qs, cf, k, landed)
+            _cross(out, groups, orders[0], qs, cf, k, landed, switched=True, two=two)
     for k in range(ahead + 1, nb):
-        _box_pass(out, groups, orders, every, cf, k, landed, to_place=True)
-    _box_pass(out, groups, orders, every, cf, 0, landed, to_place=True, joins=ahead)
+        for qs in lots:
+            _box_pass(out, groups, orders, qs, cf, k, landed, to_place=True)
+    for qs in lots:
+        _box_pass(out, groups, orders, qs, cf, 0, landed, to_place=True, joins=ahead)
     for k in range(ahead + 1, nb):
         def onto(rank: int, c: int, k: int = k) -> Slot:
             return Slot(rank, SCR, c) if k == ahead + 1 else landed(rank, c, k - 1)
-        _cross(out, groups, orders[0], every, cf, k, landed, switched=True, onto=onto)
+        for qs in lots:
+            _cross(out, groups, orders[0], qs, cf, k, landed, switched=True, onto=onto,
+                   two=two)
 
 
 def _reduce_scatter_grid(out: _Ops, groups: list[list[int]], orders: list[list[list[int]]],
@@ -1140,13 +1159,15 @@ def _grid_channel(rings: int, dims: tuple[int, ...], stage: int, distance: int) 
     return rings + sum(d - 1 for d in dims[:stage - 1]) + distance - 1
 
 
-def _rail_channel(rings: int, nb: int, q: int, k: int, first_two: bool = False) -> int:
+def _rail_channel(rings: int, nb: int, q: int, k: int, two: int = 0) -> int:
     """Channel of a crossing to the box ``k`` further: two per rail peer on
     two boxes (one connection does not fill a NIC), else one per distance;
-    ``first_two``: two to the next box (the switched reduce-scatter, whose
-    first pass crosses alone), the second after the others."""
-    if first_two and k == 1 and q % 2:
-        return rings + nb - 1
+    ``two``: the distances up to ``two`` cross on two (the switched
+    reduce-scatter, whose first pass crosses alone: the next box; with two
+    groups of chunks a pass, every distance), the second ones after the
+    others."""
+    if k <= two and q % 2:
+        return rings + nb - 2 + k
     return rings + (q % RAIL_CHANNELS if nb == 2 else k - 1)
 
 
@@ -1181,13 +1202,15 @@ def _send_first(nb: int, k: int) -> list[int]:
 
 def _cross(out: _Ops, groups: list[list[int]], orders: list[list[int]], qs: range, cf: int,
            k: int, landed: Callable[..., Slot], shares: list[float] | None = None, *,
-           switched: bool = False, onto: Callable[[int, int], Slot] | None = None) -> None:
+           switched: bool = False, onto: Callable[[int, int], Slot] | None = None,
+           two: int = 1) -> None:
     """Send the partials of chunks ``qs`` of the boxes ``k`` further over the
     rails; the landing receive adds each to the receiver's running sum
     (``_reduce_scatter_crossing``).  Chunks go largest ring share first
     (``shares``; None: in order), boxes in ``_send_first`` order; each
     partial lands at ``_landing_places``'.
-    ``switched``: the switched reduce-scatter's channels (``_rail_channel``);
+    ``switched``: the switched reduce-scatter's channels (``_rail_channel``,
+    the distances up to ``two`` on two connections);
     ``onto``: the crossing goes from the owner's place to the owner, whose
     landing adds it to ``onto(rank, chunk)`` (its own box's sum, or the
     landing before) and writes region ``k``, or from the last distance, the
@@ -1210,7 +1233,7 @@ def _cross(out: _Ops, groups: list[list[int]], orders: list[list[int]], qs: rang
                     dst = Slot(dest[g], OUT, q) if k == nb - 1 else landed(dest[g], c, k)
                     before = onto(dest[g], c)
                 out.add(OpKind.REDUCE, Slot(members[h], SCR, c), dst,
-                        _rail_channel(rings, nb, q, k, switched), before)
+                        _rail_channel(rings, nb, q, k, two if switched else 0), before)
 
 
 def _box_pass(out: _Ops, groups: list[list[int]], orders: list[list[list[int]]],
