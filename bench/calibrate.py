@@ -17,8 +17,8 @@ rows of the machine (allgather, reducescatter, allreduce at 1M/16M/128M/1G).
 Fitting is a coordinate search (golden section per parameter, 3 rounds).
 
 The fitted numbers are then written by hand into ``colc/ir/runtime_model.py``;
-``tests/test_simulate.py`` checks that the presets reproduce the table in
-docs/cost-model.md.
+``tests/test_simulate.py`` checks that the presets keep the mean error of the
+table in docs/cost-model.md.
 """
 
 from __future__ import annotations

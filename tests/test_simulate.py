@@ -214,6 +214,24 @@ def test_flow_remainder_below_clock_resolution_finishes() -> None:
     assert finished == [True] and not eng.heap and not link.flows
 
 
+def test_a_superseded_flow_end_does_not_extend_the_call() -> None:
+    """Two flows share a 10-unit/us link: 1 unit and 3 units, 5 each until
+    the first ends at 0.2 us; the second then runs at 10 and ends at 0.4.
+    Its first completion event (0.6 at the old rate) is superseded and must
+    not move the clock: the simulated call ended there until 2026-11-29."""
+    from colc.ir.simulate import _Engine, _Flow, _Link
+
+    eng = _Engine()
+    link = _Link(10.0, ("a", "b"))
+    ends = []
+    for name, size in (("a", 1.0), ("b", 3.0)):
+        eng.start_flow(_Flow(size, (link,), 1e12, lambda n=name: ends.append((n, eng.now))))
+    eng.run()
+    assert [n for n, _ in ends] == ["a", "b"]
+    assert [t for _, t in ends] == pytest.approx([0.2, 0.4])
+    assert eng.now == pytest.approx(0.4)
+
+
 def test_a_slice_nobody_receives_still_lands_before_the_call_ends() -> None:
     """Arrivals are read lazily; one that no receive consumes (a file with an
     extra send) still counts in the call's time, as its landing did when it
@@ -240,3 +258,28 @@ def test_a_slice_nobody_receives_still_lands_before_the_call_ends() -> None:
         t0 = simulate(base.program, topo, model, size).time_us
         t1 = simulate(more.program, topo, model, size).time_us
         assert t1 > t0
+
+
+@pytest.mark.parametrize("machine,documented", [("a100x2", 0.056), ("mi250x2", 0.115)])
+def test_presets_keep_their_calibration_error(machine, documented) -> None:
+    """docs/cost-model.md's table (``python bench/calibrate.py --check``):
+    NCCL's (RCCL's) ring as a file, simulated with the machine's preset
+    against the published measurements at 1M, 16M, 128M and 1G, keeps the
+    mean absolute error the table states (A100 5.6%, MI250 11.5%)."""
+    from colc.compiler.published_results import MACHINES, MEASURED, RING_CHANNELS, SIZES
+    from colc.compiler.rings.nccl_baseline import nccl_ring_program
+    from colc.frontends.families import build_family
+    from colc.ir.runtime_model import model_named
+
+    family, nboxes, preset = MACHINES[machine]
+    topo = build_family({"family": family, "boxes": nboxes}, machine)
+    model = model_named(preset)
+    errors = []
+    for (m, coll, system), measured in MEASURED.items():
+        if m != machine or not system.endswith("-ring"):
+            continue
+        prog = nccl_ring_program(topo, Collective(coll), channels=RING_CHANNELS[machine])
+        for size, meas in zip(SIZES, measured, strict=True):
+            errors.append(abs(simulate(prog, topo, model, size).algbw / meas - 1))
+    assert len(errors) == 12
+    assert sum(errors) / len(errors) == pytest.approx(documented, abs=0.0006)
