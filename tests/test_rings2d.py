@@ -512,12 +512,13 @@ def test_grid_reduce_scatter_forwards_partials_in_stages(coll) -> None:
     network transfer joins rail peers that differ in one coordinate, a rank
     sends ``B - 1`` partials per chunk of its shard (the allreduce as many
     again in its allgather), and every partial but the first to land at a
-    place adds to the one before it there; the last stage of a
-    reduce-scatter lands at the owners, its last landing into the output.
+    place adds to the one before it there.  A reduce-scatter's partials
+    for their own box land at the owners, the first onto its own box's sum
+    (region 0), the last into the output.
     The first pass crosses on two
     connections (its odd chunks on the channel after the grid's), and the
-    second pass's chains wait for the first's to near their ends: one gated
-    chain start per rank and chunk.  Proved by the chunk checker and the
+    held passes' chains wait for the first's to near their ends: one gated
+    chain start per rank, chunk and held pass.  Proved by the chunk checker and the
     interpreter."""
     from colc.compiler.rings.rings2d import RINGS, box_grid
 
@@ -527,11 +528,18 @@ def test_grid_reduce_scatter_forwards_partials_in_stages(coll) -> None:
     sched = rings2d_schedule(topo, coll, cf)
     sent = [0] * topo.num_ranks
     outputs = []
+    n = topo.num_ranks
     for op in _grid_crossings(topo, sched, dims):
+        home = op.dst.rank == op.dst.index % (n * cf) // cf  # at the chunk's owner
+        assert not home or coll is Collective.REDUCESCATTER
         if op.kind is OpKind.REDUCE and op.dst.buffer is Buffer.SCRATCH:
-            first = op.operand.buffer is Buffer.INPUT
-            assert first == (op.dst.index < 2 * topo.num_ranks * cf)  # region 1
-        elif op.kind is OpKind.REDUCE:  # the last stage's last landing, at the owner
+            first = op.dst.index < 2 * n * cf  # region 1
+            if home:  # onto its own box's sum (region 0), then the landing before
+                assert op.operand.buffer is Buffer.SCRATCH
+                assert not first or op.operand.index == op.dst.index - n * cf
+            else:
+                assert (op.operand.buffer is Buffer.INPUT) == first
+        elif op.kind is OpKind.REDUCE:  # the last landing, at the owner
             assert op.operand.buffer is Buffer.SCRATCH
             outputs.append(op.dst)
         sent[op.src.rank] += op.count
@@ -544,7 +552,10 @@ def test_grid_reduce_scatter_forwards_partials_in_stages(coll) -> None:
     spare = RINGS + 2 + 3
     assert {op.dst.index % cf for op in sched.ops if op.channel == spare} == {1}
     gated = [op for op, g in zip(sched.ops, sched.gates, strict=True) if g >= 0]
-    assert len(gated) == topo.num_ranks * cf
+    # 8 passes run at once on 16 rings with 2 chunks: a reduce-scatter holds
+    # back the last 4, an allreduce the second
+    held = 4 if coll is Collective.REDUCESCATTER else 1
+    assert len(gated) == held * topo.num_ranks * cf
     assert all(op.src.buffer is Buffer.INPUT and sched.ops[g].dst.rank == op.src.rank
                for op, g in zip(sched.ops, sched.gates, strict=True) if g >= 0)
     validate_schedule(topo, sched)

@@ -168,11 +168,12 @@ MAX_RING_STEPS = 64
 #: Channels of a file (the runtime's 32): rings, rail channels, the
 #: allgather's local copies.
 MAX_CHANNELS = 32
-#: Steps from the ends of the first pass's chains at which the second
-#: pass's start in the grid's reduce-scatter (``_reduce_scatter_grid``):
-#: the first alone crosses sooner.  DGX A100 x16 at 1 GiB, 8 chunks per
-#: shard: 168.0 GB/s with both at once, 168.7 with 1 step, 170.3 with 2,
-#: 170.1 with 3.
+#: Steps from the ends of the first pass's chains at which the held passes
+#: start in the grid's reduce-scatter (``_reduce_scatter_grid``): the first
+#: alone crosses sooner.  DGX A100 x16 at 1 GiB, 8 chunks per shard: 168.0
+#: GB/s with both at once, 168.7 with 1 step, 170.3 with 2, 170.1 with 3;
+#: x64 (2 chunks, the last four of eight passes held): 163.5 with 4, 162.7
+#: with 6, 164.0 with 2.
 GRID_HELD = 2
 #: Boxes per half from which the paired allreduce's halves take a grid of
 #: 2s (``pair_grid``): at 1 GiB one connection per stage leads (DGX A100
@@ -969,20 +970,32 @@ def _reduce_scatter_grid(out: _Ops, groups: list[list[int]], orders: list[list[l
     differs from that one only in the dimensions before ``s``: as many as
     the allgather forwards there.  A landing adds to the chunk's landing
     before it (the first to the receiver's input), in scratch region ``l``
-    (its ``l``-th landing of that chunk).  The last stage's chains end at
-    the owner's place and cross to the owner, after its own box's pass,
-    which joins the landings of the stages before one rank before the
-    owner and leaves its sum in scratch: those landings add to it, the last
-    into the output (as the switched form's last distance; an allreduce's
-    last stage lands one place before the owner, as in the other stages,
-    and the own box's pass comes last: its allgather's first sends would
-    wait in the threadblock of the last landing, whose FIFO the landings
-    have filled).  Passes go stage by stage, taking the ring sets in turn in
-    the order listed (with more rings than chunks two or more run at once),
-    the first on two connections where a threadblock pair more fits
-    (``_grid_spare``), the second held back until the first's chains are
-    ``GRID_HELD`` steps from their ends (``Schedule.gates``): the network
-    starts sooner, on more connections.  Network sends and receives on threadblocks of their
+    (its ``l``-th landing of that chunk).  A reduce-scatter's passes whose
+    partials are for the receiving box itself (each stage's last, the
+    *home* passes) end at the owner's place and cross to the owner: the
+    first landing adds to the own box's sum (region 0: its pass, which
+    joins nothing, runs after the first stage's passes), each later one to
+    the landing before, the last into the output.  So no ring step waits
+    for a landing, and after the network's last byte only the landings
+    that arrived with it are left (DGX A100 x64 at 1 GiB: 159.7 -> 161.4
+    GB/s, x32 165.4 -> 166.9, x16 172.3 -> 172.1, under the simulator of
+    2026-11-29; before, only the last stage's landed at the owner, onto a
+    sum the own box's pass made one place before it from the other
+    stages' landings, and that pass's last ring steps ran after the
+    network's last byte).  An allreduce's landings all go one place before
+    the owner and its own box's pass comes last, joining them (its
+    allgather's first sends would wait in the threadblock of the last
+    landing, whose FIFO the landings have filled).  Passes go stage by
+    stage, taking the ring sets in turn in the order listed (with more
+    rings than chunks, ``R / cf`` run at once), the first on two
+    connections where a threadblock pair more fits (``_grid_spare``); the
+    second half of the first stage's passes that run at once (the second
+    pass with 8 chunks on 16 rings, the last 4 of 8 with 2) is held back
+    until the first's chains are ``GRID_HELD`` steps from their ends
+    (``Schedule.gates``): the network starts sooner, on more connections
+    (x64 161.4 -> 164.0, x128 157.6 -> 160.3 where only the second pass was
+    held; x32 166.9 -> 166.5); an allreduce holds only its second pass (x16
+    82.1 against 81.9 with the half, x32 79.4 against 79.1).  Network sends and receives on threadblocks of their
     own: ``R + 2 sum(d_i - 1)`` per rank, 2 more with the second connection.
     DGX A100 x16 (4 x 4) at 1 GiB, 8 chunks per shard, 30 threadblocks
     (simulated): 171.2 GB/s (80% of the cut bound: 170.7; rails 162.0);
@@ -1005,6 +1018,10 @@ def _reduce_scatter_grid(out: _Ops, groups: list[list[int]], orders: list[list[l
         return tuple(0 if j == s - 1 else o for j, o in enumerate(offsets[x]))
 
     spare = spare and _grid_spare(rings, dims)
+    # the first stage's passes that run at once, on ring sets of their own:
+    # the second half of them is held back (an allreduce's second pass only)
+    at_once = max(2, rings // cf) if scatter else 2
+    held = range(at_once // 2, at_once)
     position, gate = 0, None
     for s in range(len(dims), 0, -1):
         # the partials the receiver forwards first go first, those for itself last
@@ -1018,20 +1035,20 @@ def _reduce_scatter_grid(out: _Ops, groups: list[list[int]], orders: list[list[l
             start = len(out.ops)
             _box_pass(out, groups, orders, qs, cf, ks[x], landed,
                       dests=[shifted(b, offsets[x], dims) for b in range(nb)], last=before(s),
-                      gate=gate if s == len(dims) and i == 1 else None,
-                      to_place=s == 1 and scatter)
+                      gate=gate if s == len(dims) and i in held else None,
+                      to_place=scatter and not any(onward(x, s)))
             if s == len(dims) and i == 0:
-                # the second pass's chains start on a rank once the first's
+                # the held passes' chains start on a rank once the first's
                 # are ``GRID_HELD`` steps from their ends there
                 steps = (len(out.ops) - start) // (len(groups[0]) - 1)
                 gate = {op.dst.rank: op.op_id
                         for op in out.ops[start:len(out.ops) - GRID_HELD * steps]}
-        if s == 1 and scatter:  # the own box's sum, which the last stage's landings add to
-            _box_pass(out, groups, orders, qs, cf, 0, landed, scatter, joins=before(1),
-                      to_place=True)
+        if s == len(dims) and scatter:  # the own box's sum, which the home landings add to
+            _box_pass(out, groups, orders, qs, cf, 0, landed, scatter, joins=0, to_place=True)
         for i, x in enumerate(stage):
             t = offsets[x][s - 1]
             region = before(s) + t
+            home = scatter and not any(onward(x, s))  # the partials' own box
             pairs = [(sender, groups[shifted(sender, offsets[x], dims)], groups[receiver])
                      for sender, receiver in line_sends(dims, s - 1, t, _send_first)]
             for q in qs:
@@ -1043,19 +1060,18 @@ def _reduce_scatter_grid(out: _Ops, groups: list[list[int]], orders: list[list[l
                 for sender, owner, there in pairs:
                     for g in order:
                         h, c = lands_at[g], owner[g] * cf + q
-                        if s > 1 or not scatter:  # to the place before the owner's
+                        if not home:  # to the place before the owner's
                             out.add(OpKind.REDUCE, Slot(groups[sender][h], SCR, c),
                                     landed(there[h], c, region), channel,
                                     Slot(there[h], IN, c) if region == 1
                                     else landed(there[h], c, region - 1))
                             continue
-                        # the last stage lands at the owner, onto its own box's
-                        # sum or the landing before, the last into the output
-                        dst = (Slot(there[g], OUT, q) if t == dims[0] - 1
+                        # in the own box to the owner, onto its own box's sum
+                        # (region 0) or the landing before, the last into the output
+                        dst = (Slot(there[g], OUT, q) if region == before(0)
                                else landed(there[g], c, region))
                         out.add(OpKind.REDUCE, Slot(groups[sender][g], SCR, c), dst, channel,
-                                Slot(there[g], SCR, c) if t == 1
-                                else landed(there[g], c, region - 1))
+                                landed(there[g], c, region - 1))
     if not scatter:  # an allreduce's allgather would send from the landing's threadblock
         _box_pass(out, groups, orders, qs, cf, 0, landed, scatter, joins=before(0))
 
