@@ -93,9 +93,10 @@ switch, NCCL's spread rings (``nccl_rings`` on the box alone).  Chunk ``q``
 of every shard travels on ring ``q mod R`` (the crossing form:
 ``_scatter_ring``, ``_gather_ring``).  In the crossing reduce-scatter's
 form for Simple files (in one stage or over a grid) on boxes of direct
-links a pass may run on any of the cycles (``simple_form``): every chain for owner ``g`` that does not
-end at ``g`` ends at ``g``'s predecessor on the own box's ring for the
-chunk (``_landing_places``), the landings of every stage meet there, and a
+links a pass may run on any of the cycles (``simple_form``): every chain
+for owner ``g`` that does not end at ``g`` ends at ``g``'s predecessor on
+the own box's ring for the chunk (``_landing_places``), the landings of
+every stage that a box forwards meet there, and a
 pass whose ring reaches that place earlier joins the landed sum there
 (MI250 x64 reduce-scatter at 1 GiB: 42.3 GB/s with every pass on one
 cycle, 121.0 over all of them; x8 with 8 chunks 74.5 / 124.7 / 133.6 ->
@@ -495,7 +496,8 @@ def simple_form(topo: Topology, collective: Collective, chunks: int | None) -> b
     >>> from colc.frontends.families import dgx_a100, mi250
     >>> [simple_form(mi250(n), Collective.REDUCESCATTER, c) for n, c in ((4, 16), (8, 8), (64, 1))]
     [False, True, True]
-    >>> simple_form(mi250(8), Collective.ALLGATHER, 8), simple_form(dgx_a100(16), Collective.ALLREDUCE, 4)
+    >>> (simple_form(mi250(8), Collective.ALLGATHER, 8),
+    ...  simple_form(dgx_a100(16), Collective.ALLREDUCE, 4))
     (False, False)
     """
     cf = chunks or DEFAULT_CHUNKS
@@ -995,8 +997,9 @@ def _reduce_scatter_grid(out: _Ops, groups: list[list[int]], orders: list[list[l
     (``Schedule.gates``): the network starts sooner, on more connections
     (x64 161.4 -> 164.0, x128 157.6 -> 160.3 where only the second pass was
     held; x32 166.9 -> 166.5); an allreduce holds only its second pass (x16
-    82.1 against 81.9 with the half, x32 79.4 against 79.1).  Network sends and receives on threadblocks of their
-    own: ``R + 2 sum(d_i - 1)`` per rank, 2 more with the second connection.
+    82.1 against 81.9 with the half, x32 79.4 against 79.1).  Network
+    sends and receives on threadblocks of their own: ``R + 2 sum(d_i - 1)``
+    per rank, 2 more with the second connection.
     DGX A100 x16 (4 x 4) at 1 GiB, 8 chunks per shard, 30 threadblocks
     (simulated): 171.2 GB/s (80% of the cut bound: 170.7; rails 162.0);
     170.3 with the last stage landing one place before the owner, 164.9
