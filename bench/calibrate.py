@@ -29,41 +29,12 @@ import sys
 import time
 from dataclasses import replace
 
-from colc.compiler.rings.nccl_baseline import nccl_ring_program
-from colc.compiler.published_results import MACHINES, MEASURED, RING_CHANNELS, SIZES
-from colc.frontends.families import build_family
-from colc.ir.core import Collective, Protocol
-from colc.ir.load_checks import load_program
+from colc.compiler.published_results import MACHINES, SIZES, ring_predictions, ring_rows
 from colc.ir.runtime_model import model_named
-from colc.ir.simulate import simulate
-
-COLLS = ("allgather", "reducescatter", "allreduce")
-
-
-def ring_rows(machine: str):
-    """(collective, program, loaded, measured, system) per published ring row."""
-    family, nboxes, _ = MACHINES[machine]
-    topo = build_family({"family": family, "boxes": nboxes}, f"<family {family}>")
-    rows = []
-    for coll in COLLS:
-        system = next(s for (m, c, s) in MEASURED if m == machine and c == coll
-                      and s.endswith("-ring"))
-        prog = nccl_ring_program(topo, Collective(coll), channels=RING_CHANNELS[machine],
-                                 protocol=Protocol.SIMPLE)
-        rows.append((coll, prog, load_program(prog), MEASURED[(machine, coll, system)], system))
-    return topo, rows
-
-
-def predictions(topo, rows, model):
-    out = []
-    for coll, prog, loaded, measured, system in rows:
-        pred = [simulate(prog, topo, model, size, loaded=loaded).algbw for size in SIZES]
-        out.append((coll, system, measured, pred))
-    return out
 
 
 def loss(topo, rows, model) -> float:
-    errs = [math.log(p / m) ** 2 for _, _, meas, pred in predictions(topo, rows, model)
+    errs = [math.log(p / m) ** 2 for _, _, meas, pred in ring_predictions(topo, rows, model)
             for m, p in zip(meas, pred, strict=True)]
     return sum(errs) / len(errs)
 
@@ -110,7 +81,7 @@ def table(machine: str, topo, rows, model) -> float:
     print(f"{'collective':<14}{'system':<11}" + "".join(f"{s >> 20:>8}M meas/pred/err"
                                                         for s in SIZES))
     errs = []
-    for coll, system, meas, pred in predictions(topo, rows, model):
+    for coll, system, meas, pred in ring_predictions(topo, rows, model):
         cells = []
         for m, p in zip(meas, pred, strict=True):
             err = (p - m) / m

@@ -66,4 +66,47 @@ def best_published(machine: str, collective: str) -> tuple[str, tuple[float, ...
     return names, best
 
 
-__all__ = ["MACHINES", "MEASURED", "RING_CHANNELS", "SIZES", "best_published"]
+#: Collectives of the vendor ring rows, in table order.
+RING_COLLECTIVES = ("allgather", "reducescatter", "allreduce")
+
+
+def ring_rows(machine: str):
+    """The vendor ring's published rows on ``machine`` as files to simulate
+    (``bench/calibrate.py``'s fit and the test of its table).
+
+    Returns
+    -------
+    tuple
+        ``(topology, rows)``, a row ``(collective, program, loaded,
+        measured, system)`` per collective: NCCL's (RCCL's) ring as a
+        Simple program with the measured runs' channels, loaded once.
+    """
+    from colc.compiler.rings.nccl_baseline import nccl_ring_program
+    from colc.frontends.families import build_family
+    from colc.ir.core import Collective, Protocol
+    from colc.ir.load_checks import load_program
+
+    family, nboxes, _ = MACHINES[machine]
+    topo = build_family({"family": family, "boxes": nboxes}, f"<family {family}>")
+    rows = []
+    for coll in RING_COLLECTIVES:
+        system = next(s for (m, c, s) in MEASURED if m == machine and c == coll
+                      and s.endswith("-ring"))
+        prog = nccl_ring_program(topo, Collective(coll), channels=RING_CHANNELS[machine],
+                                 protocol=Protocol.SIMPLE)
+        rows.append((coll, prog, load_program(prog), MEASURED[(machine, coll, system)], system))
+    return topo, rows
+
+
+def ring_predictions(topo, rows, model) -> list[tuple[str, str, tuple, list[float]]]:
+    """``(collective, system, measured, predicted)`` per row of ``ring_rows``:
+    the simulated algbw under ``model`` at the table's sizes."""
+    from colc.ir.simulate import simulate
+
+    return [(coll, system, measured,
+             [simulate(prog, topo, model, size, loaded=loaded).algbw for size in SIZES])
+            for coll, prog, loaded, measured, system in rows]
+
+
+__all__ = ["MACHINES", "MEASURED", "RING_CHANNELS", "RING_COLLECTIVES", "SIZES",
+           "best_published", "ring_predictions", "ring_rows"]

@@ -266,20 +266,12 @@ def test_presets_keep_their_calibration_error(machine, documented) -> None:
     NCCL's (RCCL's) ring as a file, simulated with the machine's preset
     against the published measurements at 1M, 16M, 128M and 1G, keeps the
     mean absolute error the table states (A100 5.6%, MI250 11.5%)."""
-    from colc.compiler.published_results import MACHINES, MEASURED, RING_CHANNELS, SIZES
-    from colc.compiler.rings.nccl_baseline import nccl_ring_program
-    from colc.frontends.families import build_family
+    from colc.compiler.published_results import MACHINES, ring_predictions, ring_rows
     from colc.ir.runtime_model import model_named
 
-    family, nboxes, preset = MACHINES[machine]
-    topo = build_family({"family": family, "boxes": nboxes}, machine)
-    model = model_named(preset)
-    errors = []
-    for (m, coll, system), measured in MEASURED.items():
-        if m != machine or not system.endswith("-ring"):
-            continue
-        prog = nccl_ring_program(topo, Collective(coll), channels=RING_CHANNELS[machine])
-        for size, meas in zip(SIZES, measured, strict=True):
-            errors.append(abs(simulate(prog, topo, model, size).algbw / meas - 1))
+    topo, rows = ring_rows(machine)
+    errors = [abs(p / m - 1) for _, _, measured, predicted in
+              ring_predictions(topo, rows, model_named(MACHINES[machine][2]))
+              for m, p in zip(measured, predicted, strict=True)]
     assert len(errors) == 12
     assert sum(errors) / len(errors) == pytest.approx(documented, abs=0.0006)

@@ -841,13 +841,22 @@ def _reduce_scatter_crossing(out: _Ops, groups: list[list[int]],
         return Slot(rank, SCR, k * n * cf + c)
 
     for k in (*range(1, nb), 0):  # the other boxes' chunks first, then the own box's
-        for first in range(0, cf, rings):
-            qs = range(first, min(cf, first + rings))
+        for qs in _ring_groups(cf, rings):
             _box_pass(out, groups, orders, qs, cf, k, landed,
                       coll is Collective.REDUCESCATTER)
             if k:
                 _cross(out, groups, orders[0], qs, cf, k, landed,
                        shares if len(qs) == rings or not spread else None)
+
+
+def _ring_groups(cf: int, rings: int) -> list[range]:
+    """The chunks ``q`` of a crossing reduce-scatter's pass in groups of one
+    chunk per ring, in order.
+
+    >>> _ring_groups(40, 16)
+    [range(0, 16), range(16, 32), range(32, 40)]
+    """
+    return [range(q, min(cf, q + rings)) for q in range(0, cf, rings)]
 
 
 def switched_form(topo: Topology, groups: list[list[int]], collective: Collective,
@@ -924,7 +933,7 @@ def _reduce_scatter_switched(out: _Ops, groups: list[list[int]],
         return Slot(rank, SCR, k * n * cf + c)
 
     rings = len(orders[0])
-    lots = [range(q, min(cf, q + rings)) for q in range(0, cf, rings)]  # one chunk per ring
+    lots = _ring_groups(cf, rings)
     # with two groups a pass, every distance crosses on two connections
     two = nb - 1 if len(lots) > 1 and rings + 2 * (nb - 1) <= MAX_CHANNELS else 1
     first = max(1, len(lots[0]) * FIRST_PART[0] // FIRST_PART[1])
@@ -1034,12 +1043,14 @@ def _reduce_scatter_grid(out: _Ops, groups: list[list[int]], orders: list[list[l
         # passes take the ring sets in turn (``_scatter_ring``) in the order listed
         ks = {x: position + 1 + i for i, x in enumerate(stage)}
         position += len(stage)
+        # the home passes: partials for the receiving box itself (a reduce-scatter's)
+        homes = {x for x in stage if scatter and not any(onward(x, s))}
         for i, x in enumerate(stage):
             start = len(out.ops)
             _box_pass(out, groups, orders, qs, cf, ks[x], landed,
                       dests=[shifted(b, offsets[x], dims) for b in range(nb)], last=before(s),
                       gate=gate if s == len(dims) and i in held else None,
-                      to_place=scatter and not any(onward(x, s)))
+                      to_place=x in homes)
             if s == len(dims) and i == 0:
                 # the held passes' chains start on a rank once the first's
                 # are ``GRID_HELD`` steps from their ends there
@@ -1051,7 +1062,6 @@ def _reduce_scatter_grid(out: _Ops, groups: list[list[int]], orders: list[list[l
         for i, x in enumerate(stage):
             t = offsets[x][s - 1]
             region = before(s) + t
-            home = scatter and not any(onward(x, s))  # the partials' own box
             pairs = [(sender, groups[shifted(sender, offsets[x], dims)], groups[receiver])
                      for sender, receiver in line_sends(dims, s - 1, t, _send_first)]
             for q in qs:
@@ -1063,7 +1073,7 @@ def _reduce_scatter_grid(out: _Ops, groups: list[list[int]], orders: list[list[l
                 for sender, owner, there in pairs:
                     for g in order:
                         h, c = lands_at[g], owner[g] * cf + q
-                        if not home:  # to the place before the owner's
+                        if x not in homes:  # to the place before the owner's
                             out.add(OpKind.REDUCE, Slot(groups[sender][h], SCR, c),
                                     landed(there[h], c, region), channel,
                                     Slot(there[h], IN, c) if region == 1
