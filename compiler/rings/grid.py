@@ -15,10 +15,12 @@ each box and every rank still sends ``B - 1`` shards, on
 ``sum(d_i - 1)`` connections (4 x 4: 6 instead of 15).
 
 This module is the geometry only (``grid_dims``, ``stage_sends``,
-``landing_order``); ``rings2d._allgather_grid`` writes the ops.
+``landing_order``, ``landing_times``: when each chunk lands, estimated);
+``rings2d._allgather_grid`` writes the ops.
 
 Complexity: ``grid_dims`` enumerates the ordered factorisations of ``B``
-(a few hundred for ``B <= 1024``); the others are linear in their output.
+(a few hundred for ``B <= 1024``); ``landing_times`` is ``O(B cf sum(d_i - 1))``;
+the others are linear in their output.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import itertools
 import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from fractions import Fraction
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,6 +151,54 @@ def stage_sends(dims: tuple[int, ...],
                                 tuple(shifted(sender, off, dims) for off in back))
 
 
+def landing_times(dims: tuple[int, ...], cf: int) -> dict[tuple[tuple[int, ...], int], float]:
+    """When each chunk of every box's shard lands at a rank in the staged
+    allgather, estimated: offset back (as in ``landing_order``) and chunk
+    ``q`` to the time, in chunks sent by a whole NIC.
+
+    Every connection (a stage and a distance) sends its chunks in the
+    order ``rings2d._allgather_grid`` lists them (chunk by chunk, the
+    sources in ``landing_order``), a chunk only once it has landed at the
+    sender (the same time as at this rank: every box is alike), and the
+    connections with a chunk to send share the NIC equally.  The own
+    box's chunks are there at time 0.  Exact arithmetic on the shares
+    keeps the result independent of the platform.
+
+    >>> t = landing_times((2, 2), 1)
+    >>> [float(t[off, 0]) for off in landing_order((2, 2))]
+    [0.0, 2.0, 2.0, 3.0]
+
+    Complexity: ``O(n c)`` for ``n = cf B`` chunks on ``c = sum(d_i - 1)``
+    connections.
+    """
+    earlier = landing_order(dims)
+    queues = []
+    for i, d in enumerate(dims):
+        back = [off for off in earlier if stage_of(off) <= i]
+        for s in range(1, d):
+            queues.append([(q, off, off[:i] + (s,) + off[i + 1:])
+                           for q in range(cf) for off in back])
+    zero = tuple(0 for _ in dims)
+    landed: dict[tuple[tuple[int, ...], int], Fraction] = {(zero, q): Fraction(0)
+                                                          for q in range(cf)}
+    at, left, now = [0] * len(queues), [Fraction(1)] * len(queues), Fraction(0)
+    while True:
+        pending = [c for c, queue in enumerate(queues) if at[c] < len(queue)]
+        if not pending:
+            return {key: float(t) for key, t in landed.items()}
+        ready = [c for c in pending if (queues[c][at[c]][1], queues[c][at[c]][0]) in landed]
+        if not ready:  # cannot happen: every source lands in an earlier stage
+            raise ValueError("staged allgather waits on a chunk that never lands")
+        step = min(left[c] for c in ready)
+        now += step * len(ready)
+        for c in ready:
+            left[c] -= step
+            if left[c] == 0:
+                q, _, dest = queues[c][at[c]]
+                landed[dest, q] = now
+                at[c], left[c] = at[c] + 1, Fraction(1)
+
+
 def line_sends(dims: tuple[int, ...], i: int, distance: int,
                send_order: Callable[[int, int], list[int]] | None = None
                ) -> Iterator[tuple[int, int]]:
@@ -167,5 +218,5 @@ def line_sends(dims: tuple[int, ...], i: int, distance: int,
             yield line[c], shifted(line[c], step, dims)
 
 
-__all__ = ["StageSend", "box_at", "coords", "grid_dims", "landing_order", "line_sends",
-           "shifted", "stage_of", "stage_sends"]
+__all__ = ["StageSend", "box_at", "coords", "grid_dims", "landing_order", "landing_times",
+           "line_sends", "shifted", "stage_of", "stage_sends"]

@@ -124,8 +124,8 @@ import math
 from collections.abc import Callable
 
 from colc.compiler.lowering.infer_dependencies import infer_dependencies
-from colc.compiler.rings.grid import (grid_dims, landing_order, line_sends, shifted, stage_of,
-                                     stage_sends)
+from colc.compiler.rings.grid import (grid_dims, landing_order, landing_times, line_sends,
+                                      shifted, stage_of, stage_sends)
 from colc.compiler.rings.nccl_baseline import nccl_rings
 from colc.errors import UnsupportedError
 from colc.ir.chunks import Op, OpKind, Schedule, Slot
@@ -182,6 +182,14 @@ GRID_HELD = 2
 #: fewer stages (x64 57.7 / 65.1 against 54.8 / 61.2); the portfolio ranks
 #: the form at 1 GiB only on x128 (``pipeline.least_size``).
 PAIR_TWOS_HALF = 64
+
+# the staged allgather hands its landed chunks round in the order they land
+# on rings this many apart: on boxes of direct links the packed cycles repeat
+# on neighbouring rings (MI250: rings 0-2 are one cycle), and chunks landing
+# one after another on them share links (MI250 x16 at 1 GiB: 141.2 GB/s,
+# 137.6 with stride 11 and 134.0 with 1; x32 136.6 against 129.9; x64 134.5
+# against 128.0); behind a box switch any stride gives the same
+GRID_RING_STRIDE = 7
 #: Chunks per shard when none are asked for.
 DEFAULT_CHUNKS = 16
 
@@ -1425,13 +1433,26 @@ def _allgather_grid(out: _Ops, groups: list[list[int]], orders: list[list[list[i
     its rail peer in each box along dimension ``i`` its own shard and those
     landed in the earlier stages (``stage_sends``; chunk by chunk, on a
     channel per stage and distance after the rings); the box rings hand
-    round the own box's chunks, then the landed ones stage by stage
-    (``landing_order``), chunk ``q`` of the ``x``-th source on ring
-    ``_gather_ring(q, x)``.  Network sends and receives are lowered on
-    threadblocks of their own: ``R + 2 sum(d_i - 1) + 1`` per rank.
-    DGX A100 x16 (4 x 4) at 1 GiB, 8 chunks per shard, 29 threadblocks
-    (simulated): 173.5 GB/s, against 132.3 for the crossing form with 15
-    paired network threadblocks and 162.3 for rails.
+    round the own box's chunks, then the landed ones in the order they
+    land (``grid.landing_times``, ties in ``landing_order``), the ``i``-th
+    on ring ``i * GRID_RING_STRIDE mod R``: chunks that land together, one
+    per distance, go round on different rings, and every ring takes as
+    many passes.  Network sends and receives are lowered on threadblocks
+    of their own: ``R + 2 sum(d_i - 1) + 1`` per rank.
+
+    DGX A100 at 1 GiB, 29-31 threadblocks (simulated): x16 (4 x 4, 8
+    chunks per shard) 173.5 GB/s, against 132.3 for the crossing form with
+    15 paired network threadblocks and 162.3 for rails.  Handing the
+    chunks round stage by stage, chunk ``q`` of the ``x``-th source on ring
+    ``(q + x) mod R``, put chunks that land together on one ring (x32,
+    2 x 4 x 4: those of the boxes 8 and 24 back; x64, 2 x 2 x 2 x 2 x 4:
+    all three distances'), and the rings ended one after another after the
+    network's last byte: x32 156.7
+    -> 166.1, x64 (2 chunks) 146.1 -> 163.4, MI250 x64 (1 chunk) 103.3 ->
+    134.5; an allreduce's halves of 2 x 4 x 4 (x64) 71.8 -> 75.7.
+
+    Complexity: ``O(B^2 cf S)`` ops for boxes of ``S`` ranks, and the
+    landing estimate's ``O(B cf sum(d_i - 1))``.
     """
     size, rings = len(groups[0]), len(orders[0])
     local = rings + sum(d - 1 for d in dims)
@@ -1456,8 +1477,12 @@ def _allgather_grid(out: _Ops, groups: list[list[int]], orders: list[list[list[i
         passes += [(x, q) for q in range(cf) for x in xs]
     sources = [[shifted(b, tuple(-o for o in off), dims) for b in range(len(groups))]
                for off in offsets]
-    for x, q in passes:
-        _gather_pass(out, groups, orders, cf, 0, q, _gather_ring(q, x, cf, rings, len(groups)),
+    times = landing_times(dims, cf)
+    passes.sort(key=lambda xq: times[offsets[xq[0]], xq[1]])
+    stride = GRID_RING_STRIDE if math.gcd(GRID_RING_STRIDE, rings) == 1 else 1
+    for i, (x, q) in enumerate(passes):
+        ring = i * stride % rings
+        _gather_pass(out, groups, orders, cf, 0, q, ring,
                      from_input=x == 0 and not reduced, sources=sources[x])
 
 
