@@ -490,6 +490,28 @@ def test_grid_allgather_crosses_in_stages() -> None:
     validate_schedule(topo, sched)
 
 
+@pytest.mark.parametrize("dims,cf", [((4, 4), 8), ((2, 4, 4), 4), ((2, 2, 2, 2, 4), 2),
+                                     ((2,) * 7, 1), ((3, 4), 2)])
+def test_landing_times_keep_the_nic_busy_and_follow_the_sources(dims, cf) -> None:
+    """``grid.landing_times``: every chunk of every other box lands once,
+    after the chunk it is forwarded from has landed at the sender (the
+    same offset without the stage's dimension), and the NIC, shared by the
+    connections with a chunk ready, never idles: the last chunk lands
+    after ``(B - 1) cf`` chunk times."""
+    from colc.compiler.rings.grid import landing_order, landing_times, stage_of
+
+    times = landing_times(dims, cf)
+    nb = math.prod(dims)
+    assert len(times) == nb * cf
+    for off in landing_order(dims):
+        s = stage_of(off)
+        for q in range(cf):
+            if s:
+                source = off[:s - 1] + (0,) + off[s:]
+                assert times[off, q] > times[source, q]
+    assert max(times.values()) == (nb - 1) * cf
+
+
 def test_grid_allgather_hands_chunks_round_in_landing_order() -> None:
     """On DGX A100 x32 (a 2 x 4 x 4 grid, 4 chunks per shard) the last
     stage's chunks land three at a time, one per distance (the first

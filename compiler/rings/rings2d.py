@@ -1436,8 +1436,8 @@ def _allgather_grid(out: _Ops, groups: list[list[int]], orders: list[list[list[i
     round the own box's chunks, then the landed ones in the order they
     land (``grid.landing_times``, ties in ``landing_order``), the ``i``-th
     on ring ``i * GRID_RING_STRIDE mod R``: chunks that land together, one
-    per distance, go round on different rings, and every ring takes as
-    many passes.  Network sends and receives are lowered on threadblocks
+    per distance, go round on different rings, and the rings take as many
+    passes, within one.  Network sends and receives are lowered on threadblocks
     of their own: ``R + 2 sum(d_i - 1) + 1`` per rank.
 
     DGX A100 at 1 GiB, 29-31 threadblocks (simulated): x16 (4 x 4, 8
@@ -1477,11 +1477,18 @@ def _allgather_grid(out: _Ops, groups: list[list[int]], orders: list[list[list[i
         passes += [(x, q) for q in range(cf) for x in xs]
     sources = [[shifted(b, tuple(-o for o in off), dims) for b in range(len(groups))]
                for off in offsets]
-    times = landing_times(dims, cf)
-    passes.sort(key=lambda xq: times[offsets[xq[0]], xq[1]])
+    # an allreduce's ring steps were fitted with ``_gather_ring``'s loads
+    # beside the reduce-scatter's: keep its rings where the turns' loads differ
+    loads = [0] * rings
+    for x, q in passes:
+        loads[_gather_ring(q, x, cf, rings, len(groups))] += 1
+    turns = not reduced or (len(passes) % rings == 0 and len(set(loads)) == 1)
+    if turns:
+        times = landing_times(dims, cf)
+        passes.sort(key=lambda xq: times[offsets[xq[0]], xq[1]])
     stride = GRID_RING_STRIDE if math.gcd(GRID_RING_STRIDE, rings) == 1 else 1
     for i, (x, q) in enumerate(passes):
-        ring = i * stride % rings
+        ring = i * stride % rings if turns else _gather_ring(q, x, cf, rings, len(groups))
         _gather_pass(out, groups, orders, cf, 0, q, ring,
                      from_input=x == 0 and not reduced, sources=sources[x])
 
