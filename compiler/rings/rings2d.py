@@ -176,19 +176,12 @@ MAX_CHANNELS = 32
 #: x64 (2 chunks, the last four of eight passes held): 163.5 with 4, 162.7
 #: with 6, 164.0 with 2.
 GRID_HELD = 2
-#: Boxes per half from which the paired allreduce's halves take a grid of
-#: 2s (``pair_grid``): at 1 GiB one connection per stage leads (DGX A100
-#: x128 70.0 GB/s against 67.2, x64 72.5 against 71.8), at 128 and 256 MiB
-#: fewer stages (x64 57.7 / 65.1 against 54.8 / 61.2); the portfolio ranks
-#: the form at 1 GiB only on x128 (``pipeline.least_size``).
-PAIR_TWOS_HALF = 64
-
-# the staged allgather hands its landed chunks round in the order they land
-# on rings this many apart: on boxes of direct links the packed cycles repeat
-# on neighbouring rings (MI250: rings 0-2 are one cycle), and chunks landing
-# one after another on them share links (MI250 x16 at 1 GiB: 141.2 GB/s,
-# 137.6 with stride 11 and 134.0 with 1; x32 136.6 against 129.9; x64 134.5
-# against 128.0); behind a box switch any stride gives the same
+#: The staged allgather hands its landed chunks round in the order they
+#: land on rings this many apart: on boxes of direct links the packed
+#: cycles repeat on neighbouring rings (MI250: rings 0-2 are one cycle), and
+#: chunks landing one after another on them share links (MI250 x16 at 1 GiB:
+#: 141.2 GB/s, 137.6 with stride 11 and 134.0 with 1; x32 136.6 against
+#: 129.9; x64 134.5 against 128.0); behind a box switch 1 and 7 give the same.
 GRID_RING_STRIDE = 7
 #: Chunks per shard when none are asked for.
 DEFAULT_CHUNKS = 16
@@ -628,29 +621,26 @@ def _whole_fit(collective: Collective, nb: int, size: int, cf: int, rings: int) 
 def pair_grid(nb: int, rings: int) -> tuple[int, ...]:
     """Grid of each half of ``nb`` boxes in the paired allreduce, whose
     network threadblocks (a send and a receive per distance) and the
-    exchange's two fit ``MAX_CHANNELS`` beside the rings: from halves of
-    ``PAIR_TWOS_HALF`` boxes a grid of 2s (a connection per stage), else
-    ``grid_dims``' (the fewest dimensions, then distances).  Measured
-    (simulated, Simple), 16 / 128 MiB / 1 GiB: MI250 x16 (halves of 8
-    boxes, 4 chunks per shard) one stage 43.3 / 52.8 / 54.1 GB/s against 2
-    x 4 34.4 / 54.8 / 57.3 (and 2 x 2 x 2 54.0 at 1 GiB); DGX A100 x16 (8
-    chunks) one stage 78.6 at 1 GiB against 2 x 4 81.8 (the grid over all
-    the boxes with 4 chunks, 82.1, is the file there); DGX A100 x32 (4
-    chunks) 4 x 4 79.4 at 1 GiB against 2 x 2 x 4 77.9 and 2^4 72.3, MI250
-    x32 4 x 4 36.3 against 2^4 34.6; DGX A100 x64 (2 chunks) 2 x 4 x 4
-    57.7 / 71.8 at 128 MiB / 1 GiB against 2^5 54.8 (rails) / 72.5 and 2 x
-    2 x 2 x 4 72.0 at 1 GiB; x128 (1 chunk, ranked from 1 GiB only) 2^6
-    70.0 against 2 x 2 x 2 x 2 x 4 67.2.
+    exchange's two fit ``MAX_CHANNELS`` beside the rings: ``grid_dims``'
+    (the fewest dimensions, then distances).  Measured (simulated,
+    Simple), 16 / 128 MiB / 1 GiB: MI250 x16 (halves of 8 boxes, 4 chunks
+    per shard) one stage 43.3 / 52.8 / 54.1 GB/s against 2 x 4 34.4 / 54.8
+    / 57.3 (and 2 x 2 x 2 54.0 at 1 GiB); DGX A100 x16 (8 chunks) one
+    stage 78.6 at 1 GiB against 2 x 4 81.8 (the grid over all the boxes
+    with 4 chunks, 82.1, is the file there); DGX A100 x32 (4 chunks) 4 x 4
+    79.4 at 1 GiB against 2 x 2 x 4 77.9 and 2^4 72.3, MI250 x32 4 x 4
+    36.3 against 2^4 34.6; DGX A100 x64 (2 chunks) 2 x 4 x 4 60.7 / 75.7
+    at 128 MiB / 1 GiB against 2^5 54.8 (rails) / 72.5; x128 (1 chunk,
+    ranked from 1 GiB only) 2 x 2 x 2 x 2 x 4 74.3 against 2^6 70.0.
+    Until the twenty-fourth session the halves of 64 boxes took 2^6 (one
+    connection per stage), which led while the allgather's chunks landing
+    together went round on one ring (2 x 2 x 2 x 2 x 4: 67.2; x64 2 x 4 x 4
+    71.8 then).
 
     >>> pair_grid(16, 16), pair_grid(32, 16), pair_grid(64, 16), pair_grid(128, 16)
-    ((8,), (4, 4), (2, 4, 4), (2, 2, 2, 2, 2, 2))
+    ((8,), (4, 4), (2, 4, 4), (2, 2, 2, 2, 4))
     """
-    half, fixed = nb // 2, rings + 2
-    twos = (2,) * (half.bit_length() - 1)
-    if (half >= PAIR_TWOS_HALF and 1 << len(twos) == half
-            and fixed + 2 * len(twos) <= MAX_CHANNELS):
-        return twos
-    return grid_dims(half, fixed, MAX_CHANNELS)
+    return grid_dims(nb // 2, rings + 2, MAX_CHANNELS)
 
 
 def _pairs_fit(nb: int, size: int, cf: int, rings: int) -> bool:
@@ -1437,22 +1427,22 @@ def _allgather_grid(out: _Ops, groups: list[list[int]], orders: list[list[list[i
     land (``grid.landing_times``, ties in ``landing_order``), the ``i``-th
     on ring ``i * GRID_RING_STRIDE mod R``: chunks that land together, one
     per distance, go round on different rings, and the rings take as many
-    passes, within one.  Network sends and receives are lowered on threadblocks
-    of their own: ``R + 2 sum(d_i - 1) + 1`` per rank.
+    passes, within one.  Network sends and receives are lowered on
+    threadblocks of their own: ``R + 2 sum(d_i - 1) + 1`` per rank.
 
     DGX A100 at 1 GiB, 29-31 threadblocks (simulated): x16 (4 x 4, 8
     chunks per shard) 173.5 GB/s, against 132.3 for the crossing form with
     15 paired network threadblocks and 162.3 for rails.  Handing the
-    chunks round stage by stage, chunk ``q`` of the ``x``-th source on ring
-    ``(q + x) mod R``, put chunks that land together on one ring (x32,
+    chunks round stage by stage, chunk ``q`` of the ``x``-th source on
+    ring ``(q + x) mod R``, put chunks that land together on one ring (x32,
     2 x 4 x 4: those of the boxes 8 and 24 back; x64, 2 x 2 x 2 x 2 x 4:
-    all three distances'), and the rings ended one after another after the
-    network's last byte: x32 156.7
-    -> 166.1, x64 (2 chunks) 146.1 -> 163.4, MI250 x64 (1 chunk) 103.3 ->
-    134.5; an allreduce's halves of 2 x 4 x 4 (x64) 71.8 -> 75.7.
+    those of all three distances), and the rings ended one after another
+    after the network's last byte: x32 156.7 -> 166.1, x64 (2 chunks)
+    146.1 -> 163.4, MI250 x64 (1 chunk) 103.3 -> 134.5; an allreduce's
+    halves of 2 x 4 x 4 (x64) 71.8 -> 75.7.
 
-    Complexity: ``O(B^2 cf S)`` ops for boxes of ``S`` ranks, and the
-    landing estimate's ``O(B cf sum(d_i - 1))``.
+    Complexity: ``O(B^2 cf S^2)`` ops for boxes of ``S`` ranks; the
+    landing estimate ``O(B cf sum(d_i - 1))`` and its sort ``O(B cf log(B cf))``.
     """
     size, rings = len(groups[0]), len(orders[0])
     local = rings + sum(d - 1 for d in dims)
