@@ -515,13 +515,14 @@ def test_landing_times_keep_the_nic_busy_and_follow_the_sources(dims, cf) -> Non
 def test_grid_allgather_hands_chunks_round_in_landing_order() -> None:
     """On DGX A100 x32 (a 2 x 4 x 4 grid, 4 chunks per shard) the last
     stage's chunks land three at a time, one per distance (the first
-    chunks of all 7 connections together).  Each box ring
-    hands round the landed chunks in the order they land
-    (``grid.landing_times``), chunks that land together go round on
-    different rings, and every ring takes as many.  Before, chunk ``q`` of
-    the boxes ``16 s + j`` back went round together on ring ``q + j``, and
-    on 64 boxes the rings ended one after another 1.1 ms after the
-    network's last byte (1 GiB: 146.1 GB/s, now 163.4)."""
+    chunks of all 7 connections together).  Each box ring hands round the
+    landed chunks in the order they land (``grid.landing_times``), chunks
+    that land together go round on different rings, and every ring takes
+    as many.  Before, chunk ``q`` of the ``(8 s + j)``-th source went on
+    ring ``(q + 8 s + j) mod 16``, so distances 1 and 3 shared a ring (on
+    64 boxes, sources ``16 s + j``, all three), and on 64 boxes the rings
+    ended one after another 1.1 ms after the network's last byte (1 GiB:
+    146.1 GB/s, now 163.4)."""
     from colc.compiler.rings.grid import coords, landing_times
     from colc.compiler.rings.rings2d import RINGS, box_grid
 
