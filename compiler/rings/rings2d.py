@@ -66,9 +66,12 @@ boxes of ``G`` ranks, rank ``(b, g)`` (``g``: its place in its box) and
   shard or partial still crosses once per box, on ``sum(d_i - 1)``
   connections per rank (4 x 4: 6).  DGX A100 at 1 GiB (simulated, at most
   32 threadblocks): x16 allgather 173.5 GB/s, reduce-scatter 170.3,
-  allreduce 82.1 (rails: 162.3, 162.0, 76.5); x128 allgather 151.6
-  (rails: 115.2); MI250 x16 allgather 137.6 (the one-stage crossing, its
-  network threadblocks serving a send and a receive each, 113.2);
+  allreduce 82.1 (rails: 162.3, 162.0, 76.5); x64 allgather 163.4, x128
+  151.6 (rails: 138.9, 115.2); MI250 x16 allgather 141.2 (the one-stage
+  crossing, its network threadblocks serving a send and a receive each,
+  113.2); the allgather's box rings hand round the landed chunks in the
+  order they land (``grid.landing_times``), chunks that land together on
+  different rings;
 * an allreduce whose grid form does not fit 64 steps per ring (DGX A100
   x128 with one chunk per shard) goes in *paired halves*
   (``paired_halves``, ``_allreduce_pairs``): each half of the boxes runs
@@ -77,8 +80,8 @@ boxes of ``G`` ranks, rank ``(b, g)`` (``g``: its place in its box) and
   partner box of the other half, so a chunk has two owners, the ring
   threadblocks half the steps, and the network traffic is the same.  At 1
   GiB (simulated, at most 32 threadblocks): DGX A100 x32 79.4 GB/s with 4
-  chunks per shard (the grid over all boxes with 2: 72.5), x64 71.8 (67.7),
-  x128 70.0 (rails 58.1); MI250 x16 54.1 (rails 37.5);
+  chunks per shard (the grid over all boxes with 2: 72.5), x64 75.7 (67.7),
+  x128 74.3 (rails 58.1); MI250 x16 54.1 (rails 37.5);
 * where even those do not fit the budget, one threadblock per distance
   serves a send and a receive, and the crossings are listed so each box
   sends a chunk before it receives it (``_send_first``);
