@@ -1472,10 +1472,7 @@ def _allgather_grid(out: _Ops, groups: list[list[int]], orders: list[list[list[i
                for off in offsets]
     # an allreduce's ring steps were fitted with ``_gather_ring``'s loads
     # beside the reduce-scatter's: keep its rings where the turns' loads differ
-    loads = [0] * rings
-    for x, q in passes:
-        loads[_gather_ring(q, x, cf, rings, len(groups))] += 1
-    turns = not reduced or (len(passes) % rings == 0 and len(set(loads)) == 1)
+    turns = not reduced or len(set(_ring_loads(len(groups), cf, rings, _gather_ring))) == 1
     if turns:
         times = landing_times(dims, cf)
         passes.sort(key=lambda xq: times[offsets[xq[0]], xq[1]])
