@@ -490,17 +490,20 @@ def test_grid_allgather_crosses_in_stages() -> None:
     validate_schedule(topo, sched)
 
 
-@pytest.mark.parametrize("dims,cf", [((4, 4), 8), ((2, 4, 4), 4), ((2, 2, 2, 2, 4), 2),
-                                     ((2,) * 7, 1), ((3, 4), 2)])
-def test_landing_times_keep_the_nic_busy_and_follow_the_sources(dims, cf) -> None:
+@pytest.mark.parametrize("dims,cf,two", [((4, 4), 8, False), ((2, 4, 4), 4, False),
+                                         ((2, 2, 2, 2, 4), 2, False), ((2,) * 7, 1, False),
+                                         ((3, 4), 2, False), ((2,) * 7, 1, True),
+                                         ((2, 2, 2), 4, True)])
+def test_landing_times_keep_the_nic_busy_and_follow_the_sources(dims, cf, two) -> None:
     """``grid.landing_times``: every chunk of every other box lands once,
     after the chunk it is forwarded from has landed at the sender (the
     same offset without the stage's dimension), and the NIC, shared by the
     connections with a chunk ready, never idles: the last chunk lands
-    after ``(B - 1) cf`` chunk times."""
+    after ``(B - 1) cf`` chunk times; also with the last stage on two
+    connections (``two``)."""
     from colc.compiler.rings.grid import landing_order, landing_times, stage_of
 
-    times = landing_times(dims, cf)
+    times = landing_times(dims, cf, two)
     nb = math.prod(dims)
     assert len(times) == nb * cf
     for off in landing_order(dims):
@@ -552,6 +555,42 @@ def test_grid_allgather_hands_chunks_round_in_landing_order() -> None:
         together.setdefault(times[key], []).append(ring)
     assert max(len(r) for r in together.values()) == 7  # the first of each connection
     assert all(len(set(r)) == len(r) for r in together.values())
+
+
+def test_grid_of_twos_sends_its_last_stage_on_two_connections() -> None:
+    """On a grid of 2s (DGX A100 x128 takes 2^7; here 2 x 2 x 2 over DGX
+    A100 x8) the allgather's last stage, half of the shards on a single
+    distance, alternates its chunks between two connections, the second
+    on the first stage's channel: one NET connection carries 12.5 of a
+    NIC's 22.2 GB/s (x128 at 1 GiB: 151.6 -> 162.4 GB/s, 128 MiB 68.3 ->
+    101.3).  The second connection's first chunk is the one the first
+    stage landed, so the lowering fuses that receive with the forwarding
+    sends and the form takes one threadblock more, not two.  The schedule
+    is proved and its lowering checked like every other."""
+    from colc.compiler.lowering.lower_to_program import LoweringOptions, lower_to_program
+    from colc.compiler.rings.rings2d import (RINGS, _allgather_grid, _grid_channel, _layout,
+                                             _Ops, _schedule)
+
+    topo, cf, dims = dgx_a100(8), 2, (2, 2, 2)
+    groups, orders = _layout(topo, RINGS, True)
+    out = _Ops()
+    _allgather_grid(out, groups, orders, cf, dims)
+    sched = _schedule(out, Collective.ALLGATHER, 64, 64 * cf, 0)
+    validate_schedule(topo, sched)
+    box_of = {r: i for i, g in enumerate(groups) for r in g}
+    first, last = _grid_channel(RINGS, dims, 1, 1), _grid_channel(RINGS, dims, 3, 1)
+    rank = groups[0][5]
+    peer = groups[4][5]  # the box along the last dimension
+    to_peer = [op for op in sched.ops if op.src.rank == rank and op.dst.rank == peer]
+    assert [op.channel for op in to_peer] == [last, first] * (len(to_peer) // 2)
+    assert len(to_peer) == 4 * cf
+    # the second connection's first chunk: the one the first stage landed
+    landed = next(op for op in sched.ops if op.dst.rank == rank and op.channel == first)
+    assert box_of[landed.src.rank] == 1 and to_peer[1].dst.index == landed.dst.index
+    program = lower_to_program(sched, LoweringOptions(fuse=True, pair_connections=False))
+    # rings, a send and a receive per stage, the local copies, the second connection's
+    # receive (its sends share the first stage's receiving threadblock)
+    assert program.max_threadblocks == RINGS + 2 * 3 + 1 + 1
 
 
 @pytest.mark.parametrize("coll,tbs", [(Collective.ALLGATHER, 29),

@@ -151,7 +151,8 @@ def stage_sends(dims: tuple[int, ...],
                                 tuple(shifted(sender, off, dims) for off in back))
 
 
-def landing_times(dims: tuple[int, ...], cf: int) -> dict[tuple[tuple[int, ...], int], float]:
+def landing_times(dims: tuple[int, ...], cf: int,
+                  two_last: bool = False) -> dict[tuple[tuple[int, ...], int], float]:
     """When each chunk of every box's shard lands at a rank in the staged
     allgather, estimated: offset back (as in ``landing_order``) and chunk
     ``q`` to the time, in chunks sent by a whole NIC.
@@ -160,11 +161,17 @@ def landing_times(dims: tuple[int, ...], cf: int) -> dict[tuple[tuple[int, ...],
     order ``rings2d._allgather_grid`` lists them (chunk by chunk, the
     sources in ``landing_order``), a chunk only once it has landed at the
     sender (the same time as at this rank: every box is alike), and the
-    connections with a chunk to send share the NIC equally.  The own
-    box's chunks are there at time 0.  Exact arithmetic on the shares
-    keeps the result independent of the platform.
+    connections with a chunk to send share the NIC equally.  ``two_last``:
+    the last stage (one distance) sends on two connections, the first
+    taking its chunks at even places of that order and the second those
+    at odd places.  The own box's chunks are there at time 0.  Exact
+    arithmetic on the shares keeps the result independent of the
+    platform.
 
     >>> t = landing_times((2, 2), 1)
+    >>> [float(t[off, 0]) for off in landing_order((2, 2))]
+    [0.0, 2.0, 2.0, 3.0]
+    >>> t = landing_times((2, 2), 1, two_last=True)
     >>> [float(t[off, 0]) for off in landing_order((2, 2))]
     [0.0, 2.0, 2.0, 3.0]
 
@@ -176,8 +183,9 @@ def landing_times(dims: tuple[int, ...], cf: int) -> dict[tuple[tuple[int, ...],
     for i, d in enumerate(dims):
         back = [off for off in earlier if stage_of(off) <= i]
         for s in range(1, d):
-            queues.append([(q, off, off[:i] + (s,) + off[i + 1:])
-                           for q in range(cf) for off in back])
+            queue = [(q, off, off[:i] + (s,) + off[i + 1:]) for q in range(cf) for off in back]
+            queues += ([queue[0::2], queue[1::2]] if two_last and i == len(dims) - 1
+                       else [queue])
     zero = tuple(0 for _ in dims)
     landed: dict[tuple[tuple[int, ...], int], Fraction] = {(zero, q): Fraction(0)
                                                           for q in range(cf)}

@@ -67,11 +67,12 @@ boxes of ``G`` ranks, rank ``(b, g)`` (``g``: its place in its box) and
   connections per rank (4 x 4: 6).  DGX A100 at 1 GiB (simulated, at most
   32 threadblocks): x16 allgather 173.5 GB/s, reduce-scatter 170.3,
   allreduce 82.1 (rails: 162.3, 162.0, 76.5); x64 allgather 163.4, x128
-  151.6 (rails: 138.9, 115.2); MI250 x16 allgather 141.2 (the one-stage
+  162.4 (rails: 138.9, 115.2); MI250 x16 allgather 141.2 (the one-stage
   crossing, its network threadblocks serving a send and a receive each,
   113.2); the allgather's box rings hand round the landed chunks in the
   order they land (``grid.landing_times``), chunks that land together on
-  different rings;
+  different rings; on a grid of 2s (x128) its last stage, half of the
+  shards on one distance, crosses on two connections (``_two_last``);
 * an allreduce whose grid form does not fit 64 steps per ring (DGX A100
   x128 with one chunk per shard) goes in *paired halves*
   (``paired_halves``, ``_allreduce_pairs``): each half of the boxes runs
@@ -674,8 +675,9 @@ def crossing_threadblocks(groups: list[list[int]], collective: Collective, chunk
         return rings + sum(d - 1 for d in pair_grid(nb, rings)) + 1
     grid = box_grid(nb, rings, collective)
     spare = len(grid) > 1 and collective is not Collective.ALLGATHER and _grid_spare(rings, grid)
-    return rings + _network_channels(nb, rings, collective) + spare + (
-        collective is Collective.ALLGATHER)
+    gather = collective is Collective.ALLGATHER
+    return rings + _network_channels(nb, rings, collective) + spare + gather + (
+        gather and _two_last(grid))
 
 
 def _network_channels(nb: int, rings: int, collective: Collective) -> int:
@@ -1183,6 +1185,19 @@ def _grid_spare(rings: int, dims: tuple[int, ...]) -> bool:
     return rings + 2 * sum(d - 1 for d in dims) + 2 <= MAX_CHANNELS
 
 
+def _two_last(dims: tuple[int, ...]) -> bool:
+    """Whether the grid allgather's last stage sends on two connections: a
+    grid of 2s (DGX A100 x128), whose last stage, half of the shards, has a
+    single distance, and one NET connection carries ``conn_net`` (12.5 GB/s
+    on an A100 in Simple) of a NIC's 22.2 (``colc.ir.runtime_model``).
+    The second connection takes the chunks at odd places of the stage's
+    order on the first stage's channel: its first chunk is the one that
+    landed in the first stage, so the lowering fuses that receive and the
+    forwarding sends on one threadblock (``rcs``), and the form takes one
+    threadblock more, not two (x128: 32)."""
+    return len(dims) > 1 and dims[0] == 2 and dims[-1] == 2
+
+
 def _grid_channel(rings: int, dims: tuple[int, ...], stage: int, distance: int) -> int:
     """Channel of the grid's crossings along dimension ``stage`` (1-based)
     at ``distance``: one per dimension and distance, after the rings."""
@@ -1442,7 +1457,13 @@ def _allgather_grid(out: _Ops, groups: list[list[int]], orders: list[list[list[i
     those of all three distances), and the rings ended one after another
     after the network's last byte: x32 156.7 -> 166.1, x64 (2 chunks)
     146.1 -> 163.4, MI250 x64 (1 chunk) 103.3 -> 134.5; an allreduce's
-    halves of 2 x 4 x 4 (x64) 71.8 -> 75.7.
+    halves of 2 x 4 x 4 (x64) 71.8 -> 75.7.  On a grid of 2s
+    (``_two_last``: x128, 2^7) the last stage's chunks alternate between
+    its connection and a second one on the first stage's channel (32
+    threadblocks): one NET connection fills 56% of a NIC, and the NIC was
+    70-88% busy in the call's second half (1 GiB 151.6 -> 162.4 GB/s, 128
+    MiB 68.3 -> 101.3; the landing estimate takes the two connections, and
+    without that the rings' order no longer matched the landings: 147.2).
 
     Complexity: ``O(B^2 cf S^2)`` ops for boxes of ``S`` ranks; the
     landing estimate ``O(B cf sum(d_i - 1))`` and its sort ``O(B cf log(B cf))``.
@@ -1453,11 +1474,14 @@ def _allgather_grid(out: _Ops, groups: list[list[int]], orders: list[list[list[i
         for q in range(cf):
             out.add(OpKind.COPY, Slot(r, IN, q), Slot(r, OUT, r * cf + q), local)
     sends = list(stage_sends(dims, _send_first))
+    two = not reduced and _two_last(dims)
     for q in range(cf):
         for send in sends:
             members, dest = groups[send.sender], groups[send.dest]
-            channel = _grid_channel(rings, dims, send.stage, send.distance)
-            for j in send.sources:
+            for i, j in enumerate(send.sources, q * len(send.sources)):
+                channel = _grid_channel(rings, dims, send.stage, send.distance)
+                if two and send.stage == len(dims) and i % 2:
+                    channel = _grid_channel(rings, dims, 1, 1)  # the second connection
                 for g in range(size):
                     c = groups[j][g] * cf + q
                     src = (Slot(members[g], IN, q) if j == send.sender and not reduced
@@ -1474,7 +1498,7 @@ def _allgather_grid(out: _Ops, groups: list[list[int]], orders: list[list[list[i
     # beside the reduce-scatter's: keep its rings where the turns' loads differ
     turns = not reduced or len(set(_ring_loads(len(groups), cf, rings, _gather_ring))) == 1
     if turns:
-        times = landing_times(dims, cf)
+        times = landing_times(dims, cf, two)
         passes.sort(key=lambda xq: times[offsets[xq[0]], xq[1]])
     stride = GRID_RING_STRIDE if math.gcd(GRID_RING_STRIDE, rings) == 1 else 1
     for i, (x, q) in enumerate(passes):
