@@ -655,10 +655,9 @@ def test_grid_reduce_scatter_forwards_partials_in_stages(coll) -> None:
     spare = RINGS + 2 + 3
     assert {op.dst.index % cf for op in sched.ops if op.channel == spare} == {1}
     gated = [op for op, g in zip(sched.ops, sched.gates, strict=True) if g >= 0]
-    # 8 passes run at once on 16 rings with 2 chunks: a reduce-scatter holds
-    # back the last 4, an allreduce the second
-    held = 4 if coll is Collective.REDUCESCATTER else 1
-    assert len(gated) == held * topo.num_ranks * cf
+    # 8 passes run at once on 16 rings with 2 chunks: both hold back the
+    # last 4 (``HALF_HELD_AT_ONCE``; with 4 at once an allreduce holds the second)
+    assert len(gated) == 4 * topo.num_ranks * cf
     assert all(op.src.buffer is Buffer.INPUT and sched.ops[g].dst.rank == op.src.rank
                for op, g in zip(sched.ops, sched.gates, strict=True) if g >= 0)
     validate_schedule(topo, sched)

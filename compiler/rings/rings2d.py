@@ -81,8 +81,8 @@ boxes of ``G`` ranks, rank ``(b, g)`` (``g``: its place in its box) and
   partner box of the other half, so a chunk has two owners, the ring
   threadblocks half the steps, and the network traffic is the same.  At 1
   GiB (simulated, at most 32 threadblocks): DGX A100 x32 79.4 GB/s with 4
-  chunks per shard (the grid over all boxes with 2: 72.5), x64 75.7 (67.7),
-  x128 74.3 (rails 58.1); MI250 x16 54.1 (rails 37.5);
+  chunks per shard (the grid over all boxes with 2: 72.5), x64 76.4 (67.7),
+  x128 75.2 (rails 58.1); MI250 x16 54.1 (rails 37.5);
 * where even those do not fit the budget, one threadblock per distance
   serves a send and a receive, and the crossings are listed so each box
   sends a chunk before it receives it (``_send_first``);
@@ -180,6 +180,15 @@ MAX_CHANNELS = 32
 #: x64 (2 chunks, the last four of eight passes held): 163.5 with 4, 162.7
 #: with 6, 164.0 with 2.
 GRID_HELD = 2
+#: Passes of the grid's first stage at once (``R / cf``) from which an
+#: allreduce, like a reduce-scatter, holds back the second half of them, not
+#: only the second pass (``_reduce_scatter_grid``).  Simulated at 1 GiB
+#: (twenty-fifth session): DGX A100 x64 (paired halves, 2 chunks, 8 at once)
+#: 75.7 -> 76.4 GB/s (128 MiB 60.7 -> 61.2), x128 (1 chunk, 16) 74.3 ->
+#: 75.2, MI250 x32 (2 chunks) 59.9 -> 60.9 (56.8 -> 57.5), MI250 x64 (1
+#: chunk) 59.3 -> 59.1; with 4 at once the half lost (x16 82.1 -> 81.9,
+#: x32 79.4 -> 79.1).
+HALF_HELD_AT_ONCE = 8
 #: The staged allgather hands its landed chunks round in the order they
 #: land on rings this many apart: on boxes of direct links the packed
 #: cycles repeat on neighbouring rings (MI250: rings 0-2 are one cycle), and
@@ -1008,8 +1017,10 @@ def _reduce_scatter_grid(out: _Ops, groups: list[list[int]], orders: list[list[l
     until the first's chains are ``GRID_HELD`` steps from their ends
     (``Schedule.gates``): the network starts sooner, on more connections
     (x64 161.4 -> 164.0, x128 157.6 -> 160.3 where only the second pass was
-    held; x32 166.9 -> 166.5); an allreduce holds only its second pass (x16
-    82.1 against 81.9 with the half, x32 79.4 against 79.1).  Network
+    held; x32 166.9 -> 166.5); an allreduce with fewer than
+    ``HALF_HELD_AT_ONCE`` (8) passes at once holds only its second pass (x16
+    82.1 against 81.9 with the half, x32 79.4 against 79.1; from 8 the half:
+    DGX A100 x64 75.7 -> 76.4, x128 74.3 -> 75.2).  Network
     sends and receives on threadblocks of their own: ``R + 2 sum(d_i - 1)``
     per rank, 2 more with the second connection.
     DGX A100 x16 (4 x 4) at 1 GiB, 8 chunks per shard, 30 threadblocks
@@ -1035,7 +1046,9 @@ def _reduce_scatter_grid(out: _Ops, groups: list[list[int]], orders: list[list[l
     spare = spare and _grid_spare(rings, dims)
     # the first stage's passes that run at once, on ring sets of their own:
     # the second half of them is held back (an allreduce's second pass only)
-    at_once = max(2, rings // cf) if scatter else 2
+    at_once = max(2, rings // cf)
+    if not scatter and at_once < HALF_HELD_AT_ONCE:
+        at_once = 2
     held = range(at_once // 2, at_once)
     position, gate = 0, None
     for s in range(len(dims), 0, -1):
