@@ -1045,7 +1045,8 @@ def _reduce_scatter_grid(out: _Ops, groups: list[list[int]], orders: list[list[l
 
     spare = spare and _grid_spare(rings, dims)
     # the first stage's passes that run at once, on ring sets of their own:
-    # the second half of them is held back (an allreduce's second pass only)
+    # the second half of them is held back (an allreduce's second pass only,
+    # below ``HALF_HELD_AT_ONCE`` at once)
     at_once = max(2, rings // cf)
     if not scatter and at_once < HALF_HELD_AT_ONCE:
         at_once = 2
@@ -1459,7 +1460,8 @@ def _allgather_grid(out: _Ops, groups: list[list[int]], orders: list[list[list[i
     on ring ``i * GRID_RING_STRIDE mod R``: chunks that land together, one
     per distance, go round on different rings, and the rings take as many
     passes, within one.  Network sends and receives are lowered on
-    threadblocks of their own: ``R + 2 sum(d_i - 1) + 1`` per rank.
+    threadblocks of their own: ``R + 2 sum(d_i - 1) + 1`` per rank, one
+    more with ``_two_last``.
 
     DGX A100 at 1 GiB, 29-31 threadblocks (simulated): x16 (4 x 4, 8
     chunks per shard) 173.5 GB/s, against 132.3 for the crossing form with
