@@ -1493,10 +1493,11 @@ def _allgather_grid(out: _Ops, groups: list[list[int]], orders: list[list[list[i
     for q in range(cf):
         for send in sends:
             members, dest = groups[send.sender], groups[send.dest]
+            channels = [_grid_channel(rings, dims, send.stage, send.distance)]
+            if two and send.stage == len(dims):  # odd places on the second connection
+                channels.append(_grid_channel(rings, dims, 1, 1))
             for i, j in enumerate(send.sources, q * len(send.sources)):
-                channel = _grid_channel(rings, dims, send.stage, send.distance)
-                if two and send.stage == len(dims) and i % 2:
-                    channel = _grid_channel(rings, dims, 1, 1)  # the second connection
+                channel = channels[i % len(channels)]
                 for g in range(size):
                     c = groups[j][g] * cf + q
                     src = (Slot(members[g], IN, q) if j == send.sender and not reduced
