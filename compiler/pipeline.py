@@ -807,6 +807,7 @@ class Compiler:
         self.budget = threadblock_budget(opts.max_threadblocks, self.model)
         self._schedules: dict[tuple[str, int | None, int, bool, bool], Schedule] = {}
         self._simple: dict[tuple[str, int | None, int], bool] = {}  # by algorithm, chunks, budget
+        self._narrowed: dict[tuple[str, int | None, int], bool] = {}  # the same
         self._bounds: dict[tuple[str, int | None, int, bool, bool], float] = {}  # by schedule key
         self._programs: dict[Variant, Program] = {}
         self._sims: dict[tuple[Variant, int], SimResult] = {}
@@ -825,9 +826,28 @@ class Compiler:
         """``(algorithm, chunks, budget, unpaired, simple)``: where ``schedule``
         caches ``variant``'s schedule (the budget counts only for the
         algorithms that plan lanes); ``schedule(*key)`` builds it."""
-        budget = self.plan_budget(variant) if variant.algorithm in BUDGETED else 0
+        if variant.algorithm in BUDGETED:
+            budget = self.plan_budget(variant)
+        else:
+            budget = self._narrowing(variant.algorithm, variant.chunks,
+                                     variant.budget or self.budget)
         return (variant.algorithm, variant.chunks, budget, variant.unpaired,
                 self._simple_form(variant))
+
+    def _narrowing(self, algorithm: str, chunks: int | None, budget: int) -> int:
+        """``budget`` where it changes the schedule of ``algorithm`` outside
+        ``BUDGETED``, else 0: rings2d's grid allgather without its second
+        last-stage connection (``rings2d.narrowed``: DGX A100 x128 at 31)."""
+        if algorithm != "rings2d" or not budget or self.opts.collective is not Collective.ALLGATHER:
+            return 0
+        key = (algorithm, chunks, budget)
+        if key not in self._narrowed:  # asked for every variant of every size
+            from colc.compiler.rings.rings2d import DEFAULT_CHUNKS, narrowed
+
+            groups = boxes(self.topo)
+            self._narrowed[key] = len({len(g) for g in groups}) == 1 and narrowed(
+                groups, self.opts.collective, chunks or DEFAULT_CHUNKS, budget)
+        return budget if self._narrowed[key] else 0
 
     def _simple_form(self, variant: Variant) -> bool:
         """Whether ``variant`` takes rails' or rings2d's own form for Simple
@@ -879,9 +899,13 @@ class Compiler:
         """The proved (and replicated) chunk schedule of one algorithm and chunking
         (for the algorithms that plan their own lanes, of a budget: 0 = the
         compiler's; rails also for an unpaired lowering, ``Variant.unpaired``,
-        and in its form for Simple files, ``_simple_form``)."""
-        budget = budget or self.budget
-        key = (algorithm, chunks, budget if algorithm in BUDGETED else 0, unpaired, simple)
+        and in its form for Simple files, ``_simple_form``; rings2d where the
+        budget narrows it, ``_narrowing``, given as the budget, 0 = not)."""
+        if algorithm in BUDGETED:
+            budget = budget or self.budget
+        else:  # rings2d's key gives its budget only where it narrows the schedule
+            budget = self._narrowing(algorithm, chunks, budget)
+        key = (algorithm, chunks, budget, unpaired, simple)
         if key in self._unbuildable:  # asked again at every size of a portfolio
             raise self._unbuildable[key]
         if key not in self._schedules:
@@ -921,6 +945,9 @@ class Compiler:
                     f"{algorithm} unpaired plans its lanes for about half the budget "
                     f"({budget} threadblocks), too few here ({str(err).split(';')[0]})"
                 ) from None
+        elif algorithm == "rings2d":
+            sched = generate(self.topo, self.opts.collective, chunks, simple=simple,
+                             budget=budget)
         elif simple and algorithm not in BUDGETED:
             sched = generate(self.topo, self.opts.collective, chunks, simple=True)
         elif simple:

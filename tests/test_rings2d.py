@@ -593,6 +593,35 @@ def test_grid_of_twos_sends_its_last_stage_on_two_connections() -> None:
     assert program.max_threadblocks == RINGS + 2 * 3 + 1 + 1
 
 
+def test_a_budget_one_short_takes_the_second_connection_away() -> None:
+    """Where the budget holds the grid allgather's threadblocks with network
+    sends and receives apart only without the second last-stage
+    connection (DGX A100 x128 at 31: 151.6 GB/s at 1 GiB unpaired, against
+    84.2 with it, lowered paired), the schedule leaves it out; the
+    compiler keys that schedule on the budget, and on nothing at others."""
+    from colc.compiler.lowering.lower_to_program import LoweringOptions, lower_to_program
+    from colc.compiler.pipeline import Compiler, Variant
+    from colc.compiler.rings.rings2d import (RINGS, _allgather_grid, _grid_channel, _layout,
+                                             _Ops, _schedule)
+
+    topo, cf, dims = dgx_a100(8), 2, (2, 2, 2)
+    groups, orders = _layout(topo, RINGS, True)
+    out = _Ops()
+    _allgather_grid(out, groups, orders, cf, dims, second=False)
+    sched = _schedule(out, Collective.ALLGATHER, 64, 64 * cf, 0)
+    validate_schedule(topo, sched)
+    rank, peer = groups[0][5], groups[4][5]
+    last = _grid_channel(RINGS, dims, 3, 1)
+    assert {op.channel for op in sched.ops if op.src.rank == rank and op.dst.rank == peer} == {last}
+    program = lower_to_program(sched, LoweringOptions(fuse=True, pair_connections=False))
+    assert program.max_threadblocks == RINGS + 2 * 3 + 1
+    variant = Variant("rings2d", 1, Protocol.SIMPLE)
+    keys = {b: Compiler(dgx_a100(128), CompileOptions(collective=Collective.ALLGATHER,
+                                                      max_threadblocks=b)).schedule_key(variant)
+            for b in (30, 31, 32)}
+    assert [keys[b][2] for b in (30, 31, 32)] == [0, 31, 0]
+
+
 @pytest.mark.parametrize("coll,tbs", [(Collective.ALLGATHER, 29),
                                       (Collective.REDUCESCATTER, 30)])
 def test_grid_reaches_80_percent_of_the_cut_bound_on_sixteen_boxes(coll, tbs) -> None:
