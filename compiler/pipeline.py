@@ -222,8 +222,9 @@ GRID_PROTOCOLS = (Protocol.SIMPLE,)
 #: simulated: 40.6 GB/s at 64 MiB and 151.6 at 1 GiB; rails' files 87.6 at
 #: 128 MiB and 115.2 at 1 GiB).  Since the twenty-fifth session (its last
 #: stage on two connections) the grid gives 63.8 / 101.3 / 162.4 at 64 /
-#: 128 MiB / 1 GiB, so it would lead from 128 MiB too, but the portfolio's
-#: sizes past 512 ranks go 64 MiB, 1 GiB and its window starts above 128 MiB.
+#: 128 MiB / 1 GiB, and it leads from 128 MiB: the portfolio's sizes past
+#: 512 ranks go 64 MiB, 1 GiB, and the midpoint between them goes to the
+#: faster neighbour (``portfolio._coarse_midpoints``, twenty-sixth session).
 GRID_EVERY_SIZE_RANKS = 512
 #: The least size the portfolio ranks the grid form at past
 #: ``GRID_EVERY_SIZE_RANKS`` ranks.

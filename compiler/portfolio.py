@@ -26,7 +26,9 @@ evaluated size ``s`` (a power of two, so every power-of-two size between two
 evaluated sizes falls in one window) or, when the next window's file or a
 runner-up of either side is selected and simulates faster at ``2 s``, at
 ``s``, the runner-up then serving ``(s, 2 s]`` (``_split_midpoints``: 128
-MiB, what nccl-tests reports, lies between the evaluated 64 and 256 MiB);
+MiB, what nccl-tests reports, lies between the evaluated 64 and 256 MiB;
+past ``COARSE_RANKS`` ranks only the two neighbours, and only where the
+next window's form was not ranked at ``s``, ``_coarse_midpoints``);
 the first starts at 0 and the last is unlimited.  A winner that fails
 verification is replaced by the next best for its sizes.
 
@@ -307,13 +309,22 @@ def _large_firsts(compiler: Compiler, cands: list[Variant],
     ``_rank`` simulates them first (the best bandwidth bound): their lowering
     and simulation then run beside the small sizes' instead of after them
     (at 1024 ranks about two minutes; the schedules are built here, before
-    the fork).  Listed first, the longest tasks start first."""
+    the fork).  Listed first, the longest tasks start first.  Past
+    ``COARSE_RANKS`` ranks such a task also takes the midpoint below its
+    least size, which ``_coarse_midpoints`` simulates if the form wins
+    there (x128 allgather portfolio: 5 min 29 s with that simulation
+    after the ranking)."""
     large = [_least(compiler, v) for v in cands if _least(compiler, v) >= 64 << 20]
     firsts: dict[Variant, list[int]] = {}
     for s in sizes:
         top = _first_bound(compiler, cands, s) if large and s >= min(large) else None
         if top is not None and _least(compiler, top) >= 64 << 20:
             firsts.setdefault(top, []).append(s)
+    if compiler.topo.num_ranks > COARSE_RANKS:
+        for v, mine in firsts.items():
+            below = [s for s in sizes if s < _least(compiler, v)]
+            if below and 2 * below[-1] < _least(compiler, v):
+                mine.append(2 * below[-1])
     return [(v, tuple(mine)) for v, mine in firsts.items()]
 
 
@@ -443,12 +454,13 @@ def _split_midpoints(compiler: Compiler, runs: list[tuple[Variant, list[int]]],
     the winner from 256 MiB, give 134.6.  Then only the two neighbours' winners
     competed: DGX A100 x4 allgather ran NCCL's rings as LL128 at 128 MiB
     (153.4) where rails c8 Simple, second at 256 MiB, gives 163.6.  A few
-    simulations per boundary (on ``--jobs`` processes); skipped past
-    ``COARSE_RANKS`` ranks, where a simulation takes minutes.
+    simulations per boundary (on ``--jobs`` processes); past
+    ``COARSE_RANKS`` ranks, where a simulation takes a minute, only at a
+    boundary into a form not ranked below it (``_coarse_midpoints``).
     """
     cuts = [2 * run[-1] for _, run in runs[:-1]]
     if compiler.topo.num_ranks > COARSE_RANKS:
-        return [(v, run, cut) for (v, run), cut in zip(runs, [*cuts, 0], strict=True)]
+        return _coarse_midpoints(compiler, runs, cuts)
     rivals = [_rivals(compiler, runs, i, m, ranking, failed) for i, m in enumerate(cuts)]
     pairs = [(v, m) for i, m in enumerate(cuts) for v in rivals[i]]
     simulate_pairs(compiler, pairs, jobs_for(compiler.opts))
@@ -468,6 +480,46 @@ def _split_midpoints(compiler: Compiler, runs: list[tuple[Variant, list[int]]],
             nxt.insert(0, m)
         else:
             out += [(v, sizes, m // 2), (rivals[i][-best[1]], [m], m)]
+        sizes = nxt
+    out.append((runs[-1][0], sizes, 0))
+    return out
+
+
+def _coarse_midpoints(compiler: Compiler, runs: list[tuple[Variant, list[int]]],
+                      cuts: list[int]) -> list[tuple[Variant, list[int], int]]:
+    """``_split_midpoints`` past ``COARSE_RANKS`` ranks, where a simulation
+    takes a minute: a window ends at twice its last evaluated size ``s``,
+    but where the next window's variant was not ranked at ``s`` (its
+    ``least_size`` is above it: rings2d's grid form, ranked from 1 GiB),
+    both neighbours are simulated at the midpoint and the faster serves it.
+
+    DGX A100 x128 at 128 MiB, between the evaluated 64 MiB and 1 GiB
+    (simulated, 31-32 threadblocks): rails' LL128 files give allgather
+    87.6, reduce-scatter 101.5 and allreduce 52.6 GB/s, the grid forms
+    101.3, 106.8 and 58.0; each boundary checked costs a simulation of a
+    million-op file (about 50 s).
+
+    Complexity: two simulations per such boundary (one past the grid form
+    at most), on ``--jobs`` processes.
+    """
+    checked = [i for i, m in enumerate(cuts)
+               if _least(compiler, runs[i + 1][0]) > runs[i][1][-1]]
+    simulate_pairs(compiler, [(runs[j][0], cuts[i]) for i in checked for j in (i, i + 1)],
+                   jobs_for(compiler.opts))
+    out: list[tuple[Variant, list[int], int]] = []
+    sizes = list(runs[0][1])
+    for i, m in enumerate(cuts):
+        v, nxt = runs[i][0], list(runs[i + 1][1])
+        here, there = ((_sim_or_none(compiler, v, m), _sim_or_none(compiler, runs[i + 1][0], m))
+                       if i in checked else (None, None))
+        if there is not None and there.selected and (
+                here is None or not here.selected or there.algbw > here.algbw):
+            out.append((v, sizes, m // 2))
+            nxt.insert(0, m)
+        elif here is not None and here.selected:
+            out.append((v, [*sizes, m], m))
+        else:
+            out.append((v, sizes, m))
         sizes = nxt
     out.append((runs[-1][0], sizes, 0))
     return out

@@ -488,3 +488,34 @@ def test_large_direct_fabrics_try_one_chunking_lowered_decoupled_first():
         v = Variant(alg, 1, Protocol.SIMPLE)
         assert Compiler(small, opts)._strategies(v) == FUSED
         assert Compiler(large, opts)._strategies(v) == DECOUPLED
+
+
+def test_coarse_portfolio_gives_the_midpoint_to_a_grid_form_ranked_above_it(monkeypatch) -> None:
+    """Past ``COARSE_RANKS`` a window ends at twice its last evaluated size,
+    but where the next window's variant was not ranked there (rings2d's grid
+    form, ranked from 1 GiB past ``GRID_EVERY_SIZE_RANKS``) both are
+    simulated at the midpoint and the faster serves it (DGX A100 x128 at 128
+    MiB: the grid allgather 101.3 GB/s against rails LL128's 87.6).  Here
+    the thresholds are lowered so that DGX A100 x2 takes that path."""
+    from colc.compiler import pipeline, portfolio
+    from colc.compiler.pipeline import Compiler, Variant
+
+    monkeypatch.setattr(portfolio, "COARSE_RANKS", 8)
+    monkeypatch.setattr(pipeline, "GRID_EVERY_SIZE_RANKS", 8)
+    comp = Compiler(dgx_a100(2), CompileOptions(collective=Collective.ALLGATHER, jobs=1))
+    mid, lo, hi = 128 << 20, 64 << 20, 1 << 30
+    grid = Variant("rings2d", 16, Protocol.SIMPLE)
+    for lower in (Variant("rails", 8, Protocol.LL128), Variant("rails", 1, Protocol.LL128)):
+        runs = portfolio._split_midpoints(comp, [(lower, [lo]), (grid, [hi])], {}, set())
+        if comp.simulate(grid, mid).algbw > comp.simulate(lower, mid).algbw:
+            assert runs == [(lower, [lo], lo), (grid, [mid, hi], 0)]
+        else:
+            assert runs == [(lower, [lo, mid], mid), (grid, [hi], 0)]
+    # both outcomes occur with these two (rails c1 LL128 is slow at 128 MiB)
+    assert len({comp.simulate(v, mid).algbw > comp.simulate(grid, mid).algbw
+                for v in (Variant("rails", 8, Protocol.LL128), Variant("rails", 1, Protocol.LL128))}) == 2
+    # a next window ranked at the smaller size already: no simulation, the cut at 2 s
+    first, rails = Variant("ring", 1, Protocol.SIMPLE), Variant("rails", 4, Protocol.SIMPLE)
+    assert portfolio._split_midpoints(comp, [(first, [lo]), (rails, [hi])], {}, set()) == [
+        (first, [lo], mid), (rails, [hi], 0)]
+    assert (rails, mid) not in comp._sims and (first, mid) not in comp._sims
