@@ -255,7 +255,9 @@ def _lower_and_simulate(compiler, variant, sizes):
     being every one the worker ran of ``variant`` (the lowering's hang check
     simulates a size too: at 1024 ranks, minutes not to repeat); the
     ``InfeasibleError`` of a variant no lowering fits (the same in every
-    process); None when it fails otherwise."""
+    process); None when the lowering fails otherwise.  A simulation that
+    fails ends the worker's simulations, and those before it are kept (the
+    parent meets the failure again at that size)."""
     _quiet()
     try:
         program = compiler.program(variant)
@@ -263,11 +265,11 @@ def _lower_and_simulate(compiler, variant, sizes):
         return InfeasibleError(str(err))
     except ColcError:
         return None
-    try:
-        for s in sizes:
+    for s in sizes:
+        try:
             compiler.simulate(variant, s)
-    except ColcError:
-        return None
+        except ColcError:
+            break
     sims = {s: sim for (v, s), sim in compiler._sims.items() if v == variant}
     return program, compiler._strategy.get(variant, 0), sims
 

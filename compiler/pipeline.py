@@ -826,7 +826,9 @@ class Compiler:
     def schedule_key(self, variant: Variant) -> tuple[str, int | None, int, bool, bool]:
         """``(algorithm, chunks, budget, unpaired, simple)``: where ``schedule``
         caches ``variant``'s schedule (the budget counts only for the
-        algorithms that plan lanes); ``schedule(*key)`` builds it."""
+        algorithms that plan lanes, ``BUDGETED``, and for rings2d where it
+        narrows the schedule, ``_narrowing``; else 0); ``schedule(*key)``
+        builds it."""
         if variant.algorithm in BUDGETED:
             budget = self.plan_budget(variant)
         else:

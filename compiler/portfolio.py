@@ -279,7 +279,7 @@ def _prefetch(compiler: Compiler, cands: list[Variant], sizes: tuple[int, ...]) 
         lo, hi = PROTOCOL_SIZES[v.protocol]
         try:
             compiler.estimate(v)  # builds the schedule here, shared by the workers
-            nchunks = compiler.schedule(v.algorithm, v.chunks).nchunks
+            nchunks = compiler.variant_schedule(v).nchunks  # the one estimate built
         except ColcError:
             continue
         mine = tuple(s for s in sizes if _serves(compiler, v, s, PROTOCOL_SIZES)
@@ -311,9 +311,11 @@ def _large_firsts(compiler: Compiler, cands: list[Variant],
     (at 1024 ranks about two minutes; the schedules are built here, before
     the fork).  Listed first, the longest tasks start first.  Past
     ``COARSE_RANKS`` ranks such a task also takes the midpoint below its
-    least size, which ``_coarse_midpoints`` simulates if the form wins
-    there (x128 allgather portfolio: 5 min 29 s with that simulation
-    after the ranking)."""
+    least size, which ``_coarse_midpoints`` needs where the form wins its
+    least size (x128 allgather portfolio: 4 min 53 s, against 5 min 29 s
+    with that simulation after the ranking); it comes after the task's
+    other sizes, so should it fail, the worker keeps those
+    (``parallel._lower_and_simulate``)."""
     large = [_least(compiler, v) for v in cands if _least(compiler, v) >= 64 << 20]
     firsts: dict[Variant, list[int]] = {}
     for s in sizes:
@@ -373,7 +375,7 @@ def _usable(compiler: Compiler, cands: list[Variant], size: int,
             continue
         try:
             est = compiler.estimate(v)
-            nchunks = compiler.schedule(v.algorithm, v.chunks).nchunks
+            nchunks = compiler.variant_schedule(v).nchunks  # the one estimate built
         except ColcError as err:
             refusals.append(f"{v.algorithm}: {err}")
             continue
@@ -499,11 +501,11 @@ def _coarse_midpoints(compiler: Compiler, runs: list[tuple[Variant, list[int]]],
     101.3, 106.8 and 58.0; each boundary checked costs a simulation of a
     million-op file (about 50 s).
 
-    Complexity: two simulations per such boundary (one past the grid form
-    at most), on ``--jobs`` processes.
+    Complexity: two simulations per such boundary (in a portfolio one at
+    most: the grid form's lower edge), on ``--jobs`` processes.
     """
-    checked = [i for i, m in enumerate(cuts)
-               if _least(compiler, runs[i + 1][0]) > runs[i][1][-1]]
+    checked = [i for i, m in enumerate(cuts)  # sizes a factor of 2 apart have no midpoint
+               if _least(compiler, runs[i + 1][0]) > runs[i][1][-1] and m < runs[i + 1][1][0]]
     simulate_pairs(compiler, [(runs[j][0], cuts[i]) for i in checked for j in (i, i + 1)],
                    jobs_for(compiler.opts))
     out: list[tuple[Variant, list[int], int]] = []
