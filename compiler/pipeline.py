@@ -224,7 +224,7 @@ GRID_PROTOCOLS = (Protocol.SIMPLE,)
 #: stage on two connections) the grid gives 63.8 / 101.3 / 162.4 at 64 /
 #: 128 MiB / 1 GiB, and it leads from 128 MiB: the portfolio's sizes past
 #: 512 ranks go 64 MiB, 1 GiB, and the midpoint between them goes to the
-#: faster neighbour (``portfolio._coarse_midpoints``, twenty-sixth session).
+#: faster neighbour (``portfolio._coarse_rivals``, twenty-sixth session).
 GRID_EVERY_SIZE_RANKS = 512
 #: The least size the portfolio ranks the grid form at past
 #: ``GRID_EVERY_SIZE_RANKS`` ranks.
@@ -808,7 +808,7 @@ class Compiler:
         self.budget = threadblock_budget(opts.max_threadblocks, self.model)
         self._schedules: dict[tuple[str, int | None, int, bool, bool], Schedule] = {}
         self._simple: dict[tuple[str, int | None, int], bool] = {}  # by algorithm, chunks, budget
-        self._narrowed: dict[tuple[str, int | None, int], bool] = {}  # the same
+        self._narrowed: dict[tuple[int | None, int], bool] = {}  # rings2d's, by chunks, budget
         self._bounds: dict[tuple[str, int | None, int, bool, bool], float] = {}  # by schedule key
         self._programs: dict[Variant, Program] = {}
         self._sims: dict[tuple[Variant, int], SimResult] = {}
@@ -843,7 +843,7 @@ class Compiler:
         last-stage connection (``rings2d.narrowed``: DGX A100 x128 at 31)."""
         if algorithm != "rings2d" or not budget or self.opts.collective is not Collective.ALLGATHER:
             return 0
-        key = (algorithm, chunks, budget)
+        key = (chunks, budget)
         if key not in self._narrowed:  # asked for every variant of every size
             from colc.compiler.rings.rings2d import DEFAULT_CHUNKS, narrowed
 

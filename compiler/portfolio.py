@@ -28,7 +28,7 @@ runner-up of either side is selected and simulates faster at ``2 s``, at
 ``s``, the runner-up then serving ``(s, 2 s]`` (``_split_midpoints``: 128
 MiB, what nccl-tests reports, lies between the evaluated 64 and 256 MiB;
 past ``COARSE_RANKS`` ranks only the two neighbours, and only where the
-next window's form was not ranked at ``s``, ``_coarse_midpoints``);
+next window's form was not ranked at ``s``, ``_coarse_rivals``);
 the first starts at 0 and the last is unlimited.  A winner that fails
 verification is replaced by the next best for its sizes.
 
@@ -311,7 +311,7 @@ def _large_firsts(compiler: Compiler, cands: list[Variant],
     (at 1024 ranks about two minutes; the schedules are built here, before
     the fork).  Listed first, the longest tasks start first.  Past
     ``COARSE_RANKS`` ranks such a task also takes the midpoint below its
-    least size, which ``_coarse_midpoints`` needs where the form wins its
+    least size, which ``_coarse_rivals`` asks for where the form wins its
     least size (x128 allgather portfolio: 4 min 53 s, against 5 min 29 s
     with that simulation after the ranking); it comes after the task's
     other sizes, so should it fail, the worker keeps those
@@ -324,8 +324,9 @@ def _large_firsts(compiler: Compiler, cands: list[Variant],
             firsts.setdefault(top, []).append(s)
     if compiler.topo.num_ranks > COARSE_RANKS:
         for v, mine in firsts.items():
-            below = [s for s in sizes if s < _least(compiler, v)]
-            if below and 2 * below[-1] < _least(compiler, v):
+            least = _least(compiler, v)
+            below = [s for s in sizes if s < least]
+            if below and 2 * below[-1] < least:
                 mine.append(2 * below[-1])
     return [(v, tuple(mine)) for v, mine in firsts.items()]
 
@@ -458,12 +459,13 @@ def _split_midpoints(compiler: Compiler, runs: list[tuple[Variant, list[int]]],
     (153.4) where rails c8 Simple, second at 256 MiB, gives 163.6.  A few
     simulations per boundary (on ``--jobs`` processes); past
     ``COARSE_RANKS`` ranks, where a simulation takes a minute, only at a
-    boundary into a form not ranked below it (``_coarse_midpoints``).
+    boundary into a form not ranked below it (``_coarse_rivals``).
     """
     cuts = [2 * run[-1] for _, run in runs[:-1]]
     if compiler.topo.num_ranks > COARSE_RANKS:
-        return _coarse_midpoints(compiler, runs, cuts)
-    rivals = [_rivals(compiler, runs, i, m, ranking, failed) for i, m in enumerate(cuts)]
+        rivals = [_coarse_rivals(compiler, runs, i, m) for i, m in enumerate(cuts)]
+    else:
+        rivals = [_rivals(compiler, runs, i, m, ranking, failed) for i, m in enumerate(cuts)]
     pairs = [(v, m) for i, m in enumerate(cuts) for v in rivals[i]]
     simulate_pairs(compiler, pairs, jobs_for(compiler.opts))
     out: list[tuple[Variant, list[int], int]] = []
@@ -487,44 +489,26 @@ def _split_midpoints(compiler: Compiler, runs: list[tuple[Variant, list[int]]],
     return out
 
 
-def _coarse_midpoints(compiler: Compiler, runs: list[tuple[Variant, list[int]]],
-                      cuts: list[int]) -> list[tuple[Variant, list[int], int]]:
-    """``_split_midpoints`` past ``COARSE_RANKS`` ranks, where a simulation
-    takes a minute: a window ends at twice its last evaluated size ``s``,
-    but where the next window's variant was not ranked at ``s`` (its
-    ``least_size`` is above it: rings2d's grid form, ranked from 1 GiB),
-    both neighbours are simulated at the midpoint and the faster serves it.
+def _coarse_rivals(compiler: Compiler, runs: list[tuple[Variant, list[int]]], i: int,
+                   m: int) -> list[Variant]:
+    """``_split_midpoints``' rivals at the ``i``-th boundary (midpoint ``m``)
+    past ``COARSE_RANKS`` ranks, where a simulation takes a minute: the two
+    neighbours' winners where the next window's variant was not ranked at
+    the smaller size (its ``least_size`` is above it: rings2d's grid form,
+    ranked from 1 GiB), else none (the window ends at ``m``).
 
     DGX A100 x128 at 128 MiB, between the evaluated 64 MiB and 1 GiB
     (simulated, 31-32 threadblocks): rails' LL128 files give allgather
     87.6, reduce-scatter 101.5 and allreduce 52.6 GB/s, the grid forms
     101.3, 106.8 and 58.0; each boundary checked costs a simulation of a
-    million-op file (about 50 s).
-
-    Complexity: two simulations per such boundary (in a portfolio one at
-    most: the grid form's lower edge), on ``--jobs`` processes.
+    million-op file (about 50 s; in a portfolio one boundary at most, the
+    grid form's lower edge).
     """
-    checked = [i for i, m in enumerate(cuts)  # sizes a factor of 2 apart have no midpoint
-               if _least(compiler, runs[i + 1][0]) > runs[i][1][-1] and m < runs[i + 1][1][0]]
-    simulate_pairs(compiler, [(runs[j][0], cuts[i]) for i in checked for j in (i, i + 1)],
-                   jobs_for(compiler.opts))
-    out: list[tuple[Variant, list[int], int]] = []
-    sizes = list(runs[0][1])
-    for i, m in enumerate(cuts):
-        v, nxt = runs[i][0], list(runs[i + 1][1])
-        here, there = ((_sim_or_none(compiler, v, m), _sim_or_none(compiler, runs[i + 1][0], m))
-                       if i in checked else (None, None))
-        if there is not None and there.selected and (
-                here is None or not here.selected or there.algbw > here.algbw):
-            out.append((v, sizes, m // 2))
-            nxt.insert(0, m)
-        elif here is not None and here.selected:
-            out.append((v, [*sizes, m], m))
-        else:
-            out.append((v, sizes, m))
-        sizes = nxt
-    out.append((runs[-1][0], sizes, 0))
-    return out
+    (low, run), (high, above) = runs[i], runs[i + 1]
+    # sizes a factor of 2 apart have no midpoint between them
+    if _least(compiler, high) > run[-1] and m < above[0]:
+        return [low, high]
+    return []
 
 
 #: Variants besides the two neighbours' winners ranked at a midpoint size: the
