@@ -776,3 +776,41 @@ def test_owner_sums_take_the_crossed_partials_last() -> None:
         assert not crossed or min(crossed) > max(box)
         forwarded += len(crossed)
     assert forwarded > 0
+
+
+def test_small_simple_allreduce_shares_every_lane_and_runs_one_loop_at_1g() -> None:
+    """A Simple allreduce on 3 to 32 DGX boxes with a segment per place
+    (x4, x8) puts own shards and relays on every lane (``(0, 3)``), each
+    phase within ``SHARED_PHASE_TRANSFERS`` per peer and direction, so 16
+    chunks per shard on x4 (one loop iteration at 1 GiB) lower within 29
+    threadblocks, where split lanes took 49; proved; faster in simulation
+    at 1 GiB than the split form of 8 chunks the portfolio took before.
+    Other protocols, two boxes and x16 (4 segments) keep split lanes."""
+    x4 = dgx_a100(4)
+    plan = plan_rails(x4, 16, 32, 2, True, fine=True)
+    assert (plan.segments, plan.lanes, plan.piece) == (8, (0, 3), 2)
+    assert plan_rails(x4, 16, 32, 2, True).lanes == (1, 2)
+    assert plan_rails(dgx_a100(8), 8, 32, 2, True, fine=True).lanes == (0, 3)
+    assert plan_rails(dgx_a100(16), 2, 32, 2, True, fine=True).lanes == (1, 2)
+    assert plan_rails(dgx_a100(2), 8, 32, 2, True, fine=True).lanes == (2, 2)
+    assert rails.simple_form(x4, Collective.ALLREDUCE, 16)
+    sched = rails_schedule(x4, Collective.ALLREDUCE, 16, 32)
+    lane = Counter((op.src.rank, op.dst.rank, op.channel) for op in sched.ops
+                   if op.is_transfer and op.src.rank // 8 == op.dst.rank // 8)
+    assert max(lane.values()) <= 2 * rails.SHARED_PHASE_TRANSFERS
+    x3 = dgx_a100(3)
+    assert plan_rails(x3, 4, 32, 2, True, fine=True).lanes == (0, 3)
+    validate_schedule(x3, rails_schedule(x3, Collective.ALLREDUCE, 4, 32), Protocol.SIMPLE)
+    from colc.ir.runtime_model import A100
+    from colc.ir.simulate import simulate
+
+    def run(chunks: int, simple: bool) -> tuple[int, float]:
+        program = lower_to_program(
+            rails_schedule(x4, Collective.ALLREDUCE, chunks, 32, simple=simple),
+            LoweringOptions(protocol=Protocol.SIMPLE, max_threadblocks=32))
+        return (max(len(r.threadblocks) for r in program.ranks),
+                simulate(program, x4, A100, 1 << 30).algbw)
+
+    tbs, shared = run(16, True)
+    assert tbs == 29
+    assert shared > 1.02 * run(8, False)[1]
