@@ -49,9 +49,9 @@ more combines the carriers' split sums).
 ``plan_rails`` picks the most segments (fewest rail peers first is the
 fallback) and lanes the budget allows: ``S = G`` at 2 to 8 DGX boxes, one
 segment per block at 64 and 128 (16 rail peers each way at 128, where own
-and relayed data share two lanes per box peer: 31 threadblocks; a Simple
-allreduce on 3 to 32 boxes with a segment per place shares its lanes too,
-``SHARED_PHASE_TRANSFERS``).  Lanes are
+and relayed data share two lanes per box peer: 31 threadblocks; a
+reduce-scatter or allreduce from 3 boxes with a segment per place shares
+its lanes too, ``SHARED_PHASE_TRANSFERS``).  Lanes are
 planned here, so the pipeline lowers without ``balance-lanes``.  Each
 transfer has a round (``Schedule.rounds``, the lowering's order);
 ``separated_rounds`` gives every (pair, lane) at most one per round, the
@@ -108,19 +108,26 @@ PHASE_RANKS = 256
 #: LL128 keep the coarser pieces, which lead at small sizes (x64: 7.5 against
 #: 5.6 GB/s at 1 MiB, LL; 33.6 against 27.5 at 16 MiB, LL128).
 PAIRED_LANE_TRANSFERS = 32
-#: Transfers per lane, peer, direction and phase of a Simple allreduce on
-#: three boxes or more up to ``PHASE_RANKS`` ranks (``plan_rails``' ``fine``),
-#: whose own shards and relays share every lane: both phases of a paired
-#: lane within 64 steps.  Split (1 own lane and 2 relay lanes per box peer)
+#: Transfers per lane, peer, direction and phase of an allreduce on three
+#: boxes or more up to ``PHASE_RANKS`` ranks with a segment per place, whose
+#: own shards and relays share every lane (so does a reduce-scatter's there,
+#: within ``STEPS_PER_LANE``): both phases of a paired lane within 64 steps.
+#: Split (1 own lane and 2 relay lanes per box peer)
 #: the relay lanes carried ``nb - 1`` times the own one's data with twice its
 #: lanes: on DGX A100 x8 (1 GiB, 8 chunks per shard) they were busy 8.5 of
 #: 12.8 ms and the own lanes 2.8; shared, every lane 7.2-7.8 of 12.4.  With
 #: the pieces planned for both phases, 16 chunks per shard on x4 (one loop
 #: iteration at 1 GiB) fit the budget, where they took 49 threadblocks.
 #: Simulated at 128 MiB / 1 GiB: x4 88.9 / 99.3 -> 94.9 / 102.8 GB/s (29
-#: threadblocks), x8 76.1 / 83.8 -> 80.4 / 86.9 (30).  Only with a segment
+#: threadblocks), x8 76.1 / 83.8 -> 80.4 / 86.9 (30); LL and LL128 gain
+#: too (x8 at 16 MiB, 4 chunks: LL 27.6 -> 33.3, LL128 43.7 -> 51.0), and
+#: so does the reduce-scatter (x4 portfolio at 1M / 16M / 128M: 18.3 / 86.3
+#: / 166.4 -> 19.2 / 89.6 / 171.8; x8 16.5 / 80.0 -> 16.7 / 84.9 at 1M /
+#: 16M).  Not the allgather, whose own shards would go first on every lane
+#: (x4 at 128 MiB, 4 chunks, Simple: 149.8 -> 141.5).  Only with a segment
 #: per place: on x16 (4 segments, carriers in turn) shared lanes lost (2
-#: chunks per shard, 1 GiB: 76.5 -> 64.7).
+#: chunks per shard, 1 GiB: allreduce 76.5 -> 64.7, reduce-scatter 162.0 ->
+#: 146.9).
 SHARED_PHASE_TRANSFERS = 16
 #: The same from this many ranks on boxes without a switch, where relays along
 #: the box's trees put more steps on a lane (MI250 x16, 256 ranks, planned as
@@ -360,12 +367,9 @@ def plan_rails(topo: Topology, cf: int, budget: int, phases: int = 1,
     unpaired : bool
         For an unpaired lowering (``RailPlan.unpaired``).
     fine : bool
-        For Simple allreduce files behind box switches: past ``PHASE_RANKS``
-        ranks, plan both phases for ``PAIRED_LANE_TRANSFERS`` rather than
-        ``STEPS_PER_LANE`` (finer pieces, no room for nops); from three
-        boxes up to ``PHASE_RANKS`` ranks with a segment per place, share
-        every lane between own shards and relays, each phase within
-        ``SHARED_PHASE_TRANSFERS``.
+        Past ``PHASE_RANKS`` ranks behind box switches, plan both phases for
+        ``PAIRED_LANE_TRANSFERS`` rather than ``STEPS_PER_LANE`` (Simple
+        allreduce files: finer pieces, no room for nops).
 
     Returns
     -------
@@ -417,7 +421,8 @@ def plan_rails(topo: Topology, cf: int, budget: int, phases: int = 1,
     full = fine and phases > 1 and both and not trees
     steps = (PAIRED_LANE_TRANSFERS if full else STEPS_PER_LANE) * cost // (
         phases if both else 1)
-    mixed = fine and phases > 1 and not both and not trees and nb > 2
+    # a reduce-scatter or allreduce with a segment per place shares its lanes
+    mixed = reduces and not both and not trees and nb > 2
     too_long = None
     for s, split, net_lanes, fixed, total in ordered:
         shared = mixed and s == size
@@ -440,7 +445,8 @@ def plan_rails(topo: Topology, cf: int, budget: int, phases: int = 1,
                 split * net_lanes)
         try:
             piece = _piece(cf, size, nb, s, (lanes[0], 1) if weighted else lanes,
-                           SHARED_PHASE_TRANSFERS if shared else steps, per_lane, spread)
+                           SHARED_PHASE_TRANSFERS if shared and phases > 1 else steps,
+                           per_lane, spread)
         except InfeasibleError as err:
             too_long = too_long or err
             continue
@@ -500,7 +506,7 @@ def _split_lanes(total: int, nb: int, shared: bool = False) -> tuple[int, int]:
     ((2, 2), (1, 1), (1, 3), (1, 2))
     >>> _split_lanes(2, 128), _split_lanes(2, 2, shared=True), _split_lanes(3, 2, shared=True)
     ((0, 2), (0, 2), (0, 3))
-    >>> _split_lanes(3, 8, shared=True)  # a small Simple allreduce (SHARED_PHASE_TRANSFERS)
+    >>> _split_lanes(3, 8, shared=True)  # DGX x8 reduce-scatter (SHARED_PHASE_TRANSFERS)
     (0, 3)
     """
     if shared:
@@ -850,9 +856,7 @@ def simple_form(topo: Topology, collective: Collective, chunks: int | None,
     """Whether ``rails_schedule``'s form for Simple files differs here from
     the others' (an allgather that tapers its last pieces, ``_tapered``; a
     reduce-scatter whose receiving carriers land the partials, ``_lands``;
-    an allreduce whose finer pieces fill a lane, ``PAIRED_LANE_TRANSFERS``,
-    or whose lanes carry own shards and relays alike,
-    ``SHARED_PHASE_TRANSFERS``):
+    an allreduce whose finer pieces fill a lane, ``PAIRED_LANE_TRANSFERS``):
     the pipeline builds a separate schedule for its Simple files only then.
 
     >>> from colc.frontends.families import dgx_a100
