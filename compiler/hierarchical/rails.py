@@ -112,9 +112,8 @@ PAIRED_LANE_TRANSFERS = 32
 #: boxes or more up to ``PHASE_RANKS`` ranks with a segment per place, whose
 #: own shards and relays share every lane (so does a reduce-scatter's there,
 #: within ``STEPS_PER_LANE``): both phases of a paired lane within 64 steps.
-#: Split (1 own lane and 2 relay lanes per box peer)
-#: the relay lanes carried ``nb - 1`` times the own one's data with twice its
-#: lanes: on DGX A100 x8 (1 GiB, 8 chunks per shard) they were busy 8.5 of
+#: Split (1 own lane and 2 relay lanes per box peer) the relay lanes carried
+#: ``nb - 1`` times the own one's data with twice its lanes: on DGX A100 x8 (1 GiB, 8 chunks per shard) they were busy 8.5 of
 #: 12.8 ms and the own lanes 2.8; shared, every lane 7.2-7.8 of 12.4.  With
 #: the pieces planned for both phases, 16 chunks per shard on x4 (one loop
 #: iteration at 1 GiB) fit the budget, where they took 49 threadblocks.
@@ -500,7 +499,9 @@ def _split_lanes(total: int, nb: int, shared: bool = False) -> tuple[int, int]:
     reduce-scatter: DGX A100 x2 at budget 25, three lanes shared against
     (1, 1) with the odd lane unused, allgather 201.5 / 252.3 GB/s at 128M /
     1G against 176.7 / 223.6, allreduce 104.2 / 121.5 against 94.4 / 108.5;
-    reduce-scatter 154.9 / 217.5 against 167.9 / 213.5.
+    reduce-scatter 154.9 / 217.5 against 167.9 / 213.5; and a
+    reduce-scatter's or allreduce's from three boxes with a segment per
+    place (``SHARED_PHASE_TRANSFERS``).
 
     >>> _split_lanes(4, 2), _split_lanes(3, 2), _split_lanes(4, 4), _split_lanes(3, 8)
     ((2, 2), (1, 1), (1, 3), (1, 2))
