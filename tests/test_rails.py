@@ -426,9 +426,9 @@ def test_short_chains_reach_the_rail_sooner_in_simulation(monkeypatch) -> None:
     """DGX A100 x4 reduce-scatter at 16 MiB, Simple: the split sums are
     faster than one chain (the NIC idled while the first piece passed seven
     peers; 78.8 against 69.8 GB/s).  At 1 GiB, since the lanes are shared
-    (``SHARED_PHASE_TRANSFERS``), one chain leads (202.2 against 193.6): the
-    portfolio ranks the chunkings, and from 8 chunks no spare threadblock is
-    left for the split sums' local one."""
+    (``SHARED_PHASE_TRANSFERS``), one chain leads (202.2 against 193.6); the
+    plan still splits the sums there, and the portfolio ranks the chunkings
+    (rings2d's switched form is the 1 GiB file)."""
     from colc.ir.runtime_model import A100
     from colc.ir.simulate import simulate
 
@@ -801,6 +801,7 @@ def test_reduce_scatter_and_allreduce_share_every_lane_with_a_segment_per_place(
     assert plan_rails(dgx_a100(8), 8, 32, 2, True).lanes == (0, 3)
     assert plan_rails(dgx_a100(16), 2, 32, 2, True).lanes == (1, 2)
     assert plan_rails(dgx_a100(2), 8, 32, 2, True).lanes == (2, 2)
+    assert plan_rails(dgx_a100(12), 1, 64, 1, True).lanes[0] > 0  # past SHARED_BOXES
     sched = rails_schedule(x4, Collective.ALLREDUCE, 16, 32)
     lane = Counter((op.src.rank, op.dst.rank, op.channel) for op in sched.ops
                    if op.is_transfer and op.src.rank // 8 == op.dst.rank // 8)
@@ -823,5 +824,9 @@ def test_reduce_scatter_and_allreduce_share_every_lane_with_a_segment_per_place(
     assert tbs == 29
     split = rails._split_lanes
     monkeypatch.setattr(rails, "_split_lanes", lambda total, nb, _=False: split(total, nb))
-    assert plan_rails(x4, 8, 32, 2, True).lanes == (1, 2)
+    monkeypatch.setattr(rails, "SHARED_PHASE_TRANSFERS", rails.STEPS_PER_LANE)
+    old = plan_rails(x4, 8, 32, 2, True)  # the split plan the portfolio took before
+    assert (old.lanes, old.piece) == ((1, 2), 1)
+    with pytest.raises(InfeasibleError, match="threadblocks"):
+        run(16)  # 16 chunks on split lanes: past the budget
     assert shared > 1.02 * run(8)[1]

@@ -50,8 +50,9 @@ more combines the carriers' split sums).
 fallback) and lanes the budget allows: ``S = G`` at 2 to 8 DGX boxes, one
 segment per block at 64 and 128 (16 rail peers each way at 128, where own
 and relayed data share two lanes per box peer: 31 threadblocks; a
-reduce-scatter or allreduce from 3 boxes with a segment per place shares
-its lanes too, ``SHARED_PHASE_TRANSFERS``).  Lanes are
+reduce-scatter or allreduce on 3 to 8 boxes with a segment per place
+shares its lanes too, an allreduce's pieces planned for both phases,
+``SHARED_PHASE_TRANSFERS``).  Lanes are
 planned here, so the pipeline lowers without ``balance-lanes``.  Each
 transfer has a round (``Schedule.rounds``, the lowering's order);
 ``separated_rounds`` gives every (pair, lane) at most one per round, the
@@ -128,6 +129,9 @@ PAIRED_LANE_TRANSFERS = 32
 #: chunks per shard, 1 GiB: allreduce 76.5 -> 64.7, reduce-scatter 162.0 ->
 #: 146.9).
 SHARED_PHASE_TRANSFERS = 16
+#: Boxes up to which shared lanes are planned (measured on 3 to 8; more
+#: boxes take a segment per place only above the default budget).
+SHARED_BOXES = 8
 #: The same from this many ranks on boxes without a switch, where relays along
 #: the box's trees put more steps on a lane (MI250 x16, 256 ranks, planned as
 #: one phase: relay lanes of about 70 steps, split by the lowering, 60
@@ -177,7 +181,8 @@ class RailPlan:
     lanes : tuple of int
         Channels per box peer for a rank's own shard (or its inputs) and for
         the data it relays for its rail: separate lanes, so a send of own data
-        never waits behind a relay that waits for the network.
+        never waits behind a relay that waits for the network; ``(0, n)``
+        where both share every lane (``_split_lanes``).
     net_lanes : int
         Channels per rail pair (2 when a rank has one rail peer: one network
         connection does not fill a NIC).
@@ -358,11 +363,13 @@ def plan_rails(topo: Topology, cf: int, budget: int, phases: int = 1,
         Threadblocks per rank.
     phases : int
         2 for an allreduce (reduce-scatter and allgather on the same lanes):
-        past ``PHASE_RANKS`` ranks its pieces keep both phases within a
-        threadblock's 64 steps.
+        past ``PHASE_RANKS`` ranks, or with shared lanes, its pieces keep
+        both phases within a threadblock's 64 steps.
     reduces : bool
         Reduce-scatter or allreduce: behind a box switch, a threadblock is
-        kept for the carriers' split sums (``RailPlan.sum_chains``).
+        kept for the carriers' split sums (``RailPlan.sum_chains``), and on
+        3 to ``SHARED_BOXES`` boxes up to ``PHASE_RANKS`` ranks with a
+        segment per place own shards and relays share every lane.
     unpaired : bool
         For an unpaired lowering (``RailPlan.unpaired``).
     fine : bool
@@ -421,7 +428,7 @@ def plan_rails(topo: Topology, cf: int, budget: int, phases: int = 1,
     steps = (PAIRED_LANE_TRANSFERS if full else STEPS_PER_LANE) * cost // (
         phases if both else 1)
     # a reduce-scatter or allreduce with a segment per place shares its lanes
-    mixed = reduces and not both and not trees and nb > 2
+    mixed = reduces and not both and not trees and 2 < nb <= SHARED_BOXES
     too_long = None
     for s, split, net_lanes, fixed, total in ordered:
         shared = mixed and s == size
@@ -507,7 +514,7 @@ def _split_lanes(total: int, nb: int, shared: bool = False) -> tuple[int, int]:
     ((2, 2), (1, 1), (1, 3), (1, 2))
     >>> _split_lanes(2, 128), _split_lanes(2, 2, shared=True), _split_lanes(3, 2, shared=True)
     ((0, 2), (0, 2), (0, 3))
-    >>> _split_lanes(3, 8, shared=True)  # DGX x8 reduce-scatter (SHARED_PHASE_TRANSFERS)
+    >>> _split_lanes(3, 8, shared=True)  # DGX x8 reduce-scatter or allreduce
     (0, 3)
     """
     if shared:
