@@ -114,8 +114,9 @@ PAIRED_LANE_TRANSFERS = 32
 #: own shards and relays share every lane (so does a reduce-scatter's there,
 #: within ``STEPS_PER_LANE``): both phases of a paired lane within 64 steps.
 #: Split (1 own lane and 2 relay lanes per box peer) the relay lanes carried
-#: ``nb - 1`` times the own one's data with twice its lanes: on DGX A100 x8 (1 GiB, 8 chunks per shard) they were busy 8.5 of
-#: 12.8 ms and the own lanes 2.8; shared, every lane 7.2-7.8 of 12.4.  With
+#: ``nb - 1`` times the own one's data with twice its lanes: on DGX A100 x8
+#: (1 GiB, 8 chunks per shard) they were busy 8.5 of 12.8 ms and the own
+#: lanes 2.8; shared, every lane 7.2-7.8 of 12.4.  With
 #: the pieces planned for both phases, 16 chunks per shard on x4 (one loop
 #: iteration at 1 GiB) fit the budget, where they took 49 threadblocks.
 #: Simulated at 128 MiB / 1 GiB: x4 88.9 / 99.3 -> 94.9 / 102.8 GB/s (29
