@@ -458,6 +458,10 @@ UNPAIRED_RAILS_CHUNKINGS = (8, 16)
 #: never waits behind a receive (paired, DGX A100 x2 at 1 GiB: 117.4 GB/s
 #: against 247.2).
 CROSSING_RINGS = (*FUSED[1:], FUSED[0])
+#: rings2d's crossing reduce-scatter: the same, a relay's way back sharing
+#: its threadblock (``pair_mirrors``; the grid's fused last stage,
+#: ``rings2d._fuses_last``: DGX A100 x64 and x128 take 30 threadblocks, not 31).
+CROSSING_SCATTER = ({**FUSED[1], "pair_mirrors": True}, *CROSSING_RINGS)
 #: Strategies without the balance pass (the pre-cost-model lowering).
 STRATEGIES = FUSED
 #: Algorithms lowered decoupled first, balanced or not, above
@@ -1014,7 +1018,8 @@ class Compiler:
         if variant.algorithm in DECOUPLED_FIRST and self.topo.num_ranks > DECOUPLED_FIRST_RANKS:
             return DECOUPLED
         if variant.algorithm == "rings2d" and self._crossing_once(variant):
-            return CROSSING_RINGS
+            return (CROSSING_SCATTER if self.opts.collective is Collective.REDUCESCATTER
+                    else CROSSING_RINGS)
         if variant.algorithm == "rails" and _meshed_boxes(self.topo):
             return DECOUPLED  # relays along box trees: paired lanes alternate and wait
         if (variant.algorithm == "rails" and self.opts.instances == 1

@@ -684,12 +684,60 @@ def test_grid_reduce_scatter_forwards_partials_in_stages(coll) -> None:
     spare = RINGS + 2 + 3
     assert {op.dst.index % cf for op in sched.ops if op.channel == spare} == {1}
     gated = [op for op, g in zip(sched.ops, sched.gates, strict=True) if g >= 0]
-    # 8 passes run at once on 16 rings with 2 chunks: both hold back the
-    # last 4 (``HALF_HELD_AT_ONCE``; with 4 at once an allreduce holds the second)
-    assert len(gated) == 4 * topo.num_ranks * cf
+    # 8 passes run at once on 16 rings with 2 chunks: a reduce-scatter holds
+    # back the last quarter (``GRID_HELD_PART``), an allreduce the last half
+    # (``HALF_HELD_AT_ONCE``; with 4 at once an allreduce holds the second)
+    held = 2 if coll is Collective.REDUCESCATTER else 4
+    assert len(gated) == held * topo.num_ranks * cf
     assert all(op.src.buffer is Buffer.INPUT and sched.ops[g].dst.rank == op.src.rank
                for op, g in zip(sched.ops, sched.gates, strict=True) if g >= 0)
     validate_schedule(topo, sched)
+
+
+def test_grid_reduce_scatter_forwards_its_last_stage_as_it_lands() -> None:
+    """Where the grid's first two dimensions are 2s (DGX A100 x64 and x128;
+    here 2 x 2 x 2 over DGX A100 x8) the partial a box's last stage sends
+    takes one landing from the stage before: that landing goes to the
+    owner's place, onto the last stage's chain, and the forwarding send
+    reads it on the landing's channel, so the lowering fuses the two
+    (``rrcs``) and the relay's way back, sends to the stage before's peer
+    and landings from the last stage's, shares a threadblock
+    (``pair_mirrors``): two threadblocks fewer than the grid's
+    ``R + 2 sum(d_i - 1)``.  Proved by the chunk checker and the
+    interpreter; at 1 GiB (simulated) DGX A100 x128 160.3 -> 161.3 GB/s
+    with 32 -> 30 threadblocks, x64 164.0 -> 164.1 with 32 -> 30."""
+    from colc.backends.msccl_xml import emit_msccl_xml
+    from colc.backends.verify import verify_text
+    from colc.compiler.lowering.lower_to_program import LoweringOptions, lower_to_program
+    from colc.compiler.rings.rings2d import (RINGS, _grid_channel, _layout, _Ops,
+                                             _reduce_scatter_grid, _schedule)
+    from colc.ir.program import StepKind
+
+    topo, cf, dims = dgx_a100(8), 2, (2, 2, 2)
+    groups, orders = _layout(topo, RINGS, True)
+    out = _Ops()
+    n = topo.num_ranks
+    _reduce_scatter_grid(out, groups, orders, cf, n, dims)
+    sched = _schedule(out, Collective.REDUCESCATTER, n, n * cf, len(groups) * n * cf)
+    validate_schedule(topo, sched)
+    rank, last, before = groups[0][3], groups[1][3], groups[2][3]
+    second = _grid_channel(RINGS, dims, 2, 1)
+    # the last stage sends on the stage before's channel, and no op takes its own
+    assert {op.channel for op in sched.ops if op.src.rank == rank and op.dst.rank == last} == {
+        second}
+    assert not any(op.channel == _grid_channel(RINGS, dims, 1, 1) for op in sched.ops)
+    plain = lower_to_program(sched, LoweringOptions(fuse=True, pair_connections=False))
+    mirrored = lower_to_program(sched, LoweringOptions(fuse=True, pair_connections=False,
+                                                       pair_mirrors=True))
+    grid = RINGS + 2 * 3 + 2  # the first pass's second connection too (``_grid_spare``)
+    assert plain.max_threadblocks == grid - 1
+    assert mirrored.max_threadblocks == grid - 2
+    tbs = {(tb.send, tb.recv): tb for tb in mirrored.ranks[rank].threadblocks}
+    relay = tbs[(last, before)]
+    assert [s.kind for s in relay.steps].count(StepKind.RECV_REDUCE_COPY_SEND) == cf
+    assert (before, last) in tbs  # the way back
+    report = verify_text(emit_msccl_xml(mirrored), "<test>", backend="msccl")
+    assert report.ok, report.errors[:5]
 
 
 def test_paired_allreduce_exchanges_between_halves() -> None:

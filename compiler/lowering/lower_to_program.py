@@ -22,7 +22,9 @@ Algorithm (runtime notes sections 3, 4.3, 4.4, 6.2-6.4):
    hazards precede the receive and the two connections can share a
    threadblock.
 4. *Threadblocks*: connections joined by fusion form one threadblock;
-   leftover send-only and receive-only connections of a channel are paired;
+   leftover send-only and receive-only connections of a channel are paired
+   (unpaired, each takes its own, but with ``pair_mirrors`` a channel's one
+   lone send and one lone receive whose peers mirror a fused threadblock's);
    local copies/reductions get one local threadblock.  Without fusion the
    threadblocks follow from the ops' channels alone, so an unfused attempt
    counts them first (``_unfused_steps``) and stops when they break a limit.
@@ -89,6 +91,9 @@ class LoweringOptions:
     max_channels: int = MAX_CHANNELS  # lower only in tests (channel packing under pressure)
     fuse: bool = True  # merge receive+send into rcs/rrs/rrcs
     pair_connections: bool = True  # let one threadblock serve a lone send and a lone receive
+    # unpaired, let one threadblock serve a lone send and a lone receive whose
+    # peers mirror a fused threadblock's on their channel (a relay's way back)
+    pair_mirrors: bool = False
 
 
 #: Lowering variants from the most economical to the most decoupled; the
@@ -256,7 +261,7 @@ def _lower_once(sched: Schedule, opts: LoweringOptions, depth: list[int], phase_
     instrs = _fuse(parts, readers, channel, opts.fuse)
     by_rank = _group_by_rank(sched.ngpus, instrs)
     for rank_instrs in by_rank:
-        _assign_threadblocks(rank_instrs, opts.pair_connections)
+        _assign_threadblocks(rank_instrs, opts.pair_connections, opts.pair_mirrors)
     nchannels = max((_instr_channel(i) for i in instrs), default=0) + 1
     early = _early_problem([Counter(i.tb for i in instrs).values() for instrs in by_rank],
                            nchannels, opts)
@@ -572,8 +577,14 @@ def _group_by_rank(ngpus: int, instrs: list[_Instr]) -> list[list[_Instr]]:
     return by_rank
 
 
-def _assign_threadblocks(instrs: list[_Instr], pair: bool) -> None:
-    """Give every instruction of one rank its threadblock (see step 4)."""
+def _assign_threadblocks(instrs: list[_Instr], pair: bool, mirrors: bool = False) -> None:
+    """Give every instruction of one rank its threadblock (see step 4).
+
+    ``mirrors``: unpaired, a channel's one lone send and one lone receive
+    still share a threadblock where a fused one there receives from the
+    send's peer and sends to the receive's (rings2d's grid reduce-scatter:
+    a relay's landings fused with its forwarding, and the sends that feed
+    the peer's relay and the forwarded partial's landing the other way)."""
     send_tb: dict[tuple[int, int], int] = {}
     recv_tb: dict[tuple[int, int], int] = {}
     tb_channel: list[int] = []
@@ -593,6 +604,11 @@ def _assign_threadblocks(instrs: list[_Instr], pair: bool) -> None:
     for ch in sorted({c[0] for c in lonely_send} | {c[0] for c in lonely_recv}):
         sends = [c for c in lonely_send if c[0] == ch]
         recvs = [c for c in lonely_recv if c[0] == ch]
+        if (mirrors and not pair and len(sends) == len(recvs) == 1
+                and recv_tb.get((ch, sends[0][1])) is not None
+                and recv_tb.get((ch, sends[0][1])) == send_tb.get((ch, recvs[0][1]))):
+            send_tb[sends[0]] = recv_tb[recvs[0]] = new_tb(ch)
+            continue
         if pair:
             for k in range(max(len(sends), len(recvs))):
                 tb = new_tb(ch)

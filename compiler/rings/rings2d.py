@@ -189,6 +189,15 @@ GRID_HELD = 2
 #: chunk) 59.3 -> 59.1; with 4 at once the half lost (x16 82.1 -> 81.9,
 #: x32 79.4 -> 79.1).
 HALF_HELD_AT_ONCE = 8
+#: A reduce-scatter holds back the last ``1 / GRID_HELD_PART`` of the first
+#: stage's passes at once (``_reduce_scatter_grid``; an allreduce the second
+#: half, ``HALF_HELD_AT_ONCE``): twelve of sixteen passes at once fill the
+#: NIC sooner than eight.  Simulated at 1 GiB (twenty-eighth session), with
+#: a half / a quarter held: DGX A100 x32 (4 chunks, 4 at once) 166.5 /
+#: 166.8 GB/s, x64 (2 chunks, 8 at once) 164.1 / 164.5, x128 (1 chunk, 16
+#: at once) 161.3 / 161.8; x16 (8 chunks, 2 at once) holds the second pass
+#: either way.  Holding the last eighth lost at x128 (159.5).
+GRID_HELD_PART = 4
 #: The staged allgather hands its landed chunks round in the order they
 #: land on rings this many apart: on boxes of direct links the packed
 #: cycles repeat on neighbouring rings (MI250: rings 0-2 are one cycle), and
@@ -1011,15 +1020,26 @@ def _reduce_scatter_grid(out: _Ops, groups: list[list[int]], orders: list[list[l
     2026-11-29; before, only the last stage's landed at the owner, onto a
     sum the own box's pass made one place before it from the other
     stages' landings, and that pass's last ring steps ran after the
-    network's last byte).  An allreduce's landings all go one place before
+    network's last byte).  Where the grid's first two dimensions are 2s
+    (``_fuses_last``: DGX A100 x64 and x128) the last stage's partial for a
+    box takes one landing from the stage before, the last to arrive: that
+    landing goes to the owner's place, onto the last stage's chain there
+    (which joins the earlier landings one place before), and the last
+    stage sends it from there on the landing's channel, so the lowering
+    fuses the receive with the forwarding send and the last crossing
+    starts as its input lands, not after two more ring steps (x128 at 1
+    GiB: the NIC idled from 6.4 ms while a single chunk crossed the last
+    stage; 160.3 -> 161.3 GB/s, x64 164.0 -> 164.1, with two threadblocks
+    fewer, ``pair_mirrors``).  An allreduce's landings all go one place before
     the owner and its own box's pass comes last, joining them (its
     allgather's first sends would wait in the threadblock of the last
     landing, whose FIFO the landings have filled).  Passes go stage by
     stage, taking the ring sets in turn in the order listed (with more
     rings than chunks, ``R / cf`` run at once), the first on two
     connections where a threadblock pair more fits (``_grid_spare``); the
-    second half of the first stage's passes that run at once (the second
-    pass with 8 chunks on 16 rings, the last 4 of 8 with 2) is held back
+    last quarter of the first stage's passes that run at once
+    (``GRID_HELD_PART``; the second pass with 8 chunks on 16 rings, the
+    last 2 of 8 with 2; an allreduce's second half) is held back
     until the first's chains are ``GRID_HELD`` steps from their ends
     (``Schedule.gates``): the network starts sooner, on more connections
     (x64 161.4 -> 164.0, x128 157.6 -> 160.3 where only the second pass was
@@ -1028,7 +1048,8 @@ def _reduce_scatter_grid(out: _Ops, groups: list[list[int]], orders: list[list[l
     82.1 against 81.9 with the half, x32 79.4 against 79.1; from 8 the half:
     DGX A100 x64 75.7 -> 76.4, x128 74.3 -> 75.2).  Network
     sends and receives on threadblocks of their own: ``R + 2 sum(d_i - 1)``
-    per rank, 2 more with the second connection.
+    per rank, 2 more with the second connection, 2 fewer with a fused last
+    stage.
     DGX A100 x16 (4 x 4) at 1 GiB, 8 chunks per shard, 30 threadblocks
     (simulated): 171.2 GB/s (80% of the cut bound: 170.7; rails 162.0);
     170.3 with the last stage landing one place before the owner, 164.9
@@ -1051,63 +1072,84 @@ def _reduce_scatter_grid(out: _Ops, groups: list[list[int]], orders: list[list[l
 
     spare = spare and _grid_spare(rings, dims)
     # the first stage's passes that run at once, on ring sets of their own:
-    # the second half of them is held back (an allreduce's second pass only,
-    # below ``HALF_HELD_AT_ONCE`` at once)
+    # the last quarter of them is held back (an allreduce's second half, or
+    # its second pass only below ``HALF_HELD_AT_ONCE`` at once)
     at_once = max(2, rings // cf)
     if not scatter and at_once < HALF_HELD_AT_ONCE:
         at_once = 2
-    held = range(at_once // 2, at_once)
-    position, gate = 0, None
+    held = range(at_once - max(1, at_once // (GRID_HELD_PART if scatter else 2)), at_once)
+    # the last stage forwards the stage before's landings as they arrive
+    fused = scatter and _fuses_last(dims)
+    stages: dict[int, list[int]] = {}
+    ks: dict[int, int] = {}  # pass -> its ring set (``_scatter_ring``)
     for s in range(len(dims), 0, -1):
         # the partials the receiver forwards first go first, those for itself last
-        stage = sorted((x for x, off in enumerate(offsets) if stage_of(off) == s),
-                       key=lambda x: (-stage_of(onward(x, s)), onward(x, s)[::-1],
-                                      offsets[x][s - 1]))
-        # passes take the ring sets in turn (``_scatter_ring``) in the order listed
-        ks = {x: position + 1 + i for i, x in enumerate(stage)}
-        position += len(stage)
-        # the home passes: partials for the receiving box itself (a reduce-scatter's)
-        homes = {x for x in stage if scatter and not any(onward(x, s))}
-        for i, x in enumerate(stage):
+        stages[s] = sorted((x for x, off in enumerate(offsets) if stage_of(off) == s),
+                           key=lambda x: (-stage_of(onward(x, s)), onward(x, s)[::-1],
+                                          offsets[x][s - 1]))
+        ks.update({x: len(ks) + 1 + i for i, x in enumerate(stages[s])})
+    # the home passes: partials for the receiving box itself (a reduce-scatter's)
+    homes = {x for s, xs in stages.items() for x in xs if scatter and not any(onward(x, s))}
+    # with ``fused``, the stage before the last's partials that the last forwards
+    forwarded = {x for x in stages.get(2, ()) if fused and stage_of(onward(x, 2)) == 1}
+
+    def passes(s: int) -> None:  # stage ``s``'s box passes
+        gate = None
+        for i, x in enumerate(stages[s]):
             start = len(out.ops)
             _box_pass(out, groups, orders, qs, cf, ks[x], landed,
-                      dests=[shifted(b, offsets[x], dims) for b in range(nb)], last=before(s),
+                      dests=[shifted(b, offsets[x], dims) for b in range(nb)],
+                      last=before(2 if fused and s == 1 else s),
                       gate=gate if s == len(dims) and i in held else None,
-                      to_place=x in homes)
+                      to_place=x in homes or x in forwarded)
             if s == len(dims) and i == 0:
                 # the held passes' chains start on a rank once the first's
                 # are ``GRID_HELD`` steps from their ends there
                 steps = (len(out.ops) - start) // (len(groups[0]) - 1)
                 gate = {op.dst.rank: op.op_id
                         for op in out.ops[start:len(out.ops) - GRID_HELD * steps]}
-        if s == len(dims) and scatter:  # the own box's sum, which the home landings add to
-            _box_pass(out, groups, orders, qs, cf, 0, landed, scatter, joins=0, to_place=True)
-        for i, x in enumerate(stage):
-            t = offsets[x][s - 1]
-            region = before(s) + t
-            pairs = [(sender, groups[shifted(sender, offsets[x], dims)], groups[receiver])
-                     for sender, receiver in line_sends(dims, s - 1, t, _send_first)]
-            for q in qs:
-                order = orders[0][_scatter_ring(q, ks[x], cf, rings, nb)]
-                lands_at = _landing_places(orders[0], q, cf, nb)[0]
-                channel = _grid_channel(rings, dims, s, t)
-                if spare and s == len(dims) and i == 0 and q % 2:
-                    channel = rings + sum(d - 1 for d in dims)  # the first pass's second
-                for sender, owner, there in pairs:
-                    for g in order:
-                        h, c = lands_at[g], owner[g] * cf + q
-                        if x not in homes:  # to the place before the owner's
-                            out.add(OpKind.REDUCE, Slot(groups[sender][h], SCR, c),
-                                    landed(there[h], c, region), channel,
-                                    Slot(there[h], IN, c) if region == 1
-                                    else landed(there[h], c, region - 1))
-                            continue
-                        # in the own box to the owner, onto its own box's sum
+
+    def crossings(s: int, i: int, x: int) -> None:  # the crossings of stage ``s``'s pass ``x``
+        t = offsets[x][s - 1]
+        region = before(s) + t
+        pairs = [(sender, groups[shifted(sender, offsets[x], dims)], groups[receiver])
+                 for sender, receiver in line_sends(dims, s - 1, t, _send_first)]
+        for q in qs:
+            order = orders[0][_scatter_ring(q, ks[x], cf, rings, nb)]
+            lands_at = _landing_places(orders[0], q, cf, nb)[0]
+            # a fused last stage sends on the channel of the landings it forwards
+            channel = _grid_channel(rings, dims, 2 if fused and s == 1 else s, t)
+            if spare and s == len(dims) and i == 0 and q % 2:
+                channel = rings + sum(d - 1 for d in dims)  # the first pass's second
+            for sender, owner, there in pairs:
+                for g in order:
+                    h, c = lands_at[g], owner[g] * cf + q
+                    if x in forwarded:  # at the owner's place, onto the last stage's chain
+                        out.add(OpKind.REDUCE, Slot(groups[sender][g], SCR, c),
+                                landed(there[g], c, region), channel, Slot(there[g], SCR, c))
+                    elif x not in homes:  # to the place before the owner's
+                        out.add(OpKind.REDUCE, Slot(groups[sender][h], SCR, c),
+                                landed(there[h], c, region), channel,
+                                Slot(there[h], IN, c) if region == 1
+                                else landed(there[h], c, region - 1))
+                    else:  # in the own box to the owner, onto its own box's sum
                         # (region 0) or the landing before, the last into the output
                         dst = (Slot(there[g], OUT, q) if region == before(0)
                                else landed(there[g], c, region))
-                        out.add(OpKind.REDUCE, Slot(groups[sender][g], SCR, c), dst, channel,
+                        src = (landed(groups[sender][g], c, before(1)) if fused and s == 1
+                               else Slot(groups[sender][g], SCR, c))
+                        out.add(OpKind.REDUCE, src, dst, channel,
                                 landed(there[g], c, region - 1))
+
+    for s in range(len(dims), 0, -1):
+        if not (fused and s == 1):
+            passes(s)
+        if fused and s == 2:  # the last stage's chains, which the forwarded landings join
+            passes(1)
+        if s == len(dims) and scatter:  # the own box's sum, which the home landings add to
+            _box_pass(out, groups, orders, qs, cf, 0, landed, scatter, joins=0, to_place=True)
+        for i, x in enumerate(stages[s]):
+            crossings(s, i, x)
     if not scatter:  # an allreduce's allgather would send from the landing's threadblock
         _box_pass(out, groups, orders, qs, cf, 0, landed, scatter, joins=before(0))
 
@@ -1203,6 +1245,19 @@ def _grid_spare(rings: int, dims: tuple[int, ...]) -> bool:
     threadblock more fit ``MAX_CHANNELS`` beside the rings and the grid's
     (DGX A100 x16 and x32, not x64)."""
     return rings + 2 * sum(d - 1 for d in dims) + 2 <= MAX_CHANNELS
+
+
+def _fuses_last(dims: tuple[int, ...]) -> bool:
+    """Whether the grid's reduce-scatter forwards its last stage's partials
+    as they land (``_reduce_scatter_grid``): its first two dimensions are 2s,
+    so each box's partial for its last-stage peer takes one landing from the
+    stage before, which the lowering fuses with the forwarding send
+    (``rrcs``) on the landing's channel (DGX A100 x64 and x128).
+
+    >>> _fuses_last((2, 2, 4, 4)), _fuses_last((2, 4, 4)), _fuses_last((2,))
+    (True, False, False)
+    """
+    return len(dims) > 1 and dims[0] == 2 and dims[1] == 2
 
 
 def _two_last(dims: tuple[int, ...]) -> bool:
