@@ -458,10 +458,12 @@ UNPAIRED_RAILS_CHUNKINGS = (8, 16)
 #: never waits behind a receive (paired, DGX A100 x2 at 1 GiB: 117.4 GB/s
 #: against 247.2).
 CROSSING_RINGS = (*FUSED[1:], FUSED[0])
-#: rings2d's crossing reduce-scatter: the same, a relay's way back sharing
-#: its threadblock (``pair_mirrors``; the grid's fused last stage,
-#: ``rings2d._fuses_last``: DGX A100 x64 and x128 take 30 threadblocks, not 31).
-CROSSING_SCATTER = ({**FUSED[1], "pair_mirrors": True}, *CROSSING_RINGS)
+#: rings2d's crossing reduce-scatter: the same, unpaired but for a relay's
+#: way back, which shares its threadblock (``pair_mirrors``: the grid's fused
+#: last stage, ``rings2d._fuses_last``, DGX A100 x64 and x128 take 30
+#: threadblocks, not 31; the other forms have no mirror and lower as before,
+#: with no lowering more to try where they hang).
+CROSSING_SCATTER = ({**CROSSING_RINGS[0], "pair_mirrors": True}, *CROSSING_RINGS[1:])
 #: Strategies without the balance pass (the pre-cost-model lowering).
 STRATEGIES = FUSED
 #: Algorithms lowered decoupled first, balanced or not, above
