@@ -461,8 +461,10 @@ CROSSING_RINGS = (*FUSED[1:], FUSED[0])
 #: rings2d's crossing reduce-scatter: the same, unpaired but for a relay's
 #: way back, which shares its threadblock (``pair_mirrors``: the grid's fused
 #: last stage, ``rings2d._fuses_last``, DGX A100 x64 and x128 take 30
-#: threadblocks, not 31; the other forms have no mirror and lower as before,
-#: with no lowering more to try where they hang).
+#: threadblocks, not 31, and the plain unpaired lowering is not tried for
+#: them).  The other forms have no mirror and lower exactly as with
+#: ``CROSSING_RINGS``; the plain unpaired lowering is not listed again, as
+#: it would repeat the first where that one hangs.
 CROSSING_SCATTER = ({**CROSSING_RINGS[0], "pair_mirrors": True}, *CROSSING_RINGS[1:])
 #: Strategies without the balance pass (the pre-cost-model lowering).
 STRATEGIES = FUSED

@@ -703,7 +703,9 @@ def test_grid_reduce_scatter_forwards_its_last_stage_as_it_lands() -> None:
     (``rrcs``) and the relay's way back, sends to the stage before's peer
     and landings from the last stage's, shares a threadblock
     (``pair_mirrors``): two threadblocks fewer than the grid's
-    ``R + 2 sum(d_i - 1)``.  Proved by the chunk checker and the
+    ``R + 2 sum(d_i - 1)``.  At most two chunks per shard (with four the
+    fused threadblock and its peer's way back deadlock at Simple's FIFO
+    depth).  Proved by the chunk checker and the
     interpreter; at 1 GiB (simulated) DGX A100 x128 160.3 -> 161.3 GB/s
     with 32 -> 30 threadblocks, x64 164.0 -> 164.1 with 32 -> 30."""
     from colc.backends.msccl_xml import emit_msccl_xml
@@ -738,6 +740,15 @@ def test_grid_reduce_scatter_forwards_its_last_stage_as_it_lands() -> None:
     assert (before, last) in tbs  # the way back
     report = verify_text(emit_msccl_xml(mirrored), "<test>", backend="msccl")
     assert report.ok, report.errors[:5]
+    # with more chunks than Simple's FIFO holds (``FUSED_LAST_CHUNKS``) the
+    # fused threadblock and its peer's way back would wait on each other:
+    # the last stage keeps its own channel
+    out = _Ops()
+    _reduce_scatter_grid(out, groups, orders, 4, n, dims)
+    sched = _schedule(out, Collective.REDUCESCATTER, n, n * 4, len(groups) * n * 4)
+    assert {op.channel for op in sched.ops if op.src.rank == rank and op.dst.rank == last} == {
+        _grid_channel(RINGS, dims, 1, 1)}
+    validate_schedule(topo, sched)
 
 
 def test_paired_allreduce_exchanges_between_halves() -> None:

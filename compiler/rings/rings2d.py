@@ -64,7 +64,9 @@ boxes of ``G`` ranks, rank ``(b, g)`` (``g``: its place in its box) and
   forwarding its own box's partials with those landed for the same box
   (``_reduce_scatter_grid``), an allreduce the one after the other; every
   shard or partial still crosses once per box, on ``sum(d_i - 1)``
-  connections per rank (4 x 4: 6).  DGX A100 at 1 GiB (simulated, at most
+  connections per rank (4 x 4: 6; a reduce-scatter whose last stage
+  forwards as it lands, ``_fuses_last``, sends that stage on the stage
+  before's channel, one fewer).  DGX A100 at 1 GiB (simulated, at most
   32 threadblocks): x16 allgather 173.5 GB/s, reduce-scatter 170.3,
   allreduce 82.1 (rails: 162.3, 162.0, 76.5); x64 allgather 163.4, x128
   162.4 (rails: 138.9, 115.2); MI250 x16 allgather 141.2 (the one-stage
@@ -181,8 +183,8 @@ MAX_CHANNELS = 32
 #: with 6, 164.0 with 2.
 GRID_HELD = 2
 #: Passes of the grid's first stage at once (``R / cf``) from which an
-#: allreduce, like a reduce-scatter, holds back the second half of them, not
-#: only the second pass (``_reduce_scatter_grid``).  Simulated at 1 GiB
+#: allreduce holds back the second half of them (a reduce-scatter a quarter,
+#: ``GRID_HELD_PART``), not only the second pass (``_reduce_scatter_grid``).  Simulated at 1 GiB
 #: (twenty-fifth session): DGX A100 x64 (paired halves, 2 chunks, 8 at once)
 #: 75.7 -> 76.4 GB/s (128 MiB 60.7 -> 61.2), x128 (1 chunk, 16) 74.3 ->
 #: 75.2, MI250 x32 (2 chunks) 59.9 -> 60.9 (56.8 -> 57.5), MI250 x64 (1
@@ -198,6 +200,9 @@ HALF_HELD_AT_ONCE = 8
 #: at once) 161.3 / 161.8; x16 (8 chunks, 2 at once) holds the second pass
 #: either way.  Holding the last eighth lost at x128 (159.5).
 GRID_HELD_PART = 4
+#: Most chunks per shard of a fused last stage (``_fuses_last``): the
+#: calls Simple's FIFO holds.
+FUSED_LAST_CHUNKS = 2
 #: The staged allgather hands its landed chunks round in the order they
 #: land on rings this many apart: on boxes of direct links the packed
 #: cycles repeat on neighbouring rings (MI250: rings 0-2 are one cycle), and
@@ -1021,7 +1026,8 @@ def _reduce_scatter_grid(out: _Ops, groups: list[list[int]], orders: list[list[l
     sum the own box's pass made one place before it from the other
     stages' landings, and that pass's last ring steps ran after the
     network's last byte).  Where the grid's first two dimensions are 2s
-    (``_fuses_last``: DGX A100 x64 and x128) the last stage's partial for a
+    (``_fuses_last``: DGX A100 x64 and x128, MI250 x64; at most two chunks
+    per shard) the last stage's partial for a
     box takes one landing from the stage before, the last to arrive: that
     landing goes to the owner's place, onto the last stage's chain there
     (which joins the earlier landings one place before), and the last
@@ -1049,7 +1055,7 @@ def _reduce_scatter_grid(out: _Ops, groups: list[list[int]], orders: list[list[l
     DGX A100 x64 75.7 -> 76.4, x128 74.3 -> 75.2).  Network
     sends and receives on threadblocks of their own: ``R + 2 sum(d_i - 1)``
     per rank, 2 more with the second connection, 2 fewer with a fused last
-    stage.
+    stage (lowered with ``pair_mirrors``; 1 without).
     DGX A100 x16 (4 x 4) at 1 GiB, 8 chunks per shard, 30 threadblocks
     (simulated): 171.2 GB/s (80% of the cut bound: 170.7; rails 162.0);
     170.3 with the last stage landing one place before the owner, 164.9
@@ -1071,15 +1077,8 @@ def _reduce_scatter_grid(out: _Ops, groups: list[list[int]], orders: list[list[l
         return tuple(0 if j == s - 1 else o for j, o in enumerate(offsets[x]))
 
     spare = spare and _grid_spare(rings, dims)
-    # the first stage's passes that run at once, on ring sets of their own:
-    # the last quarter of them is held back (an allreduce's second half, or
-    # its second pass only below ``HALF_HELD_AT_ONCE`` at once)
-    at_once = max(2, rings // cf)
-    if not scatter and at_once < HALF_HELD_AT_ONCE:
-        at_once = 2
-    held = range(at_once - max(1, at_once // (GRID_HELD_PART if scatter else 2)), at_once)
     # the last stage forwards the stage before's landings as they arrive
-    fused = scatter and _fuses_last(dims)
+    fused = scatter and _fuses_last(dims, cf)
     stages: dict[int, list[int]] = {}
     ks: dict[int, int] = {}  # pass -> its ring set (``_scatter_ring``)
     for s in range(len(dims), 0, -1):
@@ -1088,10 +1087,22 @@ def _reduce_scatter_grid(out: _Ops, groups: list[list[int]], orders: list[list[l
                            key=lambda x: (-stage_of(onward(x, s)), onward(x, s)[::-1],
                                           offsets[x][s - 1]))
         ks.update({x: len(ks) + 1 + i for i, x in enumerate(stages[s])})
+    # the first stage's passes that run at once, on ring sets of their own:
+    # the last quarter of them is held back (an allreduce's second half, or
+    # its second pass only below ``HALF_HELD_AT_ONCE`` at once)
+    at_once = max(2, rings // cf)
+    if scatter:  # no more than the stage has
+        at_once = min(at_once, len(stages[len(dims)]))
+        held = range(at_once - max(1, at_once // GRID_HELD_PART), at_once)
+    else:
+        if at_once < HALF_HELD_AT_ONCE:
+            at_once = 2
+        held = range(at_once // 2, at_once)
     # the home passes: partials for the receiving box itself (a reduce-scatter's)
     homes = {x for s, xs in stages.items() for x in xs if scatter and not any(onward(x, s))}
     # with ``fused``, the stage before the last's partials that the last forwards
-    forwarded = {x for x in stages.get(2, ()) if fused and stage_of(onward(x, 2)) == 1}
+    forwarded = ({x for x in stages[2] if stage_of(onward(x, 2)) == 1} if fused
+                 else set())
 
     def passes(s: int) -> None:  # stage ``s``'s box passes
         gate = None
@@ -1119,7 +1130,7 @@ def _reduce_scatter_grid(out: _Ops, groups: list[list[int]], orders: list[list[l
             lands_at = _landing_places(orders[0], q, cf, nb)[0]
             # a fused last stage sends on the channel of the landings it forwards
             channel = _grid_channel(rings, dims, 2 if fused and s == 1 else s, t)
-            if spare and s == len(dims) and i == 0 and q % 2:
+            if spare and s == len(dims) and i == 0 and q % 2 and x not in forwarded:
                 channel = rings + sum(d - 1 for d in dims)  # the first pass's second
             for sender, owner, there in pairs:
                 for g in order:
@@ -1247,17 +1258,25 @@ def _grid_spare(rings: int, dims: tuple[int, ...]) -> bool:
     return rings + 2 * sum(d - 1 for d in dims) + 2 <= MAX_CHANNELS
 
 
-def _fuses_last(dims: tuple[int, ...]) -> bool:
+def _fuses_last(dims: tuple[int, ...], cf: int) -> bool:
     """Whether the grid's reduce-scatter forwards its last stage's partials
-    as they land (``_reduce_scatter_grid``): its first two dimensions are 2s,
-    so each box's partial for its last-stage peer takes one landing from the
+    as they land (``_reduce_scatter_grid``): its second dimension is a 2, so
+    each box's partial for its last-stage peer takes one landing from the
     stage before, which the lowering fuses with the forwarding send
-    (``rrcs``) on the landing's channel (DGX A100 x64 and x128).
+    (``rrcs``) on the landing's channel; its first is a 2, so the last stage
+    has a single distance and the fused threadblock a single send peer
+    (DGX A100 x64 and x128, MI250 x64).  At most ``FUSED_LAST_CHUNKS``
+    chunks per shard: the fused threadblock forwards them all before it
+    receives the stage's own landings, while its peer's receive of them
+    waits behind those landings, so more than Simple's FIFO of two calls
+    deadlocks (a 2 x 2 x 7 grid, DGX A100 x28, with 4 chunks).
 
-    >>> _fuses_last((2, 2, 4, 4)), _fuses_last((2, 4, 4)), _fuses_last((2,))
+    >>> _fuses_last((2, 2, 4, 4), 2), _fuses_last((2, 4, 4), 1), _fuses_last((2,), 1)
     (True, False, False)
+    >>> _fuses_last((2, 2, 7), 4)
+    False
     """
-    return len(dims) > 1 and dims[0] == 2 and dims[1] == 2
+    return len(dims) > 1 and dims[0] == 2 and dims[1] == 2 and cf <= FUSED_LAST_CHUNKS
 
 
 def _two_last(dims: tuple[int, ...]) -> bool:
