@@ -183,13 +183,13 @@ MAX_CHANNELS = 32
 #: with 6, 164.0 with 2.
 GRID_HELD = 2
 #: Passes of the grid's first stage at once (``R / cf``) from which an
-#: allreduce holds back the second half of them (a reduce-scatter a quarter,
-#: ``GRID_HELD_PART``), not only the second pass (``_reduce_scatter_grid``).  Simulated at 1 GiB
-#: (twenty-fifth session): DGX A100 x64 (paired halves, 2 chunks, 8 at once)
-#: 75.7 -> 76.4 GB/s (128 MiB 60.7 -> 61.2), x128 (1 chunk, 16) 74.3 ->
-#: 75.2, MI250 x32 (2 chunks) 59.9 -> 60.9 (56.8 -> 57.5), MI250 x64 (1
-#: chunk) 59.3 -> 59.1; with 4 at once the half lost (x16 82.1 -> 81.9,
-#: x32 79.4 -> 79.1).
+#: allreduce holds back the second half of them (a reduce-scatter a
+#: quarter, ``GRID_HELD_PART``), not only the second pass
+#: (``_reduce_scatter_grid``).  Simulated at 1 GiB (twenty-fifth session):
+#: DGX A100 x64 (paired halves, 2 chunks, 8 at once) 75.7 -> 76.4 GB/s (128
+#: MiB 60.7 -> 61.2), x128 (1 chunk, 16) 74.3 -> 75.2, MI250 x32 (2 chunks)
+#: 59.9 -> 60.9 (56.8 -> 57.5), MI250 x64 (1 chunk) 59.3 -> 59.1; with 4 at
+#: once the half lost (x16 82.1 -> 81.9, x32 79.4 -> 79.1).
 HALF_HELD_AT_ONCE = 8
 #: A reduce-scatter holds back the last ``1 / GRID_HELD_PART`` of the first
 #: stage's passes at once (``_reduce_scatter_grid``; an allreduce the second
@@ -1027,17 +1027,17 @@ def _reduce_scatter_grid(out: _Ops, groups: list[list[int]], orders: list[list[l
     stages' landings, and that pass's last ring steps ran after the
     network's last byte).  Where the grid's first two dimensions are 2s
     (``_fuses_last``: DGX A100 x64 and x128, MI250 x64; at most two chunks
-    per shard) the last stage's partial for a
-    box takes one landing from the stage before, the last to arrive: that
-    landing goes to the owner's place, onto the last stage's chain there
-    (which joins the earlier landings one place before), and the last
-    stage sends it from there on the landing's channel, so the lowering
-    fuses the receive with the forwarding send and the last crossing
-    starts as its input lands, not after two more ring steps (x128 at 1
-    GiB: the NIC idled from 6.4 ms while a single chunk crossed the last
-    stage; 160.3 -> 161.3 GB/s, x64 164.0 -> 164.1, with two threadblocks
-    fewer, ``pair_mirrors``).  An allreduce's landings all go one place before
-    the owner and its own box's pass comes last, joining them (its
+    per shard) the last stage's partial for a box takes one landing from the
+    stage before, the last to arrive: that landing goes to the owner's
+    place, onto the last stage's chain there (which joins the earlier
+    landings one place before), and the last stage sends it from there on
+    the landing's channel, so the lowering fuses the receive with the
+    forwarding send and the last crossing starts as its input lands, not
+    after two more ring steps (x128 at 1 GiB: the NIC idled from 6.4 ms
+    while a single chunk crossed the last stage; 160.3 -> 161.3 GB/s, x64
+    164.0 -> 164.1, with two threadblocks fewer, ``pair_mirrors``).  An
+    allreduce's landings all go one place before the owner and its own
+    box's pass comes last, joining them (its
     allgather's first sends would wait in the threadblock of the last
     landing, whose FIFO the landings have filled).  Passes go stage by
     stage, taking the ring sets in turn in the order listed (with more
