@@ -135,7 +135,7 @@ from colc.compiler.rings.grid import (grid_dims, landing_order, landing_times, l
 from colc.compiler.rings.nccl_baseline import nccl_rings
 from colc.errors import UnsupportedError
 from colc.ir.chunks import Op, OpKind, Schedule, Slot
-from colc.ir.core import Buffer, Collective
+from colc.ir.core import Buffer, Collective, Protocol
 from colc.ir.routing import Router
 from colc.ir.topology import Topology, box_topology, boxes
 
@@ -202,7 +202,7 @@ HALF_HELD_AT_ONCE = 8
 GRID_HELD_PART = 4
 #: Most chunks per shard of a fused last stage (``_fuses_last``): the
 #: calls Simple's FIFO holds.
-FUSED_LAST_CHUNKS = 2
+FUSED_LAST_CHUNKS = Protocol.SIMPLE.fifo_depth
 #: The staged allgather hands its landed chunks round in the order they
 #: land on rings this many apart: on boxes of direct links the packed
 #: cycles repeat on neighbouring rings (MI250: rings 0-2 are one cycle), and
