@@ -32,7 +32,10 @@ the owner reduces its input, its box peers' inputs and the partials that
 crossed the network (through the receiving carrier when ``S < G``; in a
 Simple file that carrier lands the partials of a chunk and sums them on a
 local threadblock, ``_lands``, rather than reducing each as it arrives).
-Allreduce is the reduce-scatter into the output, then the allgather.
+Allreduce is the reduce-scatter into the output, then the allgather, whose
+phase 1 (every owner's reduced shard to its box peers) runs as the owners'
+sums end (``_OwnSpreads``); a Simple allreduce's reduce-scatter starts each
+shard and segment with pieces of one chunk (``_lead_chunks``).
 
 Transfers are cut into pieces (``piece`` chunks; with one segment per block
 a Simple allgather halves each crossing's last piece, ``_tapered``, and a
@@ -77,6 +80,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from colc.compiler.lowering.infer_dependencies import infer_dependencies
+from colc.compiler.lowering.lower_to_program import MAX_STEPS
 from colc.errors import InfeasibleError, UnsupportedError
 from colc.ir.chunks import Op, OpKind, Schedule, Slot
 from colc.ir.core import Buffer, Collective
@@ -167,6 +171,18 @@ MAX_SPREAD = 3
 #: it loses at 128 MiB (111.0 -> 110.8) while the portfolio builds one
 #: schedule more (319 -> 412 s).
 LANDS_BOXES = 32
+#: Pieces' worth of chunks at the start of a Simple allreduce's shards and
+#: segments that its reduce-scatter moves one chunk a piece (``_lead_chunks``):
+#: DGX A100 x4 at 1 GiB (16 chunks per shard, pieces of 2), with the own
+#: shards spread early, 105.2 GB/s without, 105.9 with 1, 107.7 with 2 (3
+#: and more: the combining threadblock keeps it at 2).
+LEAD_PIECES = 2
+#: Steps a paired lane keeps for the lowering's nops where lead pieces add
+#: transfers (``rails_schedule`` drops them past ``MAX_STEPS - LEAD_NOPS``:
+#: DGX A100 x4, 16 chunks per shard, 56 transfers lowered to 60 steps).
+LEAD_NOPS = 8
+#: Pieces of owners' sums between a piece's sums and its spread (``_OwnSpreads``).
+SPREAD_LAG = 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -783,6 +799,8 @@ class _Builder:
     def __init__(self, plan: RailPlan, cf: int, n: int, separate: bool = False) -> None:
         self.plan = plan
         self.cf = cf
+        self.n = n
+        self.lead = 0  # a reduce-scatter's first chunks one a piece (``_lead_chunks``)
         self.ops: list[Op] = []
         self.turn: dict[tuple[int, int], int] = {}
         self.scratch = [0] * n
@@ -842,15 +860,21 @@ class _Builder:
         self.scratch[rank] += count
         return at
 
-    def pieces(self, start: int, length: int, taper: bool = False) -> list[tuple[int, int]]:
+    def pieces(self, start: int, length: int, taper: bool = False,
+               lead: int = 0) -> list[tuple[int, int]]:
         """``(first chunk, count)`` of each piece of ``length`` chunks from
         ``start``; ``taper``: the last one cut in halves down to one chunk
-        (``_tapered``)."""
-        return _piece_list(start, length, self.plan.piece, taper)
+        (``_tapered``); ``lead``: the first ``lead`` chunks one a piece
+        (``_lead_chunks``)."""
+        return _piece_list(start, length, self.plan.piece, taper, lead)
 
 
-def _piece_list(start: int, length: int, step: int, taper: bool) -> list[tuple[int, int]]:
-    out = [(c, min(step, start + length - c)) for c in range(start, start + length, step)]
+def _piece_list(start: int, length: int, step: int, taper: bool,
+                lead: int = 0) -> list[tuple[int, int]]:
+    lead = min(lead, length)
+    out = [(c, 1) for c in range(start, start + lead)]
+    out += [(c, min(step, start + length - c))
+            for c in range(start + lead, start + length, step)]
     if taper and len(out) > 1:
         c, k = out.pop()
         while k > 1:
@@ -865,7 +889,8 @@ def simple_form(topo: Topology, collective: Collective, chunks: int | None,
     """Whether ``rails_schedule``'s form for Simple files differs here from
     the others' (an allgather that tapers its last pieces, ``_tapered``; a
     reduce-scatter whose receiving carriers land the partials, ``_lands``;
-    an allreduce whose finer pieces fill a lane, ``PAIRED_LANE_TRANSFERS``):
+    an allreduce whose finer pieces fill a lane, ``PAIRED_LANE_TRANSFERS``,
+    or whose reduce-scatter starts with pieces of one chunk, ``_lead_chunks``):
     the pipeline builds a separate schedule for its Simple files only then.
 
     >>> from colc.frontends.families import dgx_a100
@@ -883,7 +908,9 @@ def simple_form(topo: Topology, collective: Collective, chunks: int | None,
         return _lands(plan_rails(topo, cf, budget, 1, True), cf)
     if collective is not Collective.ALLREDUCE:
         return False
-    return plan_rails(topo, cf, budget, 2, True, fine=True) != plan_rails(topo, cf, budget, 2, True)
+    fine = plan_rails(topo, cf, budget, 2, True, fine=True)
+    return (fine != plan_rails(topo, cf, budget, 2, True)
+            or _lead_chunks(fine, cf, collective, True) > 0)
 
 
 def rails_schedule(topo: Topology, collective: Collective, chunks: int | None = None,
@@ -926,23 +953,72 @@ def rails_schedule(topo: Topology, collective: Collective, chunks: int | None = 
     cf = chunks or 8
     plan = plan_rails(topo, cf, budget, 2 if collective is Collective.ALLREDUCE else 1,
                       collective is not Collective.ALLGATHER, unpaired, simple)
-    n = topo.num_ranks
+    lead = _lead_chunks(plan, cf, collective, simple)
+    out = _build(plan, cf, topo.num_ranks, collective, separate, simple, lead)
+    if lead and _paired_steps(out.ops) > MAX_STEPS - LEAD_NOPS:
+        out = _build(plan, cf, topo.num_ranks, collective, separate, simple, 0)
+    sched = Schedule(collective, out.n, out.n * cf, max(out.scratch), tuple(out.ops),
+                     algorithm=NAME, rounds=tuple(out.rounds))
+    return infer_dependencies(sched)
+
+
+def _build(plan: RailPlan, cf: int, n: int, collective: Collective, separate: bool,
+           simple: bool, lead: int) -> _Builder:
+    """The ops of ``rails_schedule`` (see there) with a reduce-scatter whose
+    shards and segments start with ``lead`` pieces of one chunk."""
     out = _Builder(plan, cf, n, separate)
     out.land = simple and collective is Collective.REDUCESCATTER
+    out.lead = lead
     if collective is Collective.ALLGATHER:
         for r in range(n):
             for c, k in out.pieces(0, cf):
                 out.add(OpKind.COPY, Slot(r, IN, c), Slot(r, OUT, r * cf + c), k)
+    elif collective is Collective.ALLREDUCE:
+        gather = dataclasses.replace(plan, piece=_gather_piece(plan, cf))
+        _reduce_scatter(out, collective, _OwnSpreads(out, gather.piece))
+        out.plan = gather
+        _allgather(out, OUT, False, spreads=False)
     else:
         _reduce_scatter(out, collective)
-    if collective is Collective.ALLREDUCE:
-        out.plan = dataclasses.replace(plan, piece=_gather_piece(plan, cf))
-    if collective is not Collective.REDUCESCATTER:
-        _allgather(out, IN if collective is Collective.ALLGATHER else OUT,
-                   simple and collective is Collective.ALLGATHER)
-    sched = Schedule(collective, n, n * cf, max(out.scratch), tuple(out.ops), algorithm=NAME,
-                     rounds=tuple(out.rounds))
-    return infer_dependencies(sched)
+    if collective is Collective.ALLGATHER:
+        _allgather(out, IN, simple)
+    return out
+
+
+def _lead_chunks(plan: RailPlan, cf: int, collective: Collective, simple: bool) -> int:
+    """Chunks at the start of each shard and segment that a Simple allreduce's
+    reduce-scatter moves one a piece (``LEAD_PIECES`` pieces' worth), or 0.
+
+    The network waits for the first piece to pass the carriers' sum chains
+    over the box (a few box transfers, each at one threadblock's speed):
+    finer first pieces reach it sooner.  DGX A100 x4 allreduce at 1 GiB (16
+    chunks per shard, pieces of 2): the NIC started at 704 us, 357 with the
+    first 4 chunks one a piece; 102.8 -> 105.0 GB/s (the own shards'
+    spreads still after the reduce-scatter, ``_OwnSpreads``).  Only with a
+    segment per place and shared lanes (3 to ``SHARED_BOXES`` boxes), where
+    every phase has the same pieces per shard, and pieces of 2 chunks or
+    more; fewer where the combining threadblock of the carriers' split sums
+    would pass ``SUM_STEPS`` (x4: 6 chunks, 66 steps), and
+    ``rails_schedule`` drops it where a paired lane would pass
+    ``MAX_STEPS - LEAD_NOPS`` transfers.
+    """
+    if (collective is not Collective.ALLREDUCE or not simple or plan.trees or plan.unpaired
+            or plan.segments < plan.size or plan.lanes[0] or plan.piece < 2):
+        return 0
+    carried = -(-(len(plan.groups) - 1) * plan.segments // plan.size)
+    for lead in range(min(cf, LEAD_PIECES * plan.piece), 0, -plan.piece):
+        sums = carried * len(_piece_list(0, cf, plan.piece, False, lead))
+        if plan.sum_chains == 1 or plan.sum_chains * sums <= SUM_STEPS:
+            return lead
+    return 0
+
+
+def _paired_steps(ops: list[Op]) -> int:
+    """Most transfers on one pair of ranks and one channel (both directions: the
+    steps of a threadblock the paired lowering gives that pair and channel)."""
+    count = Counter((min(o.src.rank, o.dst.rank), max(o.src.rank, o.dst.rank), o.channel)
+                    for o in ops if o.src.rank != o.dst.rank)
+    return max(count.values(), default=0)
 
 
 def separated_rounds(topo: Topology, collective: Collective, chunks: int | None = None,
@@ -985,9 +1061,47 @@ def _contiguous(plan: RailPlan) -> None:
             raise UnsupportedError("rails need each box's ranks numbered contiguously")
 
 
-def _allgather(out: _Builder, first: Buffer, taper: bool = True) -> None:
+class _OwnSpreads:
+    """An allreduce's allgather phase 1 (every owner's reduced shard to its box
+    peers, in the allgather's pieces), emitted as the owners' sums end.
+
+    After the reduce-scatter, the spreads waited behind the last owners' sums,
+    which wait for the network: the box links idled while the reduce-scatter's
+    last partials crossed (DGX A100 x4 at 1 GiB, 16 chunks per shard: rank
+    0's NVLink idle from 4.6 to 5.4 ms), and then carried the own shards and
+    the relays together, ending 0.7 ms after the network.  A piece of the own
+    shard now spreads right after the owners' sums of the reduce-scatter
+    piece that completes it, in a round of its own: 102.8 -> 105.1 GB/s
+    (x4, 29 threadblocks); x2 121.4 -> 123.5 (16 chunks), x5 94.9 -> 96.2
+    (8), x6 83.6 -> 84.6 (4), x16 69.0 -> 73.9 (4), x3 110.3 -> 109.7 (8);
+    LL128 at 16 MiB x4 55.3 -> 58.8 (8 chunks), LL 34.3 -> 38.6.
+    """
+
+    def __init__(self, out: _Builder, piece: int) -> None:
+        self.out = out
+        self.pieces = _piece_list(0, out.cf, piece, False)  # offsets in a shard
+        self.done = 0
+
+    def upto(self, end: int) -> None:
+        """Spread the pieces within the first ``end`` chunks of every shard not
+        spread yet (the owners' sums have reached ``end``)."""
+        out, plan, cf = self.out, self.out.plan, self.out.cf
+        first = self.done
+        while self.done < len(self.pieces) and sum(self.pieces[self.done]) <= end:
+            self.done += 1
+        for c, k in self.pieces[first:self.done]:
+            out.round += 1
+            out.relay = 0
+            _spread(out, [(members, plan.tree(g), Slot(r, OUT, r * cf + c), r * cf + c, k)
+                          for members in plan.groups for g, r in enumerate(members)])
+
+
+def _allgather(out: _Builder, first: Buffer, taper: bool = True,
+               spreads: bool = True) -> None:
     """Phases 1-3 of the allgather; shards start in ``first`` (IN: the input,
-    OUT: the owner's reduced shard of an allreduce)."""
+    OUT: the owner's reduced shard of an allreduce); ``spreads`` False: without
+    phase 1 (an allreduce spreads the own shards as their sums end,
+    ``_OwnSpreads``)."""
     plan, cf = out.plan, out.cf
 
     def own(r: int, c: int) -> Slot:
@@ -1009,7 +1123,7 @@ def _allgather(out: _Builder, first: Buffer, taper: bool = True) -> None:
     for p in range(max(len(shards[0][2]), most)):
         out.relay = 0
         out.spare = spare and p == most - 1
-        if p < len(shards[0][2]):  # 1: own shard to the box peers
+        if spreads and p < len(shards[0][2]):  # 1: own shard to the box peers
             _spread(out, [(members, plan.tree(g), own(members[g], pieces[p][0]), *pieces[p])
                           for members, g, pieces in shards])
         if p >= most:
@@ -1209,8 +1323,10 @@ def _by_receiver(crossings: list, receiver) -> list[list]:
     return batches
 
 
-def _reduce_scatter(out: _Builder, coll: Collective) -> None:
-    """The allgather backwards; the owner's result lands in its output."""
+def _reduce_scatter(out: _Builder, coll: Collective,
+                    spreads: _OwnSpreads | None = None) -> None:
+    """The allgather backwards; the owner's result lands in its output
+    (``spreads``: an allreduce's own shards spread as their sums end)."""
     plan, cf = out.plan, out.cf
     if plan.segments < plan.size:
         _contiguous(plan)
@@ -1224,7 +1340,8 @@ def _reduce_scatter(out: _Builder, coll: Collective) -> None:
     chains = []
     for _, b2, _, _, g, start, width in crossings:
         members, t = plan.groups[b2], plan.groups[b2][g]
-        chains.append((members, t, start, out.alloc(t, width), out.pieces(start, width), g))
+        chains.append((members, t, start, out.alloc(t, width),
+                       out.pieces(start, width, lead=out.lead), g))
     batches = _by_receiver(chains, lambda x: x[1])
     for p in range(max(len(x[4]) for x in chains)):  # 3': box inputs to the carrier
         for batch in batches:
@@ -1240,17 +1357,19 @@ def _reduce_scatter(out: _Builder, coll: Collective) -> None:
     arrived: dict[tuple[int, int], tuple[int, list[Slot]]] = {}
     for b, b2, _, _, g, start, width in crossings:  # 2': over the rails
         t, u = plan.groups[b2][g], plan.groups[b][g]
-        for c, k in out.pieces(start, width):
+        for c, k in out.pieces(start, width, lead=out.lead):
             arrived.setdefault((u, c), (k, []))[1].append(partial[(t, c)])
-    starts = _owner_sums(out, coll, arrived)
+    starts = _owner_sums(out, coll, arrived, spreads)
     if plan.unpaired and starts and starts[0] == ends[-1]:  # nothing crossed apart
         _interleave(out, [first, *ends], [*starts, len(out.ops)])
 
 
 def _owner_sums(out: _Builder, coll: Collective,
-                arrived: dict[tuple[int, int], tuple[int, list[Slot]]]) -> list[int]:
+                arrived: dict[tuple[int, int], tuple[int, list[Slot]]],
+                spreads: _OwnSpreads | None = None) -> list[int]:
     """1': every owner reduces its input, its box peers' inputs and the partials that
-    crossed the rails (through the receiving carrier's sum when it is not the owner).
+    crossed the rails (through the receiving carrier's sum when it is not the owner),
+    each piece round followed by the ``spreads`` that its sums complete.
     Returns where each piece round of the owners' sums starts in ``out.ops``."""
     plan, cf = out.plan, out.cf
     # Two boxes' reduce-scatter chains the crossing partial into the owner's
@@ -1294,7 +1413,7 @@ def _owner_sums(out: _Builder, coll: Collective,
             extra.setdefault((o, lo), []).append(part)
     out.round = base + max(nth.values(), default=0) + 1
     out.relay = 0
-    owners = [(members, r, out.alloc(r, cf), out.pieces(r * cf, cf), g)
+    owners = [(members, r, out.alloc(r, cf), out.pieces(r * cf, cf, lead=out.lead), g)
               for members in plan.groups for g, r in enumerate(members)]
     starts = []
     for p in range(len(owners[0][3])):  # in rounds, as the allgather
@@ -1307,6 +1426,11 @@ def _owner_sums(out: _Builder, coll: Collective,
                      else Slot(r, OUT, c))
             _chain(out, r, sources, extra.get((r, c), []), Slot(r, IN, c),
                    Slot(r, SCR, base + c - r * cf), final, k)
+        if spreads is not None and p >= SPREAD_LAG:
+            c, k = owners[0][3][p - SPREAD_LAG]
+            spreads.upto(c + k - owners[0][1] * cf)
+    if spreads is not None:
+        spreads.upto(cf)
     out.round += 1  # the last piece's forwarded partials take the round after it
     return starts
 
