@@ -183,6 +183,12 @@ LEAD_PIECES = 2
 LEAD_NOPS = 8
 #: Pieces of owners' sums between a piece's sums and its spread (``_OwnSpreads``).
 SPREAD_LAG = 2
+#: An allreduce's crossings a rank starts at once, and the pieces each later
+#: one starts after the one before it (``_staggered``).
+STAGGER_FREE = 3
+STAGGER_PIECES = 1
+#: Crossings a rank sends from which an allreduce staggers them.
+STAGGER_CROSSINGS = 7
 
 
 @dataclass(frozen=True, slots=True)
@@ -801,6 +807,7 @@ class _Builder:
         self.cf = cf
         self.n = n
         self.lead = 0  # a reduce-scatter's first chunks one a piece (``_lead_chunks``)
+        self.gates: dict[int, int] = {}  # ``Schedule.gates``
         self.ops: list[Op] = []
         self.turn: dict[tuple[int, int], int] = {}
         self.scratch = [0] * n
@@ -890,7 +897,8 @@ def simple_form(topo: Topology, collective: Collective, chunks: int | None,
     the others' (an allgather that tapers its last pieces, ``_tapered``; a
     reduce-scatter whose receiving carriers land the partials, ``_lands``;
     an allreduce whose finer pieces fill a lane, ``PAIRED_LANE_TRANSFERS``,
-    or whose reduce-scatter starts with pieces of one chunk, ``_lead_chunks``):
+    whose reduce-scatter starts with pieces of one chunk, ``_lead_chunks``,
+    or whose crossings start one after another, ``_staggered``):
     the pipeline builds a separate schedule for its Simple files only then.
 
     >>> from colc.frontends.families import dgx_a100
@@ -910,7 +918,8 @@ def simple_form(topo: Topology, collective: Collective, chunks: int | None,
         return False
     fine = plan_rails(topo, cf, budget, 2, True, fine=True)
     return (fine != plan_rails(topo, cf, budget, 2, True)
-            or _lead_chunks(fine, cf, collective, True) > 0)
+            or _lead_chunks(fine, cf, collective, True) > 0
+            or _staggers(fine, cf))
 
 
 def rails_schedule(topo: Topology, collective: Collective, chunks: int | None = None,
@@ -957,8 +966,9 @@ def rails_schedule(topo: Topology, collective: Collective, chunks: int | None = 
     out = _build(plan, cf, topo.num_ranks, collective, separate, simple, lead)
     if lead and _paired_steps(out.ops) > MAX_STEPS - LEAD_NOPS:
         out = _build(plan, cf, topo.num_ranks, collective, separate, simple, 0)
+    gates = tuple(out.gates.get(i, -1) for i in range(len(out.ops))) if out.gates else ()
     sched = Schedule(collective, out.n, out.n * cf, max(out.scratch), tuple(out.ops),
-                     algorithm=NAME, rounds=tuple(out.rounds))
+                     algorithm=NAME, rounds=tuple(out.rounds), gates=gates)
     return infer_dependencies(sched)
 
 
@@ -977,7 +987,7 @@ def _build(plan: RailPlan, cf: int, n: int, collective: Collective, separate: bo
         gather = dataclasses.replace(plan, piece=_gather_piece(plan, cf))
         _reduce_scatter(out, collective, _OwnSpreads(out, gather.piece))
         out.plan = gather
-        _allgather(out, OUT, False, spreads=False)
+        _allgather(out, OUT, False, spreads=False, stagger=simple and _staggers(plan, cf))
     else:
         _reduce_scatter(out, collective)
     if collective is Collective.ALLGATHER:
@@ -1097,11 +1107,12 @@ class _OwnSpreads:
 
 
 def _allgather(out: _Builder, first: Buffer, taper: bool = True,
-               spreads: bool = True) -> None:
+               spreads: bool = True, stagger: bool = False) -> None:
     """Phases 1-3 of the allgather; shards start in ``first`` (IN: the input,
     OUT: the owner's reduced shard of an allreduce); ``spreads`` False: without
     phase 1 (an allreduce spreads the own shards as their sums end,
-    ``_OwnSpreads``)."""
+    ``_OwnSpreads``); ``stagger``: a rank's crossings start one after another
+    (``_staggered``)."""
     plan, cf = out.plan, out.cf
 
     def own(r: int, c: int) -> Slot:
@@ -1120,28 +1131,99 @@ def _allgather(out: _Builder, first: Buffer, taper: bool = True,
     most = max(len(x[3]) for x in crossings)  # spread crossings have fewer pieces
     # an allreduce's lanes carry its reduce-scatter too: no lane is spare
     spare = first is IN and _spare_first_lane(plan, len(shards[0][2]), crossings, most)
-    for p in range(max(len(shards[0][2]), most)):
+    # crossing i's piece q goes in round q + shift[i] (``_staggered``)
+    shift, after = _staggered(crossings) if stagger else ([0] * len(crossings), {})
+    index = {id(x): i for i, x in enumerate(crossings)}
+    sent: dict[tuple[int, int], int] = {}  # (crossing, piece) -> op
+    top = max(len(x[3]) + shift[i] for i, x in enumerate(crossings))
+    for p in range(max(len(shards[0][2]), top)):
         out.relay = 0
         out.spare = spare and p == most - 1
         if spreads and p < len(shards[0][2]):  # 1: own shard to the box peers
             _spread(out, [(members, plan.tree(g), own(members[g], pieces[p][0]), *pieces[p])
                           for members, g, pieces in shards])
-        if p >= most:
+        if p >= top:
             out.round += 1
             continue
-        for src, members, g, pieces in crossings:  # 2: over the rails
-            if p >= len(pieces):
+        for i, (src, members, g, pieces) in enumerate(crossings):  # 2: over the rails
+            q = p - shift[i]
+            if not 0 <= q < len(pieces):
                 continue
-            c, k = pieces[p]
+            c, k = pieces[q]
             mine = c // cf == src == (c + k - 1) // cf  # within the carrier's own shard
+            sent[(i, q)] = len(out.ops)
+            if q == 0 and i in after:  # starts once the crossing before sent a piece
+                out.gates[len(out.ops)] = sent[after[i]]
             out.add(OpKind.COPY, own(src, c) if mine else Slot(src, OUT, c),
                     Slot(members[g], OUT, c), k)
         out.relay = 1
         for batch in received:  # 3: to the receiving box, one segment per peer a round
-            _spread(out, [(members, plan.tree(g), Slot(members[g], OUT, pieces[p][0]),
-                           *pieces[p]) for _, members, g, pieces in batch if p < len(pieces)])
+            jobs = []
+            for x in batch:
+                _, members, g, pieces = x
+                q = p - shift[index[id(x)]]
+                if 0 <= q < len(pieces):
+                    jobs.append((members, plan.tree(g), Slot(members[g], OUT, pieces[q][0]),
+                                 *pieces[q]))
+            _spread(out, jobs)
             out.round += 1
     out.spare = False
+
+
+def _staggers(plan: RailPlan, cf: int) -> bool:
+    """Whether a Simple allreduce staggers its crossings (``_staggered``): from
+    ``STAGGER_CROSSINGS`` crossings a rank, up to ``SHARED_BOXES`` boxes (DGX
+    A100 x8; beyond, its Simple files are not the portfolio's at 1 GiB, and
+    an extra Simple schedule would cost the builds of 1024 GPUs their time),
+    in pieces of 2 chunks or more (x8 with 4 chunks per shard, pieces of
+    one: 256 MiB / 512 MiB / 1 GiB 84.0 / 85.6 / 85.5 -> 82.7 / 84.0 /
+    83.7 GB/s staggered)."""
+    if len(plan.groups) > SHARED_BOXES or plan.piece < 2:
+        return False
+    sent = Counter(plan.groups[b][g] for b, _, _, _, g, _, _ in _segments(plan, cf))
+    return max(sent.values()) >= STAGGER_CROSSINGS
+
+
+def _staggered(crossings: list) -> tuple[list[int], dict[int, tuple[int, int]]]:
+    """Round shifts of an allreduce's rail crossings, and the gates that hold
+    them: a rank's first ``STAGGER_FREE`` crossings start together, each
+    later one ``STAGGER_PIECES`` pieces after the one before it, once that
+    one has sent its piece ``STAGGER_PIECES - 1`` (``Schedule.gates``).
+
+    A rank's crossings share its NIC, so started together they all end
+    together, and every receiving carrier then relays the last piece of each
+    to its box peers at once: on DGX A100 x8 (8 chunks per shard, 1 GiB)
+    rank 0's NIC finished at 11.3 ms and the call at 12.3, the box links
+    busy with that last round.  Staggered, the crossings end one after
+    another from 9.6 ms, each last round relayed while the NIC still
+    carries the others: 86.8 -> 90.6 GB/s (128 MiB 81.1 -> 82.0), 30
+    threadblocks.  Simple files only: LL128 lost (x8, 16 chunks per shard,
+    16 / 64 MiB: 51.2 / 73.2 -> 49.2 / 70.0).  Started two at a time (``STAGGER_FREE`` 2) x8 gave 91.3
+    at 1 GiB but 75.6 at 128 MiB, and x4 (three crossings a rank) lost
+    107.7 -> 105.7.  Only from ``STAGGER_CROSSINGS`` crossings a rank
+    (``_staggers``): with
+    fewer the last relay round is smaller and the held crossings cost more
+    than they save (x5, four crossings, 8 chunks: 96.2 -> 94.4 GB/s; x6,
+    five, 4 chunks: 84.9 -> 81.6, 128 MiB 79.0 -> 73.8; any other start
+    count or step lost there too).
+
+    Returns
+    -------
+    shifts : list of int
+        Per crossing, the rounds its pieces are moved by.
+    after : dict
+        Crossing -> ``(crossing, piece)`` whose op gates its first piece.
+    """
+    shifts, after, last = [0] * len(crossings), {}, {}
+    count: dict[int, int] = {}
+    for i, (src, *_rest) in enumerate(crossings):
+        k = count[src] = count.get(src, -1) + 1
+        if k >= STAGGER_FREE:
+            prev = last[src]
+            shifts[i] = shifts[prev] + STAGGER_PIECES
+            after[i] = (prev, min(STAGGER_PIECES, len(crossings[prev][3])) - 1)
+        last[src] = i
+    return shifts, after
 
 
 def _tapered(plan: RailPlan, cf: int) -> bool:
