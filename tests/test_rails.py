@@ -839,7 +839,7 @@ def test_allreduce_spreads_own_shards_as_their_sums_end_from_single_chunk_pieces
     reduced shard to its box peers ``SPREAD_LAG`` pieces of owners' sums
     after that piece's sum, long before the reduce-scatter's last owners'
     sums (before, the spreads followed the whole reduce-scatter and the box
-    links idled while its last partials crossed).  Proved; within 29
+    links idled while its last partials crossed; two boxes still do).  Proved; within 29
     threadblocks; at 1 GiB it reaches 80% of the allreduce bound (issue 18),
     which it did not before (102.8 against 106.7 GB/s)."""
     from colc.compiler.analyze import _bounds
@@ -863,6 +863,12 @@ def test_allreduce_spreads_own_shards_as_their_sums_end_from_single_chunk_pieces
             if op.dst.buffer is Buffer.OUTPUT and op.kind.name == "REDUCE"]
     assert spreads and min(spreads) < max(sums)
     assert max(spreads) < min(op.op_id for op in crossings if op.src.buffer is Buffer.OUTPUT)
+    x2 = rails_schedule(dgx_a100(2), Collective.ALLREDUCE, 16, 32)  # below SPREAD_BOXES
+    x2_spreads = [op.op_id for op in x2.ops
+                  if op.src.buffer is Buffer.OUTPUT and op.src.index // 16 == op.src.rank
+                  and op.dst.rank // 8 == op.src.rank // 8 and op.dst.rank != op.src.rank]
+    assert min(x2_spreads) > max(op.op_id for op in x2.ops
+                                 if op.dst.buffer is Buffer.OUTPUT and op.kind.name == "REDUCE")
     validate_schedule(x4, sched, Protocol.SIMPLE)
     other = rails_schedule(x4, Collective.ALLREDUCE, 16, 32, simple=False)
     assert {op.count for op in other.ops if op.src.rank // 8 != op.dst.rank // 8} == {2}

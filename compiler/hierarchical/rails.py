@@ -183,6 +183,8 @@ LEAD_PIECES = 2
 LEAD_NOPS = 8
 #: Pieces of owners' sums between a piece's sums and its spread (``_OwnSpreads``).
 SPREAD_LAG = 2
+#: Boxes from which an allreduce spreads its own shards early (``_OwnSpreads``).
+SPREAD_BOXES = 4
 #: An allreduce's crossings a rank starts at once, and the pieces each later
 #: one starts after the one before it (``_staggered``).
 STAGGER_FREE = 3
@@ -992,9 +994,11 @@ def _build(plan: RailPlan, cf: int, n: int, collective: Collective, separate: bo
                 out.add(OpKind.COPY, Slot(r, IN, c), Slot(r, OUT, r * cf + c), k)
     elif collective is Collective.ALLREDUCE:
         gather = dataclasses.replace(plan, piece=_gather_piece(plan, cf))
-        _reduce_scatter(out, collective, _OwnSpreads(out, gather.piece))
+        early = len(plan.groups) >= SPREAD_BOXES
+        _reduce_scatter(out, collective, _OwnSpreads(out, gather.piece) if early else None)
         out.plan = gather
-        _allgather(out, OUT, False, spreads=False, stagger=simple and _staggers(plan, cf))
+        _allgather(out, OUT, False, spreads=not early,
+                   stagger=simple and _staggers(plan, cf))
     else:
         _reduce_scatter(out, collective)
     if collective is Collective.ALLGATHER:
@@ -1110,9 +1114,12 @@ class _OwnSpreads:
     the relays together, ending 0.7 ms after the network.  A piece of the own
     shard now spreads right after the owners' sums of the reduce-scatter
     piece that completes it, in a round of its own: 102.8 -> 105.1 GB/s
-    (x4, 29 threadblocks); x2 121.4 -> 123.5 (16 chunks), x5 94.9 -> 96.2
-    (8), x6 83.6 -> 84.6 (4), x16 69.0 -> 73.9 (4), x3 110.3 -> 109.7 (8);
-    LL128 at 16 MiB x4 55.3 -> 58.8 (8 chunks), LL 34.3 -> 38.6.
+    (x4, 29 threadblocks); x5 94.9 -> 96.2 (8), x6 83.6 -> 84.6 (4), x16
+    69.0 -> 73.9 (4); LL128 at 16 MiB x4 55.3 -> 58.8 (8 chunks), LL 34.3
+    -> 38.6.  From ``SPREAD_BOXES`` boxes: x3 lost (8 chunks, 1 GiB: 110.3
+    -> 109.7), and so did the two boxes' portfolio where the 1 GiB file
+    gained (123.6 -> 124.9): 1 MiB (LL) 15.7 -> 13.8, 128 MiB (Simple,
+    unpaired) 115.1 -> 111.7.
     """
 
     def __init__(self, out: _Builder, piece: int) -> None:
