@@ -34,8 +34,10 @@ Simple file that carrier lands the partials of a chunk and sums them on a
 local threadblock, ``_lands``, rather than reducing each as it arrives).
 Allreduce is the reduce-scatter into the output, then the allgather, whose
 phase 1 (every owner's reduced shard to its box peers) runs as the owners'
-sums end (``_OwnSpreads``); a Simple allreduce's reduce-scatter starts each
-shard and segment with pieces of one chunk (``_lead_chunks``).
+sums end (``_OwnSpreads``, from four boxes); a Simple allreduce's
+reduce-scatter starts each shard and segment with pieces of one chunk
+(``_lead_chunks``, ``_lead_plan``), and on eight boxes its allgather's
+crossings start one after another (``_staggered``).
 
 Transfers are cut into pieces (``piece`` chunks; with one segment per block
 a Simple allgather halves each crossing's last piece, ``_tapered``, and a
@@ -1113,7 +1115,7 @@ class _OwnSpreads:
     0's NVLink idle from 4.6 to 5.4 ms), and then carried the own shards and
     the relays together, ending 0.7 ms after the network.  A piece of the own
     shard now spreads right after the owners' sums of the reduce-scatter
-    piece that completes it, in a round of its own: 102.8 -> 105.1 GB/s
+    piece that completes it, in a round of its own: 102.8 -> 105.2 GB/s
     (x4, 29 threadblocks); x5 94.9 -> 96.2 (8), x6 83.6 -> 84.6 (4), x16
     69.0 -> 73.9 (4); LL128 at 16 MiB x4 55.3 -> 58.8 (8 chunks), LL 34.3
     -> 38.6.  From ``SPREAD_BOXES`` boxes: x3 lost (8 chunks, 1 GiB: 110.3
