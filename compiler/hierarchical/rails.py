@@ -1235,9 +1235,9 @@ def _staggered(crossings: list) -> tuple[list[int], dict[int, tuple[int, int]]]:
     another from 9.6 ms, each last round relayed while the NIC still
     carries the others: 86.8 -> 90.6 GB/s (128 MiB 81.1 -> 82.0), 30
     threadblocks.  Simple files only: LL128 lost (x8, 16 chunks per shard,
-    16 / 64 MiB: 51.2 / 73.2 -> 49.2 / 70.0).  Started two at a time (``STAGGER_FREE`` 2) x8 gave 91.3
-    at 1 GiB but 75.6 at 128 MiB, and x4 (three crossings a rank) lost
-    107.7 -> 105.7.  Only from ``STAGGER_CROSSINGS`` crossings a rank
+    16 / 64 MiB: 51.2 / 73.2 -> 49.2 / 70.0).  Started two at a time
+    (``STAGGER_FREE`` 2) x8 gave 91.3 at 1 GiB but 75.6 at 128 MiB, and x4
+    (three crossings a rank) lost 107.7 -> 105.7.  Only from ``STAGGER_CROSSINGS`` crossings a rank
     (``_staggers``): with
     fewer the last relay round is smaller and the held crossings cost more
     than they save (x5, four crossings, 8 chunks: 96.2 -> 94.4 GB/s; x6,
