@@ -930,7 +930,7 @@ def simple_form(topo: Topology, collective: Collective, chunks: int | None,
     fine = plan_rails(topo, cf, budget, 2, True, fine=True)
     return (fine != plan_rails(topo, cf, budget, 2, True)
             or _lead_plan(fine, cf, collective, True, budget)[1] > 0
-            or _staggers(fine, cf))
+            or _staggers(fine))
 
 
 def rails_schedule(topo: Topology, collective: Collective, chunks: int | None = None,
@@ -1000,7 +1000,7 @@ def _build(plan: RailPlan, cf: int, n: int, collective: Collective, separate: bo
         _reduce_scatter(out, collective, _OwnSpreads(out, gather.piece) if early else None)
         out.plan = gather
         _allgather(out, OUT, False, spreads=not early,
-                   stagger=simple and _staggers(plan, cf))
+                   stagger=simple and _staggers(plan))
     else:
         _reduce_scatter(out, collective)
     if collective is Collective.ALLGATHER:
@@ -1028,7 +1028,7 @@ def _lead_chunks(plan: RailPlan, cf: int, collective: Collective, simple: bool) 
     if (collective is not Collective.ALLREDUCE or not simple or plan.trees or plan.unpaired
             or plan.segments < plan.size or plan.lanes[0] or plan.piece < 2):
         return 0
-    carried = -(-(len(plan.groups) - 1) * plan.segments // plan.size)
+    carried = max(map(len, _carried(len(plan.groups), plan.size, plan.segments, plan.spread)))
     for lead in range(min(cf, LEAD_PIECES * plan.piece), 0, -plan.piece):
         sums = carried * len(_piece_list(0, cf, plan.piece, False, lead))
         if plan.sum_chains == 1 or plan.sum_chains * sums <= SUM_STEPS * plan.sum_tbs:
@@ -1134,7 +1134,10 @@ class _OwnSpreads:
         spread yet (the owners' sums have reached ``end``)."""
         out, plan, cf = self.out, self.out.plan, self.out.cf
         first = self.done
-        while self.done < len(self.pieces) and sum(self.pieces[self.done]) <= end:
+        while self.done < len(self.pieces):
+            c, k = self.pieces[self.done]
+            if c + k > end:
+                break
             self.done += 1
         for c, k in self.pieces[first:self.done]:
             out.round += 1
@@ -1207,7 +1210,7 @@ def _allgather(out: _Builder, first: Buffer, taper: bool = True,
     out.spare = False
 
 
-def _staggers(plan: RailPlan, cf: int) -> bool:
+def _staggers(plan: RailPlan) -> bool:
     """Whether a Simple allreduce staggers its crossings (``_staggered``): from
     ``STAGGER_CROSSINGS`` crossings a rank, up to ``SHARED_BOXES`` boxes (DGX
     A100 x8; beyond, its Simple files are not the portfolio's at 1 GiB, and
@@ -1217,8 +1220,8 @@ def _staggers(plan: RailPlan, cf: int) -> bool:
     83.7 GB/s staggered)."""
     if len(plan.groups) > SHARED_BOXES or plan.piece < 2:
         return False
-    sent = Counter(plan.groups[b][g] for b, _, _, _, g, _, _ in _segments(plan, cf))
-    return max(sent.values()) >= STAGGER_CROSSINGS
+    sent = _carried(len(plan.groups), plan.size, plan.segments, plan.spread)
+    return max(map(len, sent)) >= STAGGER_CROSSINGS
 
 
 def _staggered(crossings: list) -> tuple[list[int], dict[int, tuple[int, int]]]:
