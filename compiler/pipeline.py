@@ -766,6 +766,71 @@ class CompileResult:
     threads: ThreadSchedule | None = None
 
 
+#: Schedules of at most this many ops are kept for the process's later
+#: compilers (``_SharedSchedules``); larger ones are built again, as before.
+SHARED_SCHEDULE_OPS = 50_000
+#: How many such schedules the process keeps (least recently used out).
+SHARED_SCHEDULES = 64
+
+
+class _TopologyKey:
+    """A topology as a dictionary key whose hash is computed once (a frozen
+    dataclass hashes every node and link at each lookup); equal when the
+    topologies are (name, nodes, links) and their hardware are."""
+
+    __slots__ = ("topo", "_hash")
+
+    def __init__(self, topo: Topology) -> None:
+        self.topo = topo
+        self._hash = hash((topo, topo.hardware))
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _TopologyKey) and self._hash == other._hash and (
+            self.topo is other.topo
+            or (self.topo == other.topo and self.topo.hardware == other.topo.hardware))
+
+
+class _SharedSchedules:
+    """Proved schedules shared by the compilers of one process.
+
+    ``colc analyze --budgets`` compiles once per budget, and most algorithms'
+    schedules do not depend on the budget (``Compiler.schedule_key`` says
+    when they do); without this each budget would build and prove them
+    again.  A schedule is immutable and its build deterministic, so a kept
+    one is the one a new build would give.  Keyed by the topology, the
+    options the build and its proofs read and ``Compiler.schedule_key``;
+    only schedules of at most ``SHARED_SCHEDULE_OPS`` ops, at most
+    ``SHARED_SCHEDULES`` of them, so that large builds do not outlive their
+    compiler in memory.
+    """
+
+    def __init__(self) -> None:
+        self._kept: dict[tuple, Schedule] = {}
+
+    def get(self, key: tuple) -> Schedule | None:
+        sched = self._kept.pop(key, None)
+        if sched is not None:
+            self._kept[key] = sched  # most recently used last
+        return sched
+
+    def put(self, key: tuple, sched: Schedule) -> None:
+        if len(sched.ops) > SHARED_SCHEDULE_OPS:
+            return
+        self._kept.pop(key, None)
+        self._kept[key] = sched
+        while len(self._kept) > SHARED_SCHEDULES:
+            del self._kept[next(iter(self._kept))]
+
+    def clear(self) -> None:
+        self._kept.clear()
+
+
+_SHARED = _SharedSchedules()
+
+
 #: Ops above which ``_modes`` proves the fabric and the two aliasing modes on
 #: forked processes (DGX A100 x128 allreduce rails: minutes each).
 PARALLEL_PROOF_OPS = 200_000
@@ -824,6 +889,8 @@ class Compiler:
         self._strategy: dict[Variant, int] = {}  # index of the lowering strategy in use
         self._refused: dict[Variant, InfeasibleError] = {}  # variants no lowering fits
         self._unbuildable: dict[tuple, ColcError] = {}  # schedule refusals
+        # what the builds and their proofs read besides the schedule key (``_SHARED``)
+        self._shared_key: tuple | None = None
         self._work = 0  # stages done, for the progress line
 
     def _progress(self, stage: str) -> None:
@@ -920,12 +987,26 @@ class Compiler:
         if key in self._unbuildable:  # asked again at every size of a portfolio
             raise self._unbuildable[key]
         if key not in self._schedules:
-            try:
-                self._schedules[key] = self._build(algorithm, chunks, budget, unpaired, simple)
-            except ColcError as err:
-                self._unbuildable[key] = err
-                raise
+            shared = self._sharing() + key
+            sched = _SHARED.get(shared)
+            if sched is None:
+                try:
+                    sched = self._build(algorithm, chunks, budget, unpaired, simple)
+                except ColcError as err:
+                    self._unbuildable[key] = err
+                    raise
+                _SHARED.put(shared, sched)
+            self._schedules[key] = sched
         return self._schedules[key]
+
+    def _sharing(self) -> tuple:
+        """The part of a ``_SHARED`` key that is the same for all this
+        compiler's schedules: the topology and the options ``_build`` reads."""
+        if self._shared_key is None:
+            o = self.opts
+            self._shared_key = (_TopologyKey(self.topo), o.collective, o.backend, o.prove,
+                                o.inplace, o.outofplace, o.instances, o.verify_each)
+        return self._shared_key
 
     def _build(self, algorithm: str, chunks: int | None, budget: int,
                unpaired: bool = False, simple: bool = False) -> Schedule:

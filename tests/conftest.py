@@ -24,3 +24,27 @@ def pytest_terminal_summary(terminalreporter) -> None:
     from colc.versions import describe
 
     terminalreporter.write_line(f"colc tested with: {describe()}")
+
+
+@pytest.fixture(autouse=True)
+def _schedules_built_under_patches_are_not_kept(request: pytest.FixtureRequest):
+    """The compilers of one process share proved schedules (``pipeline._SHARED``).
+    A test that patches a generator's constants (``monkeypatch.setattr`` or ``setitem``)
+    must build afresh, and what it built must not reach later tests: the
+    shared schedules are dropped at each patch and after such a test."""
+    from colc.compiler import pipeline
+
+    if "monkeypatch" not in request.fixturenames:
+        yield
+        return
+    patcher = request.getfixturevalue("monkeypatch")
+    for name in ("setattr", "setitem"):
+        real = getattr(patcher, name)
+
+        def patch_and_forget(*args, _real=real, **kwargs):
+            pipeline._SHARED.clear()
+            return _real(*args, **kwargs)
+
+        setattr(patcher, name, patch_and_forget)
+    yield
+    pipeline._SHARED.clear()

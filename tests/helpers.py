@@ -30,6 +30,22 @@ def validate_schedule(topo: Topology, sched: Schedule, protocol: Protocol = Prot
     return text
 
 
+def validated_program(topo: Topology, sched: Schedule, protocol: Protocol = Protocol.SIMPLE,
+                      max_threadblocks: int = 0):
+    """``sched`` proved on ``topo`` and lowered within ``max_threadblocks`` (0:
+    no limit), its MSCCL XML verified: the program, for a test to measure
+    without lowering it again."""
+    problems = check_schedule(sched, topo)
+    assert problems == [], problems[:5]
+    program = lower_to_program(sched, LoweringOptions(protocol=protocol,
+                                                      max_threadblocks=max_threadblocks,
+                                                      inplace=sched.inplace,
+                                                      outofplace=sched.outofplace))
+    report = verify_text(emit_msccl_xml(program), "<test>", backend="msccl")
+    assert report.ok, report.errors[:5]
+    return program
+
+
 def slow_simple_past_256m(monkeypatch, factor: float = 10.0):
     """Make the simulator predict Simple files ``factor`` times slower past 256
     MiB (where the portfolio ranks Simple alone), and return the real

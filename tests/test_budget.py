@@ -237,3 +237,33 @@ def test_unfused_threadblocks_follow_from_the_channels(algorithm, coll, pair) ->
     counted = [sorted(s) for s in lowering._unfused_steps(sched, channels, pair)]
     assert counted == built
     assert max(len(s) for s in built) > 1
+
+
+def test_compilers_of_one_process_share_the_schedules_a_budget_does_not_change(
+        monkeypatch) -> None:
+    """``colc analyze --budgets`` compiles once per budget: a schedule the budget
+    does not change (trees) is built and proved once and given to every
+    compiler of the same topology and options; a budgeted one (rails) is
+    built per budget; another machine, other proofs or a schedule past
+    ``SHARED_SCHEDULE_OPS`` are built again."""
+    import dataclasses
+
+    from colc.compiler import pipeline
+
+    def compiler(topo, budget, **opts):
+        return Compiler(topo, CompileOptions(collective=Collective.ALLGATHER,
+                                             max_threadblocks=budget, jobs=1, **opts))
+
+    topo = FAMILIES["torus3x4"]()
+    first = compiler(topo, 8).schedule("trees", 16)
+    assert compiler(FAMILIES["torus3x4"](), 32).schedule("trees", 16) is first
+    assert compiler(topo, 32, prove=False).schedule("trees", 16) is not first
+    on_a100 = dataclasses.replace(topo, hardware="a100")
+    assert compiler(on_a100, 32).schedule("trees", 16) is not first
+    x2 = dgx_a100(2)
+    assert compiler(x2, 17).schedule("rails", 4) is not compiler(x2, 32).schedule("rails", 4)
+    assert compiler(x2, 32).schedule("rails", 4) is compiler(x2, 32).schedule("rails", 4)
+    monkeypatch.setattr(pipeline, "SHARED_SCHEDULE_OPS", len(first.ops) - 1)
+    again = compiler(topo, 8).schedule("trees", 16)
+    assert again is not first and again == first
+    assert compiler(topo, 8).schedule("trees", 16) is not again

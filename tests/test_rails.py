@@ -15,7 +15,7 @@ from colc.errors import InfeasibleError, UnsupportedError
 from colc.frontends.families import dgx_a100, mi250, torus
 from colc.ir.core import Buffer, Collective, Protocol
 from colc.ir.topology import boxes
-from tests.helpers import validate_schedule
+from tests.helpers import validate_schedule, validated_program
 
 COLLS = (Collective.ALLGATHER, Collective.REDUCESCATTER, Collective.ALLREDUCE)
 
@@ -910,15 +910,11 @@ def test_allreduce_on_eight_boxes_staggers_its_crossings() -> None:
         assert gate.src.rank == op.src.rank and gate in gathers
         assert gate.dst.rank // 8 != op.dst.rank // 8  # the crossing before, to another box
     assert not any(g >= 0 for g in plain.gates)
-    validate_schedule(x8, sched, Protocol.SIMPLE)
-
-    def run(s):
-        program = lower_to_program(s, LoweringOptions(protocol=Protocol.SIMPLE,
-                                                      max_threadblocks=32))
-        return program.max_threadblocks, simulate(program, x8, A100, 1 << 30).algbw
-
-    (tbs, staggered), (_, unstaggered) = run(sched), run(plain)
-    assert tbs == 31 and staggered > 1.03 * unstaggered
+    program = validated_program(x8, sched, Protocol.SIMPLE, 32)
+    staggered = simulate(program, x8, A100, 1 << 30).algbw
+    unstaggered = simulate(lower_to_program(plain, LoweringOptions(
+        protocol=Protocol.SIMPLE, max_threadblocks=32)), x8, A100, 1 << 30).algbw
+    assert program.max_threadblocks == 31 and staggered > 1.03 * unstaggered
     assert staggered >= 0.8 * _bounds(x8)["allreduce"]["algbw"]
     crossed = Counter(op.count for op in sched.ops if op.src.rank // 8 != op.dst.rank // 8
                       and op.src.buffer is not Buffer.OUTPUT)

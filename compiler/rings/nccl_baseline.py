@@ -125,17 +125,28 @@ class _Load:
     def __init__(self, router: Router) -> None:
         self.router = router
         self.hops: dict[tuple[str, str], int] = {}
+        # (a, b) -> the links of the hop with their capacities: ``cost`` is
+        # asked of every path tried (DGX A100 x8, 32 rings: 256,000 paths)
+        self._hop: dict[tuple[int, int], tuple[tuple[tuple[str, str], float], ...]] = {}
+
+    def _links(self, a: int, b: int) -> tuple[tuple[tuple[str, str], float], ...]:
+        if (a, b) not in self._hop:
+            nodes = self.router.switch_paths(a)[b]
+            self._hop[a, b] = tuple((e, float(self.router.cap[e]))
+                                    for e in zip(nodes, nodes[1:], strict=False))
+        return self._hop[a, b]
 
     def _edges(self, path: list[int]):
         for a, b in zip(path, path[1:], strict=False):
-            nodes = self.router.switch_paths(a)[b]
-            yield from zip(nodes, nodes[1:], strict=False)
+            for e, _ in self._links(a, b):
+                yield e
 
     def cost(self, path: list[int]) -> tuple[float, float]:
-        worst, total = 0.0, 0.0
-        for e in self._edges(path):
-            x = (self.hops.get(e, 0) + 1) / float(self.router.cap[e])
-            worst, total = max(worst, x), total + x
+        worst, total, hops = 0.0, 0.0, self.hops
+        for a, b in zip(path, path[1:], strict=False):
+            for e, cap in self._links(a, b):
+                x = (hops.get(e, 0) + 1) / cap
+                worst, total = max(worst, x), total + x
         return worst, total
 
     def add(self, path: list[int]) -> None:
