@@ -307,7 +307,10 @@ def test_crossing_form_shares_passes_among_more_rings(coll, nboxes, cf) -> None:
     validate_schedule(topo, sched)
 
 
-def test_crossing_form_on_eight_mi250_boxes() -> None:
+@pytest.mark.parametrize("coll,cf,before", [(Collective.ALLGATHER, 8, 83.5),
+                                             (Collective.REDUCESCATTER, 8, 66.0),
+                                             (Collective.ALLREDUCE, 4, 29.2)])
+def test_crossing_form_on_eight_mi250_boxes(coll, cf, before) -> None:
     """MI250 x8 at 1 GiB within 32 threadblocks, on 16 rings: allgather and
     reduce-scatter with 8 chunks per shard (4 passes per ring), allreduce
     with 4 (both halves on the same rings): at least 1.5x the files the
@@ -315,15 +318,11 @@ def test_crossing_form_on_eight_mi250_boxes() -> None:
     simulated)."""
     from colc.compiler.pipeline import Compiler, Variant
 
-    for coll, cf, before in ((Collective.ALLGATHER, 8, 83.5),
-                             (Collective.REDUCESCATTER, 8, 66.0),
-                             (Collective.ALLREDUCE, 4, 29.2)):
-        comp = Compiler(mi250(8), CompileOptions(algorithm="rings2d", jobs=1, rank_sizes=(1 << 30,),
-                                                 collective=coll))
-        v = Variant("rings2d", cf, Protocol.SIMPLE)
-        assert comp.program(v).max_threadblocks <= 32
-        assert comp.simulate(v, 1 << 30).algbw >= 1.5 * before
-
+    comp = Compiler(mi250(8), CompileOptions(algorithm="rings2d", jobs=1, rank_sizes=(1 << 30,),
+                                             collective=coll))
+    v = Variant("rings2d", cf, Protocol.SIMPLE)
+    assert comp.program(v).max_threadblocks <= 32
+    assert comp.simulate(v, 1 << 30).algbw >= 1.5 * before
 
 def test_crossings_list_each_box_send_before_its_receive() -> None:
     """On 13 boxes (no grid: 13 is prime) the crossing reduce-scatter's
