@@ -769,8 +769,9 @@ class CompileResult:
 #: Schedules of at most this many ops are kept for the process's later
 #: compilers (``_SharedSchedules``); larger ones are built again, as before.
 SHARED_SCHEDULE_OPS = 50_000
-#: How many such schedules the process keeps (least recently used out).
-SHARED_SCHEDULES = 64
+#: Ops the kept schedules may hold together (least recently used out): a
+#: few hundred bytes an op, so about 150 MB at most.
+SHARED_OPS = 500_000
 
 
 class _TopologyKey:
@@ -802,13 +803,13 @@ class _SharedSchedules:
     again.  A schedule is immutable and its build deterministic, so a kept
     one is the one a new build would give.  Keyed by the topology, the
     options the build and its proofs read and ``Compiler.schedule_key``;
-    only schedules of at most ``SHARED_SCHEDULE_OPS`` ops, at most
-    ``SHARED_SCHEDULES`` of them, so that large builds do not outlive their
-    compiler in memory.
+    only schedules of at most ``SHARED_SCHEDULE_OPS`` ops, ``SHARED_OPS``
+    together, so that large builds do not outlive their compiler in memory.
     """
 
     def __init__(self) -> None:
         self._kept: dict[tuple, Schedule] = {}
+        self._ops = 0  # held by the kept schedules together
 
     def get(self, key: tuple) -> Schedule | None:
         sched = self._kept.pop(key, None)
@@ -819,13 +820,15 @@ class _SharedSchedules:
     def put(self, key: tuple, sched: Schedule) -> None:
         if len(sched.ops) > SHARED_SCHEDULE_OPS:
             return
-        self._kept.pop(key, None)
+        old = self._kept.pop(key, None)
+        self._ops += len(sched.ops) - (len(old.ops) if old is not None else 0)
         self._kept[key] = sched
-        while len(self._kept) > SHARED_SCHEDULES:
-            del self._kept[next(iter(self._kept))]
+        while self._ops > SHARED_OPS:
+            self._ops -= len(self._kept.pop(next(iter(self._kept))).ops)
 
     def clear(self) -> None:
         self._kept.clear()
+        self._ops = 0
 
 
 _SHARED = _SharedSchedules()

@@ -244,8 +244,9 @@ def test_compilers_of_one_process_share_the_schedules_a_budget_does_not_change(
     """``colc analyze --budgets`` compiles once per budget: a schedule the budget
     does not change (trees) is built and proved once and given to every
     compiler of the same topology and options; a budgeted one (rails) is
-    built per budget; another machine, other proofs or a schedule past
-    ``SHARED_SCHEDULE_OPS`` are built again."""
+    built per budget; another machine, other proofs, a schedule past
+    ``SHARED_SCHEDULE_OPS`` or one pushed out past ``SHARED_OPS`` are built
+    again."""
     import dataclasses
 
     from colc.compiler import pipeline
@@ -263,7 +264,12 @@ def test_compilers_of_one_process_share_the_schedules_a_budget_does_not_change(
     x2 = dgx_a100(2)
     assert compiler(x2, 17).schedule("rails", 4) is not compiler(x2, 32).schedule("rails", 4)
     assert compiler(x2, 32).schedule("rails", 4) is compiler(x2, 32).schedule("rails", 4)
+    monkeypatch.setattr(pipeline, "SHARED_OPS", len(first.ops))  # room for that one
+    kept = compiler(topo, 8).schedule("trees", 16)
+    assert kept is not first and kept == first  # the patch dropped the kept ones
+    assert compiler(topo, 32).schedule("trees", 16) is kept
+    compiler(topo, 32).schedule("trees", 8)  # the least recently used goes
+    assert compiler(topo, 32).schedule("trees", 16) is not kept
     monkeypatch.setattr(pipeline, "SHARED_SCHEDULE_OPS", len(first.ops) - 1)
     again = compiler(topo, 8).schedule("trees", 16)
-    assert again is not first and again == first
     assert compiler(topo, 8).schedule("trees", 16) is not again
