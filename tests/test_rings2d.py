@@ -324,6 +324,7 @@ def test_crossing_form_on_eight_mi250_boxes(coll, cf, before) -> None:
     assert comp.program(v).max_threadblocks <= 32
     assert comp.simulate(v, 1 << 30).algbw >= 1.5 * before
 
+
 def test_crossings_list_each_box_send_before_its_receive() -> None:
     """On 13 boxes (no grid: 13 is prime) the crossing reduce-scatter's
     network sends and receives share threadblocks (one per distance: no
