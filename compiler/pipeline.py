@@ -524,6 +524,7 @@ def threadblock_budget(requested: int, model: RuntimeModel) -> int:
 def register_algorithm(name: str, generator: Generator) -> None:
     """Make ``generator`` available as ``--algorithm name``."""
     ALGORITHMS[name] = generator
+    clear_shared_schedules()
 
 
 #: Algorithms lowered without lane balancing: their channels are already
@@ -672,8 +673,13 @@ def _packed_trees(packing: Callable, topo: Topology, collective: Collective,
                          piece=1, broadcast=broadcast)
 
 
-@functools.lru_cache(maxsize=8)
 def _rated_packing(topo: Topology, transposed: bool):
+    # ``model_for`` reads the topology's hardware, which its equality leaves out
+    return _rated_packing_on(topo, topo.hardware, transposed)
+
+
+@functools.lru_cache(maxsize=8)
+def _rated_packing_on(topo: Topology, hardware: str, transposed: bool):
     from colc.compiler.trees.generate_trees import pack_trees, transpose
     from colc.compiler.trees.rate_links import rate_links
 
@@ -802,7 +808,8 @@ class _SharedSchedules:
     when they do); without this each budget would build and prove them
     again.  A schedule is immutable and its build deterministic, so a kept
     one is the one a new build would give.  Keyed by the topology, the
-    options the build and its proofs read and ``Compiler.schedule_key``;
+    options the build and its proofs read, the generator function and
+    ``Compiler.schedule_key``;
     only schedules of at most ``SHARED_SCHEDULE_OPS`` ops, ``SHARED_OPS``
     together, so that large builds do not outlive their compiler in memory.
     """
@@ -832,6 +839,17 @@ class _SharedSchedules:
 
 
 _SHARED = _SharedSchedules()
+
+
+def clear_shared_schedules() -> None:
+    """Forget the schedules the process's compilers share (``_SharedSchedules``).
+
+    For code that changes what a generator builds between two compiles of one
+    process (a module constant set by hand, a generator replaced): else the
+    second compile gets the first one's schedules.  ``register_algorithm``
+    calls it.
+    """
+    _SHARED.clear()
 
 
 #: Ops above which ``_modes`` proves the fabric and the two aliasing modes on
@@ -990,7 +1008,7 @@ class Compiler:
         if key in self._unbuildable:  # asked again at every size of a portfolio
             raise self._unbuildable[key]
         if key not in self._schedules:
-            shared = self._sharing() + key
+            shared = (*self._sharing(), ALGORITHMS.get(algorithm), *key)
             sched = _SHARED.get(shared)
             if sched is None:
                 try:

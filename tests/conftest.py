@@ -42,9 +42,9 @@ def _schedules_built_under_patches_are_not_kept(request: pytest.FixtureRequest):
         real = getattr(patcher, name)
 
         def patch_and_forget(*args, _real=real, **kwargs):
-            pipeline._SHARED.clear()
+            pipeline.clear_shared_schedules()
             return _real(*args, **kwargs)
 
         setattr(patcher, name, patch_and_forget)
     yield
-    pipeline._SHARED.clear()
+    pipeline.clear_shared_schedules()

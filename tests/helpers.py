@@ -4,7 +4,11 @@ from __future__ import annotations
 
 from colc.backends.verify import verify_text
 from colc.backends.msccl_xml import emit_msccl_xml
-from colc.compiler.lowering.lower_to_program import LoweringOptions, lower_to_program
+from colc.compiler.lowering.lower_to_program import (
+    MAX_THREADBLOCKS,
+    LoweringOptions,
+    lower_to_program,
+)
 from colc.ir.check_chunks import check_schedule
 from colc.ir.chunks import Schedule
 from colc.ir.core import Protocol
@@ -31,10 +35,15 @@ def validate_schedule(topo: Topology, sched: Schedule, protocol: Protocol = Prot
 
 
 def validated_program(topo: Topology, sched: Schedule, protocol: Protocol = Protocol.SIMPLE,
-                      max_threadblocks: int = 0):
-    """``sched`` proved on ``topo`` and lowered within ``max_threadblocks`` (0:
-    no limit), its MSCCL XML verified: the program, for a test to measure
-    without lowering it again."""
+                      max_threadblocks: int = MAX_THREADBLOCKS):
+    """``sched`` proved on ``topo`` and lowered within ``max_threadblocks``
+    (default: the runtime's limit), its MSCCL XML verified.
+
+    Returns
+    -------
+    Program
+        The lowered program, for a test to measure without lowering it again.
+    """
     problems = check_schedule(sched, topo)
     assert problems == [], problems[:5]
     program = lower_to_program(sched, LoweringOptions(protocol=protocol,

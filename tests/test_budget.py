@@ -244,9 +244,9 @@ def test_compilers_of_one_process_share_the_schedules_a_budget_does_not_change(
     """``colc analyze --budgets`` compiles once per budget: a schedule the budget
     does not change (trees) is built and proved once and given to every
     compiler of the same topology and options; a budgeted one (rails) is
-    built per budget; another machine, other proofs, a schedule past
-    ``SHARED_SCHEDULE_OPS`` or one pushed out past ``SHARED_OPS`` are built
-    again."""
+    built per budget; another machine, other proofs, another generator
+    under the name, a schedule past ``SHARED_SCHEDULE_OPS`` or one pushed
+    out past ``SHARED_OPS`` are built again."""
     import dataclasses
 
     from colc.compiler import pipeline
@@ -273,3 +273,11 @@ def test_compilers_of_one_process_share_the_schedules_a_budget_does_not_change(
     monkeypatch.setattr(pipeline, "SHARED_SCHEDULE_OPS", len(first.ops) - 1)
     again = compiler(topo, 8).schedule("trees", 16)
     assert compiler(topo, 8).schedule("trees", 16) is not again
+    # another generator under the same name (restored by monkeypatch at the end)
+    real = pipeline.ALGORITHMS["trees"]
+    monkeypatch.setitem(pipeline.ALGORITHMS, "trees", real)
+    monkeypatch.setattr(pipeline, "SHARED_SCHEDULE_OPS", len(first.ops))
+    kept = compiler(topo, 8).schedule("trees", 16)
+    assert compiler(topo, 8).schedule("trees", 16) is kept
+    pipeline.ALGORITHMS["trees"] = lambda *args, **kwargs: real(*args, **kwargs)
+    assert compiler(topo, 8).schedule("trees", 16) is not kept

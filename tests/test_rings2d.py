@@ -774,6 +774,7 @@ def test_paired_allreduce_exchanges_between_halves() -> None:
                                          collective=Collective.ALLREDUCE))
     variant = Variant("rings2d", cf, Protocol.SIMPLE)
     sched = comp.variant_schedule(variant)
+    assert sched.inplace and sched.outofplace  # proved in both aliasing modes
     n = topo.num_ranks
     assert sched.nchunks == n * cf // 2
     box_of = {r: i for i, g in enumerate(groups) for r in g}

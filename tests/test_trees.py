@@ -484,3 +484,16 @@ def test_auto_tries_rated_trees_only_where_the_nics_lag() -> None:
 
     assert scale_skip(dgx_a100(2), "trees-rated", 32).startswith("trees-rated: the runtime")
     assert scale_skip(mi250(2), "trees-rated", 32) is None
+
+
+def test_rated_packing_follows_the_topology_hardware() -> None:
+    """``trees-rated`` rates links with the topology's machine model, which
+    ``Topology.hardware`` picks although topologies compare equal without it:
+    the packing cached for MI250 x2 is not the one for the same graph rated
+    as A100 links."""
+    from colc.compiler import pipeline
+
+    mi = mi250(2)
+    as_a100 = replace(mi, hardware="a100")
+    assert as_a100 == mi
+    assert pipeline._rated_packing(as_a100, False) != pipeline._rated_packing(mi, False)
