@@ -809,9 +809,9 @@ class _SharedSchedules:
     again.  A schedule is immutable and its build deterministic, so a kept
     one is the one a new build would give.  Keyed by the topology, the
     options the build and its proofs read, the generator function and
-    ``Compiler.schedule_key``;
-    only schedules of at most ``SHARED_SCHEDULE_OPS`` ops, ``SHARED_OPS``
-    together, so that large builds do not outlive their compiler in memory.
+    ``Compiler.schedule_key``; only schedules of at most
+    ``SHARED_SCHEDULE_OPS`` ops, ``SHARED_OPS`` together, so that large
+    builds do not outlive their compiler in memory.
     """
 
     def __init__(self) -> None:
@@ -825,11 +825,11 @@ class _SharedSchedules:
         return sched
 
     def put(self, key: tuple, sched: Schedule) -> None:
+        """Keep ``sched`` under ``key`` (asked only after ``get`` missed it)."""
         if len(sched.ops) > SHARED_SCHEDULE_OPS:
             return
-        old = self._kept.pop(key, None)
-        self._ops += len(sched.ops) - (len(old.ops) if old is not None else 0)
         self._kept[key] = sched
+        self._ops += len(sched.ops)
         while self._ops > SHARED_OPS:
             self._ops -= len(self._kept.pop(next(iter(self._kept))).ops)
 

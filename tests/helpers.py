@@ -12,6 +12,7 @@ from colc.compiler.lowering.lower_to_program import (
 from colc.ir.check_chunks import check_schedule
 from colc.ir.chunks import Schedule
 from colc.ir.core import Protocol
+from colc.ir.program import Program
 from colc.ir.topology import Topology
 
 
@@ -21,21 +22,15 @@ def validate_schedule(topo: Topology, sched: Schedule, protocol: Protocol = Prot
 
     Returns the XML text (or None when not lowered); fails the test on any problem.
     """
-    problems = check_schedule(sched, topo)
-    assert problems == [], problems[:5]
     if not lower:
+        problems = check_schedule(sched, topo)
+        assert problems == [], problems[:5]
         return None
-    program = lower_to_program(sched, LoweringOptions(protocol=protocol,
-                                                      inplace=sched.inplace,
-                                                      outofplace=sched.outofplace))
-    text = emit_msccl_xml(program)
-    report = verify_text(text, "<test>", backend="msccl")
-    assert report.ok, report.errors[:5]
-    return text
+    return _proved_and_verified(topo, sched, protocol, MAX_THREADBLOCKS)[1]
 
 
 def validated_program(topo: Topology, sched: Schedule, protocol: Protocol = Protocol.SIMPLE,
-                      max_threadblocks: int = MAX_THREADBLOCKS):
+                      max_threadblocks: int = MAX_THREADBLOCKS) -> Program:
     """``sched`` proved on ``topo`` and lowered within ``max_threadblocks``
     (default: the runtime's limit), its MSCCL XML verified.
 
@@ -44,15 +39,22 @@ def validated_program(topo: Topology, sched: Schedule, protocol: Protocol = Prot
     Program
         The lowered program, for a test to measure without lowering it again.
     """
+    return _proved_and_verified(topo, sched, protocol, max_threadblocks)[0]
+
+
+def _proved_and_verified(topo: Topology, sched: Schedule, protocol: Protocol,
+                         max_threadblocks: int) -> tuple[Program, str]:
+    """``sched`` proved, lowered and its XML verified: the program and the text."""
     problems = check_schedule(sched, topo)
     assert problems == [], problems[:5]
     program = lower_to_program(sched, LoweringOptions(protocol=protocol,
                                                       max_threadblocks=max_threadblocks,
                                                       inplace=sched.inplace,
                                                       outofplace=sched.outofplace))
-    report = verify_text(emit_msccl_xml(program), "<test>", backend="msccl")
+    text = emit_msccl_xml(program)
+    report = verify_text(text, "<test>", backend="msccl")
     assert report.ok, report.errors[:5]
-    return program
+    return program, text
 
 
 def slow_simple_past_256m(monkeypatch, factor: float = 10.0):

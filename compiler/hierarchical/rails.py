@@ -1240,10 +1240,10 @@ def _staggered(crossings: list) -> tuple[list[int], dict[int, tuple[int, int]]]:
     threadblocks.  Simple files only: LL128 lost (x8, 16 chunks per shard,
     16 / 64 MiB: 51.2 / 73.2 -> 49.2 / 70.0).  Started two at a time
     (``STAGGER_FREE`` 2) x8 gave 91.3 at 1 GiB but 75.6 at 128 MiB, and x4
-    (three crossings a rank) lost 107.7 -> 105.7.  Only from ``STAGGER_CROSSINGS`` crossings a rank
-    (``_staggers``): with
-    fewer the last relay round is smaller and the held crossings cost more
-    than they save (x5, four crossings, 8 chunks: 96.2 -> 94.4 GB/s; x6,
+    (three crossings a rank) lost 107.7 -> 105.7.  Only from
+    ``STAGGER_CROSSINGS`` crossings a rank (``_staggers``): with fewer the
+    last relay round is smaller and the held crossings cost more than they
+    save (x5, four crossings, 8 chunks: 96.2 -> 94.4 GB/s; x6,
     five, 4 chunks: 84.9 -> 81.6, 128 MiB 79.0 -> 73.8; any other start
     count or step lost there too).
 
