@@ -13,7 +13,7 @@ from colc.compiler.pipeline import CompileOptions, compile_topology
 from colc.compiler.rings.rings2d import rings2d_schedule
 from colc.errors import UnsupportedError
 from colc.frontends.families import dgx_a100, mi250, ring
-from colc.ir.chunks import OpKind, Slot
+from colc.ir.chunks import Op, OpKind, Slot
 from colc.ir.core import Buffer, Collective, Protocol
 from colc.ir.topology import Link, Node, Topology, boxes
 from tests.helpers import validate_schedule
@@ -178,16 +178,31 @@ def test_switched_reduce_scatter_in_two_groups_a_pass() -> None:
     steps on four boxes) each pass of DGX A100 x4's switched reduce-scatter
     goes in two groups of one chunk per ring, the first part held back from
     the first group only; a chain's step moves half as much, so the first
-    crossings start sooner, and every distance crosses on two connections:
-    at 1 GiB faster than with 16 chunks and than rails' best file (201.7
-    GB/s, simulated), within 28 threadblocks."""
+    crossings start sooner, and every distance crosses on two connections;
+    each rank's last-distance crossings wait until it has sent three
+    quarters of the distance before's (``LAST_HELD``): at 1 GiB faster than
+    with 16 chunks and than rails' best file (201.7 GB/s, simulated; 209.2
+    before the last distance waited), within 28 threadblocks."""
     from colc.compiler.pipeline import Compiler, Variant
 
     topo, cf = dgx_a100(4), 32
     sched = rings2d_schedule(topo, Collective.REDUCESCATTER, cf)
-    held = {op.src.index % cf for op, g in zip(sched.ops, sched.gates, strict=True) if g >= 0}
+    gated = [(op, sched.ops[g]) for op, g in zip(sched.ops, sched.gates, strict=True) if g >= 0]
+    held = {op.src.index % cf for op, _ in gated if op.src.buffer is Buffer.INPUT}
     assert held == set(range(16 * 11 // 16, 16))  # FIRST_PART of the first group
     box_of = {r: i for i, g in enumerate(boxes(topo)) for r in g}
+
+    def distance(op: Op) -> int:
+        return (box_of[op.dst.rank] - box_of[op.src.rank]) % 4
+
+    last = [(op, gate) for op, gate in gated if op.src.buffer is Buffer.SCRATCH]
+    assert {(op.src.rank, op.channel) for op, _ in last} == {
+        (op.src.rank, op.channel) for op in sched.ops if op.is_transfer and distance(op) == 3}
+    assert len(last) == 2 * 2 * topo.num_ranks  # each group's first on each of two channels
+    for op, gate in last:
+        sent = [o for o in sched.ops if o.is_transfer and o.src.rank == op.src.rank
+                and distance(o) == 2]
+        assert distance(op) == 3 and sent.index(gate) == len(sent) * 3 // 4
     channels: dict[int, set[int]] = {}
     for op in sched.ops:
         if op.is_transfer and box_of[op.src.rank] == 0 and box_of[op.dst.rank] != 0:
@@ -202,7 +217,7 @@ def test_switched_reduce_scatter_in_two_groups_a_pass() -> None:
     assert prog.max_threadblocks <= 28
     assert max(len(tb.steps) for r in prog.ranks for tb in r.threadblocks) <= 64
     fast = comp.simulate(two, 1 << 30).algbw
-    assert fast > comp.simulate(one, 1 << 30).algbw and fast > 201.7
+    assert fast > comp.simulate(one, 1 << 30).algbw and fast > 210
 
 
 @pytest.mark.parametrize("nboxes,cf", [(3, 1), (3, 3), (8, 2), (3, 32)])

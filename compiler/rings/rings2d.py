@@ -182,6 +182,17 @@ MAX_CHANNELS = 32
 #: x64 (2 chunks, the last four of eight passes held): 163.5 with 4, 162.7
 #: with 6, 164.0 with 2.
 GRID_HELD = 2
+#: In the switched reduce-scatter with two groups a pass
+#: (``_reduce_scatter_switched``), a rank's first crossings of the last
+#: distance start once it has sent this part of the distance before's: the
+#: owner adds a last-distance landing onto its own box's sum, which waits for
+#: the landings of the distance before, so a last-distance partial sent early
+#: holds its connection (the receiver takes no credit) while that distance's
+#: partials still cross.  DGX A100 x4, 32 chunks per shard (simulated):
+#: 768 MiB 202.7 -> 206.5 GB/s, 1 GiB 209.2 -> 211.2, 2 GiB 213.8 -> 214.9;
+#: 11/16 gave 209.8 at 1 GiB, 13/16 208.9; 512 MiB loses (196.9 -> 193.0), a
+#: size rails serves.
+LAST_HELD = (3, 4)
 #: Passes of the grid's first stage at once (``R / cf``) from which an
 #: allreduce holds back the second half of them (a reduce-scatter a
 #: quarter, ``GRID_HELD_PART``), not only the second pass
@@ -943,6 +954,11 @@ def _reduce_scatter_switched(out: _Ops, groups: list[list[int]],
       that receive is left, not two ring steps, and with two such distances
       the own box's sum no longer waits for a landing that arrives with the
       last crossings.
+    * With two groups a pass, a rank's first crossings of the last distance
+      wait until it has sent ``LAST_HELD`` of the distance before's
+      (``Schedule.gates``): their landings add onto the own box's sums,
+      which wait for that distance's landings, and a partial sent too early
+      holds its connection while the distance before still crosses.
 
     DGX A100 x8 at 1 GiB, 16 chunks per shard, 32 threadblocks (simulated):
     183.1 GB/s (80% of the cut bound is 182.9), against 174.8 for the
@@ -950,10 +966,10 @@ def _reduce_scatter_switched(out: _Ops, groups: list[list[int]],
     crossing into the output 176.8, the two parts 179.8, two channels
     181.7, the last two distances to the owner 182.6, the held-back chains
     starting a step sooner 183.1.  DGX A100 x4: 190.7 against 180.4 with
-    16 chunks per shard; with 32, 209.2 against rails' 201.7 (200.7 with
-    one channel for the distances after the first; a single group, 16
-    chunks, on two channels each: 196.2).  On MI250 boxes, where the rings bound the box,
-    it loses (x4 at 1 GiB: 162.9 -> 160.6), and an allreduce's crossing
+    16 chunks per shard; with 32, 211.2 against rails' 201.7 (209.2 before
+    ``LAST_HELD``, 200.7 with one channel for the distances after the
+    first; a single group, 16 chunks, on two channels each: 196.2).  On
+    MI250 boxes, where the rings bound the box, it loses (x4 at 1 GiB: 162.9 -> 160.6), and an allreduce's crossing
     allgather from the landings hangs, so neither takes it.
     """
     nb = len(groups)
@@ -981,10 +997,19 @@ def _reduce_scatter_switched(out: _Ops, groups: list[list[int]],
         gate = ({op.dst.rank: op.op_id for op in out.ops[start:len(out.ops) - steps]}
                 if qs is parts[0] and len(parts) > 1 else {})
         _cross(out, groups, orders[0], qs, cf, 1, landed, switched=True, two=two)
+    sent: dict[int, list[int]] = {}  # sender -> its crossings of distance ``ahead``
     for k in range(2, ahead + 1):
         for qs in lots:
             _box_pass(out, groups, orders, qs, cf, k, landed)
+            start = len(out.ops)
             _cross(out, groups, orders[0], qs, cf, k, landed, switched=True, two=two)
+            if k == ahead:
+                for op in out.ops[start:]:
+                    sent.setdefault(op.src.rank, []).append(op.op_id)
+    # with two groups a pass, the last distance's crossings wait for most of
+    # the distance before's (their landings add onto sums that wait for it)
+    held = ({r: ids[len(ids) * LAST_HELD[0] // LAST_HELD[1]] for r, ids in sent.items()}
+            if len(lots) > 1 else None)
     for k in range(ahead + 1, nb):
         for qs in lots:
             _box_pass(out, groups, orders, qs, cf, k, landed, to_place=True)
@@ -995,7 +1020,7 @@ def _reduce_scatter_switched(out: _Ops, groups: list[list[int]],
             return Slot(rank, SCR, c) if k == ahead + 1 else landed(rank, c, k - 1)
         for qs in lots:
             _cross(out, groups, orders[0], qs, cf, k, landed, switched=True, onto=onto,
-                   two=two)
+                   two=two, held=held if k == ahead + 1 else None)
 
 
 def _reduce_scatter_grid(out: _Ops, groups: list[list[int]], orders: list[list[list[int]]],
@@ -1367,7 +1392,7 @@ def _send_first(nb: int, k: int) -> list[int]:
 def _cross(out: _Ops, groups: list[list[int]], orders: list[list[int]], qs: range, cf: int,
            k: int, landed: Callable[..., Slot], shares: list[float] | None = None, *,
            switched: bool = False, onto: Callable[[int, int], Slot] | None = None,
-           two: int = 1) -> None:
+           two: int = 1, held: dict[int, int] | None = None) -> None:
     """Send the partials of chunks ``qs`` of the boxes ``k`` further over the
     rails; the landing receive adds each to the receiver's running sum
     (``_reduce_scatter_crossing``).  Chunks go largest ring share first
@@ -1378,10 +1403,13 @@ def _cross(out: _Ops, groups: list[list[int]], orders: list[list[int]], qs: rang
     ``onto``: the crossing goes from the owner's place to the owner, whose
     landing adds it to ``onto(rank, chunk)`` (its own box's sum, or the
     landing before) and writes region ``k``, or from the last distance, the
-    output."""
+    output;
+    ``held``: rank -> op after which its first crossing on each channel
+    starts (``Schedule.gates``)."""
     rings, nb = len(orders), len(groups)
     if shares is not None:
         qs = sorted(qs, key=lambda q: -shares[_scatter_ring(q, k, cf, rings, nb)])
+    started: set[tuple[int, int]] = set()  # (sender, channel) with a crossing
     for q in qs:
         order = orders[_scatter_ring(q, k, cf, rings, nb)]
         lands_at = _landing_places(orders, q, cf, nb)[0]
@@ -1396,8 +1424,12 @@ def _cross(out: _Ops, groups: list[list[int]], orders: list[list[int]], qs: rang
                 else:  # the last distance writes a reduce-scatter's result
                     dst = Slot(dest[g], OUT, q) if k == nb - 1 else landed(dest[g], c, k)
                     before = onto(dest[g], c)
-                out.add(OpKind.REDUCE, Slot(members[h], SCR, c), dst,
-                        _rail_channel(rings, nb, q, k, two if switched else 0), before)
+                channel = _rail_channel(rings, nb, q, k, two if switched else 0)
+                gate = -1
+                if held is not None and (members[h], channel) not in started:
+                    started.add((members[h], channel))
+                    gate = held.get(members[h], -1)
+                out.add(OpKind.REDUCE, Slot(members[h], SCR, c), dst, channel, before, gate)
 
 
 def _box_pass(out: _Ops, groups: list[list[int]], orders: list[list[list[int]]],
