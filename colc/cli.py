@@ -306,8 +306,9 @@ def _written_shape(result, predicted: str) -> str:
     """The summary's middle: a program's chunks, threadblocks and predictions,
     or the threads of a file written as oneCCL threads directly."""
     if result.program is not None:
+        tbs = result.program.max_threadblocks
         return (f"nchunksperloop {result.program.nchunks}, "
-                f"{result.program.max_threadblocks} threadblocks per GPU; predicted {predicted}")
+                f"{tbs} threadblock{'s' * (tbs != 1)} per GPU; predicted {predicted}")
     ranks = result.threads.ranks
     threads = max(len(r.threads) for r in ranks)
     instrs = max(sum(len(t.instrs) for t in r.threads) for r in ranks)

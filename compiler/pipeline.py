@@ -1056,7 +1056,8 @@ class Compiler:
             except InfeasibleError as err:  # its message names the plan's budget
                 raise InfeasibleError(
                     f"{algorithm} unpaired plans its lanes for about half the budget "
-                    f"({budget} threadblocks), too few here ({str(err).split(';')[0]})"
+                    f"({budget} threadblock{'s' * (budget != 1)}), too few here "
+                    f"({str(err).split(';')[0]})"
                 ) from None
         elif algorithm == "rings2d":
             sched = generate(self.topo, self.opts.collective, chunks, simple=simple,

@@ -251,6 +251,16 @@ def test_bad_threadblock_budget_is_one_line(tmp_path, capsys, budget, words) -> 
     assert not out.exists()
 
 
+def test_a_budget_of_one_threadblock_is_reported_in_the_singular(tmp_path, capsys) -> None:
+    """DGX A100 x2 allreduce within one threadblock per GPU: NCCL's ring as a
+    file (a reduce-scatter ring is one threadblock) and a summary that says
+    so in the singular."""
+    out = tmp_path / "x.xml"
+    assert main([EXAMPLE_A100, "--max-threadblocks", "1", "-o", str(out)]) == 0
+    wrote = capsys.readouterr().err.splitlines()[-1]
+    assert wrote.startswith("colc: wrote ") and "1 threadblock per GPU;" in wrote
+
+
 def test_threadblock_budget_is_respected_and_reported(tmp_path, capsys) -> None:
     from colc.backends.verify import verify_file
 
