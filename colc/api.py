@@ -21,6 +21,7 @@ import os
 import tempfile
 from dataclasses import dataclass
 
+from colc.collector import fewer_collections
 from colc.errors import ColcError
 
 
@@ -174,7 +175,8 @@ def compile(topology, *, collective: str = "allreduce", algorithm: str = "auto",
 
     topo = topology if hasattr(topology, "ranks") else load_topology(topology)
     opts = _options(collective, algorithm, protocol, **options)
-    return Compiled(topo, compile_topology(topo, opts))
+    with fewer_collections():
+        return Compiled(topo, compile_topology(topo, opts))
 
 
 def portfolio(topology, *, collective: str = "allreduce", algorithm: str = "auto",
@@ -188,7 +190,8 @@ def portfolio(topology, *, collective: str = "allreduce", algorithm: str = "auto
 
     topo = topology if hasattr(topology, "ranks") else load_topology(topology)
     opts = _options(collective, algorithm, "Simple", **options)
-    return build_portfolio(topo, opts, sizes=tuple(sizes) if sizes else None)
+    with fewer_collections():
+        return build_portfolio(topo, opts, sizes=tuple(sizes) if sizes else None)
 
 
 __all__ = ["Compiled", "compile", "load_topology", "portfolio"]

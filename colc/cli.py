@@ -15,8 +15,6 @@ run leaves nothing behind.
 from __future__ import annotations
 
 import argparse
-import contextlib
-import gc
 import json
 import os
 import sys
@@ -24,22 +22,10 @@ import tempfile
 from collections.abc import Sequence
 
 from colc import __version__
+from colc.collector import fewer_collections
 from colc.errors import ColcError, InternalError
 
 SUBCOMMANDS = ("compile", "verify", "analyze", "convert", "find", "simulate", "report")
-#: Allocations between young-generation garbage collections while colc runs
-#: (CPython's default is 700).  Schedules, programs and simulations create
-#: millions of small objects that live for the whole job, and at the default
-#: the collector keeps walking them: ``colc analyze`` on MI250 x2 spends a
-#: quarter of its CPU there (17.1 s -> 13.2 s on 2 cores with this value;
-#: peak memory within 15%).  Garbage is still collected, only less often.
-GC_YOUNG_THRESHOLD = 20_000
-#: Young collections between middle-generation ones (CPython's default is
-#: 10).  The survivors of young collections are mostly the job's live
-#: schedules and programs; walking them every 10 young collections cost
-#: another 12-15% of ``colc analyze``'s CPU on MI250 x2 (20.5 s -> 17.6 s of
-#: rows, peak memory unchanged at 210 MB).
-GC_MIDDLE_THRESHOLD = 100
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -48,7 +34,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from colc.progress import Progress, active
 
     try:
-        with active(Progress()), _fewer_collections():
+        with active(Progress()), fewer_collections():
             return _dispatch(args)
     except ColcError as err:
         print(_one_line(str(err)), file=sys.stderr)
@@ -67,18 +53,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         if os.environ.get("COLC_DEBUG"):
             raise
         return 3
-
-
-@contextlib.contextmanager
-def _fewer_collections():
-    """``GC_YOUNG_THRESHOLD`` and ``GC_MIDDLE_THRESHOLD`` for the job, the
-    caller's thresholds after it."""
-    old = gc.get_threshold()
-    gc.set_threshold(GC_YOUNG_THRESHOLD, GC_MIDDLE_THRESHOLD, *old[2:])
-    try:
-        yield
-    finally:
-        gc.set_threshold(*old)
 
 
 def clear_progress() -> None:

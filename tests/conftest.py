@@ -19,6 +19,15 @@ def update_golden(request: pytest.FixtureRequest) -> bool:
     return bool(request.config.getoption("--update-golden"))
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """Most tests drive the compiler's passes directly, not through the
+    command or the API: run them at the collector thresholds those set
+    (``colc.collector``), as users' jobs run."""
+    from colc.collector import raise_thresholds
+
+    raise_thresholds()
+
+
 def pytest_terminal_summary(terminalreporter) -> None:
     """Name the dependencies' versions on the last lines (issue 21: drift shows)."""
     from colc.versions import describe
