@@ -969,8 +969,9 @@ def _reduce_scatter_switched(out: _Ops, groups: list[list[int]],
     16 chunks per shard; with 32, 211.2 against rails' 201.7 (209.2 before
     ``LAST_HELD``, 200.7 with one channel for the distances after the
     first; a single group, 16 chunks, on two channels each: 196.2).  On
-    MI250 boxes, where the rings bound the box, it loses (x4 at 1 GiB: 162.9 -> 160.6), and an allreduce's crossing
-    allgather from the landings hangs, so neither takes it.
+    MI250 boxes, where the rings bound the box, it loses (x4 at 1 GiB:
+    162.9 -> 160.6), and an allreduce's crossing allgather from the
+    landings hangs, so neither takes it.
     """
     nb = len(groups)
     # the last distances, whose chains end at the owner's place
@@ -1404,8 +1405,8 @@ def _cross(out: _Ops, groups: list[list[int]], orders: list[list[int]], qs: rang
     landing adds it to ``onto(rank, chunk)`` (its own box's sum, or the
     landing before) and writes region ``k``, or from the last distance, the
     output;
-    ``held``: rank -> op after which its first crossing on each channel
-    starts (``Schedule.gates``)."""
+    ``held``: rank -> op after which the rank's first crossing of these
+    chunks on each channel starts (``Schedule.gates``)."""
     rings, nb = len(orders), len(groups)
     if shares is not None:
         qs = sorted(qs, key=lambda q: -shares[_scatter_ring(q, k, cf, rings, nb)])
