@@ -936,8 +936,10 @@ class Compiler:
     def _narrowing(self, algorithm: str, chunks: int | None, budget: int) -> int:
         """``budget`` where it changes the schedule of ``algorithm`` outside
         ``BUDGETED``, else 0: rings2d's grid allgather without its second
-        last-stage connection (``rings2d.narrowed``: DGX A100 x128 at 31)."""
-        if algorithm != "rings2d" or not budget or self.opts.collective is not Collective.ALLGATHER:
+        last-stage connection, its crossing reduce-scatter without its second
+        one to the next box (``rings2d.narrowed``: DGX A100 x128 allgather
+        at 31, MI250 x4 reduce-scatter at 22 and 23)."""
+        if algorithm != "rings2d" or not budget or self.opts.collective is Collective.ALLTOALL:
             return 0
         key = (chunks, budget)
         if key not in self._narrowed:  # asked for every variant of every size
@@ -945,7 +947,7 @@ class Compiler:
 
             groups = boxes(self.topo)
             self._narrowed[key] = len({len(g) for g in groups}) == 1 and narrowed(
-                groups, self.opts.collective, chunks or DEFAULT_CHUNKS, budget)
+                self.topo, groups, self.opts.collective, chunks or DEFAULT_CHUNKS, budget)
         return budget if self._narrowed[key] else 0
 
     def _simple_form(self, variant: Variant) -> bool:

@@ -271,6 +271,38 @@ def test_crossing_sends_the_partials_of_the_least_shared_rings_first() -> None:
         assert got[0] == max(shares) and got == sorted(got, reverse=True)
 
 
+def test_crossing_reduce_scatter_sends_to_the_next_box_twice_within_the_budget() -> None:
+    """MI250 x4 reduce-scatter: the partials for the next box cross on two
+    connections where the budget holds them (``next_box_twice``; 24
+    threadblocks), on one within 23; at 32 the 1 GiB file is at least 1.1x
+    RCCL's rings written as a file, both simulated."""
+    from colc.compiler.pipeline import Compiler, Variant
+    from colc.compiler.rings.nccl_baseline import nccl_ring_program
+    from colc.ir.runtime_model import model_for
+    from colc.ir.simulate import simulate
+
+    topo = mi250(4)
+    box_of = {r: i for i, g in enumerate(boxes(topo)) for r in g}
+    v = Variant("rings2d", 16, Protocol.SIMPLE)
+    programs = {}
+    for budget in (23, 32):
+        comp = Compiler(topo, CompileOptions(algorithm="rings2d", jobs=1, max_threadblocks=budget,
+                                             collective=Collective.REDUCESCATTER))
+        programs[budget] = comp.program(v)
+        sched = comp.variant_schedule(v)
+        channels: dict[int, set[int]] = {}  # distance -> channels of rank 0's crossings
+        for op in sched.ops:
+            if op.is_transfer and op.src.rank == 0 and box_of[op.dst.rank]:
+                channels.setdefault(box_of[op.dst.rank], set()).add(op.channel)
+        assert sorted(len(c) for c in channels.values()) == (
+            [1, 1, 1] if budget == 23 else [1, 1, 2])
+        assert len(channels[1]) == (1 if budget == 23 else 2)
+    assert programs[23].max_threadblocks == 22 and programs[32].max_threadblocks == 24
+    ring = nccl_ring_program(topo, Collective.REDUCESCATTER, channels=16)
+    model = model_for(topo)
+    assert comp.simulate(v, 1 << 30).algbw >= 1.1 * simulate(ring, topo, model, 1 << 30).algbw
+
+
 def test_crossing_allgather_sends_each_shard_once_per_box() -> None:
     """From 16 chunks an allgather takes the crossing form: every rank sends
     its shard once to its rail peer in every other box and nothing else

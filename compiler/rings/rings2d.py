@@ -450,7 +450,8 @@ def rings2d_schedule(topo: Topology, collective: Collective,
     budget : int
         Threadblocks per rank the file may take (0: no limit); it counts
         only where it takes the grid allgather's second last-stage
-        connection away (``narrowed``).
+        connection or the crossing reduce-scatter's second one to the next
+        box away (``narrowed``).
 
     Returns
     -------
@@ -496,8 +497,9 @@ def rings2d_schedule(topo: Topology, collective: Collective,
             _reduce_scatter_switched(out, groups, orders, cf, n)
         elif crossing:
             _reduce_scatter_crossing(out, groups, orders, cf, n, collective,
-                                     ring_shares(topo, groups[0], orders[0]),
-                                     spread)
+                                     ring_shares(topo, groups[0], orders[0]), spread,
+                                     next_box_twice(topo, groups, collective, cf)
+                                     and not narrowed(topo, groups, collective, cf, budget))
         else:
             _reduce_scatter(out, groups, orders, cf, n, collective)
     if crossing and collective is Collective.ALLREDUCE and nb == 2:
@@ -505,7 +507,7 @@ def rings2d_schedule(topo: Topology, collective: Collective,
     elif len(grid) > 1 and collective is not Collective.REDUCESCATTER:
         _allgather_grid(out, groups, orders, cf, grid,
                         reduced=collective is Collective.ALLREDUCE,
-                        second=not narrowed(groups, collective, cf, budget))
+                        second=not narrowed(topo, groups, collective, cf, budget))
     elif crossing and collective is not Collective.REDUCESCATTER:
         _allgather_crossing(out, groups, orders, cf,
                             reduced=collective is Collective.ALLREDUCE)
@@ -835,7 +837,8 @@ def _reduce_scatter(out: _Ops, groups: list[list[int]], orders: list[list[list[i
 
 def _reduce_scatter_crossing(out: _Ops, groups: list[list[int]],
                              orders: list[list[list[int]]], cf: int, n: int,
-                             coll: Collective, shares: list[float], spread: bool = False) -> None:
+                             coll: Collective, shares: list[float], spread: bool = False,
+                             twice: bool = False) -> None:
     """Reduce-scatter in which every partial crosses the network once, and no
     receive waits for the receiver's rings (``crossing_once``).
 
@@ -889,7 +892,7 @@ def _reduce_scatter_crossing(out: _Ops, groups: list[list[int]],
                       coll is Collective.REDUCESCATTER)
             if k:
                 _cross(out, groups, orders[0], qs, cf, k, landed,
-                       shares if len(qs) == rings or not spread else None)
+                       shares if len(qs) == rings or not spread else None, two=int(twice))
 
 
 def _ring_groups(cf: int, rings: int) -> list[range]:
@@ -997,13 +1000,13 @@ def _reduce_scatter_switched(out: _Ops, groups: list[list[int]],
         steps = (len(out.ops) - start) // (len(groups[0]) - 1)
         gate = ({op.dst.rank: op.op_id for op in out.ops[start:len(out.ops) - steps]}
                 if qs is parts[0] and len(parts) > 1 else {})
-        _cross(out, groups, orders[0], qs, cf, 1, landed, switched=True, two=two)
+        _cross(out, groups, orders[0], qs, cf, 1, landed, two=two)
     sent: dict[int, list[int]] = {}  # sender -> its crossings of distance ``ahead``
     for k in range(2, ahead + 1):
         for qs in lots:
             _box_pass(out, groups, orders, qs, cf, k, landed)
             start = len(out.ops)
-            _cross(out, groups, orders[0], qs, cf, k, landed, switched=True, two=two)
+            _cross(out, groups, orders[0], qs, cf, k, landed, two=two)
             if k == ahead:
                 for op in out.ops[start:]:
                     sent.setdefault(op.src.rank, []).append(op.op_id)
@@ -1020,7 +1023,7 @@ def _reduce_scatter_switched(out: _Ops, groups: list[list[int]],
         def onto(rank: int, c: int, k: int = k) -> Slot:
             return Slot(rank, SCR, c) if k == ahead + 1 else landed(rank, c, k - 1)
         for qs in lots:
-            _cross(out, groups, orders[0], qs, cf, k, landed, switched=True, onto=onto,
+            _cross(out, groups, orders[0], qs, cf, k, landed, onto=onto,
                    two=two, held=held if k == ahead + 1 else None)
 
 
@@ -1318,29 +1321,82 @@ def _two_last(dims: tuple[int, ...]) -> bool:
     return len(dims) > 1 and dims[0] == 2 and dims[-1] == 2
 
 
-def narrowed(groups: list[list[int]], collective: Collective, chunks: int,
-             budget: int) -> bool:
-    """Whether ``budget`` takes the grid allgather's second last-stage
-    connection (``_two_last``) away: it holds the form's threadblocks with
-    network sends and receives apart (the lowering's first choice) without
-    that connection, and not with it.
+def narrowed(topo: Topology, groups: list[list[int]], collective: Collective,
+             chunks: int, budget: int) -> bool:
+    """Whether ``budget`` takes a connection of the crossing form away: the
+    grid allgather's second last-stage connection (``_two_last``) or the
+    crossing reduce-scatter's second one to the next box (``next_box_twice``).
+    Each holds the form's threadblocks with network sends and receives
+    apart (the lowering's first choice) without that connection, and not
+    with it.
 
     DGX A100 x128 at 31 threadblocks, 1 GiB (simulated): 151.6 GB/s
-    without it (31 threadblocks), 84.2 with it (lowered paired: 25).
+    without the allgather's (31 threadblocks), 84.2 with it (lowered
+    paired: 25).  MI250 x4's reduce-scatter takes 22 threadblocks without
+    the second connection to the next box and 24 with it.
 
-    >>> g = [[8 * b + i for i in range(8)] for b in range(128)]
-    >>> [narrowed(g, Collective.ALLGATHER, 1, b) for b in (0, 30, 31, 32)]
+    >>> from colc.frontends.families import dgx_a100, mi250
+    >>> t = dgx_a100(128)
+    >>> [narrowed(t, boxes(t), Collective.ALLGATHER, 1, b) for b in (0, 30, 31, 32)]
     [False, False, True, False]
-    >>> narrowed(g, Collective.REDUCESCATTER, 1, 31)
+    >>> narrowed(t, boxes(t), Collective.REDUCESCATTER, 1, 31)
     False
+    >>> m = mi250(4)
+    >>> [narrowed(m, boxes(m), Collective.REDUCESCATTER, 16, b) for b in (0, 22, 23, 24, 32)]
+    [False, True, True, False, False]
     """
-    if not budget or collective is not Collective.ALLGATHER:
+    if not budget:
         return False
     rings = crossing_rings(groups, collective, chunks)
+    if collective is not Collective.ALLGATHER:
+        return next_box_twice(topo, groups, collective, chunks) and (
+            budget < rings + 2 * len(groups))  # two threadblocks per distance, two more
     dims = box_grid(len(groups), rings, collective) if rings else ()
     if len(dims) < 2 or not _two_last(dims):
         return False
     return budget == rings + 2 * sum(d - 1 for d in dims) + 1  # the local copies' one
+
+
+def next_box_twice(topo: Topology, groups: list[list[int]], collective: Collective,
+                   chunks: int) -> bool:
+    """Whether the crossing reduce-scatter (``_reduce_scatter_crossing``;
+    an allreduce's first half) sends its partials for the next box on two
+    connections (``_rail_channel``, ``two=1``) where the budget holds them
+    (``narrowed``): three boxes or more in one row, not in paired halves,
+    on boxes of direct links (behind a box switch the reduce-scatter takes
+    the switched form, which plans its own), on all ``RINGS`` rings.
+    Those partials cross alone, before the farther boxes' passes end, and
+    one connection does not fill the NIC; on fewer rings the box's rings
+    bound the passes, and a second connection only splits the NIC.
+    Simulated at 1 GiB / 256 MiB / 128 MiB / 64 MiB (Simple): MI250 x4
+    reduce-scatter, 16 chunks per shard, 162.9 -> 163.6 / 154.4 -> 159.3 /
+    145.3 -> 144.3 / 127.9 -> 132.1 GB/s (22 -> 24 threadblocks); with 8
+    (8 rings) 148.4 -> 148.3 / 143.8 -> 142.5 / 140.2 -> 136.5 / 125.8 ->
+    119.6, and 78.7 -> 72.6 at 16 MiB; allreduce, 8 chunks on 16 rings,
+    66.3 -> 67.1 at 1 GiB, 64.2 -> 65.9 at 128 MiB; MI250 x8 (8 chunks on
+    16 rings, 30 -> 32 threadblocks) 140.5 -> 141.1, 133.7 -> 134.2 at 128
+    MiB; MI250 x3, 16 chunks, 169.6 -> 169.0, 144.1 -> 150.2 at 128 MiB.
+    Every distance on two (28 threadblocks on x4) gave 162.6 at 1 GiB.
+    Behind box switches the allreduce's crossing form, 16 chunks, is not
+    given it: DGX A100 x3 lost (128 MiB 83.6 -> 76.2, 256 MiB 90.7 ->
+    87.5), x4 gained (74.4 -> 77.7, 83.4 -> 88.3, 1 GiB 92.1 -> 92.9;
+    rails serves 1 GiB there).
+
+    >>> from colc.frontends.families import dgx_a100, mi250
+    >>> m = mi250(4)
+    >>> [next_box_twice(m, boxes(m), c, 16) for c in (Collective.REDUCESCATTER, Collective.ALLGATHER)]
+    [True, False]
+    >>> next_box_twice(m, boxes(m), Collective.REDUCESCATTER, 8)  # on 8 rings
+    False
+    >>> t, m2 = dgx_a100(4), mi250(2)
+    >>> next_box_twice(t, boxes(t), Collective.ALLREDUCE, 16), next_box_twice(m2, boxes(m2), Collective.REDUCESCATTER, 16)
+    (False, False)
+    """
+    rings = crossing_rings(groups, collective, chunks)
+    return (collective is not Collective.ALLGATHER and rings == RINGS and len(groups) > 2
+            and len(box_grid(len(groups), rings, collective)) == 1
+            and not paired_halves(groups, collective, chunks)
+            and _link_widths(topo, groups[0]) is not None)
 
 
 def _grid_channel(rings: int, dims: tuple[int, ...], stage: int, distance: int) -> int:
@@ -1354,8 +1410,8 @@ def _rail_channel(rings: int, nb: int, q: int, k: int, two: int = 0) -> int:
     two boxes (one connection does not fill a NIC), else one per distance;
     ``two``: the distances up to ``two`` cross on two (the switched
     reduce-scatter, whose first pass crosses alone: the next box; with two
-    groups of chunks a pass, every distance), the second ones after the
-    others."""
+    groups of chunks a pass, every distance; the crossing reduce-scatter's
+    next box, ``next_box_twice``), the second ones after the others."""
     if k <= two and q % 2:
         return rings + nb - 2 + k
     return rings + (q % RAIL_CHANNELS if nb == 2 else k - 1)
@@ -1392,15 +1448,16 @@ def _send_first(nb: int, k: int) -> list[int]:
 
 def _cross(out: _Ops, groups: list[list[int]], orders: list[list[int]], qs: range, cf: int,
            k: int, landed: Callable[..., Slot], shares: list[float] | None = None, *,
-           switched: bool = False, onto: Callable[[int, int], Slot] | None = None,
-           two: int = 1, held: dict[int, int] | None = None) -> None:
+           onto: Callable[[int, int], Slot] | None = None,
+           two: int = 0, held: dict[int, int] | None = None) -> None:
     """Send the partials of chunks ``qs`` of the boxes ``k`` further over the
     rails; the landing receive adds each to the receiver's running sum
     (``_reduce_scatter_crossing``).  Chunks go largest ring share first
     (``shares``; None: in order), boxes in ``_send_first`` order; each
     partial lands at ``_landing_places``'.
-    ``switched``: the switched reduce-scatter's channels (``_rail_channel``,
-    the distances up to ``two`` on two connections);
+    ``two``: the distances up to ``two`` cross on two connections
+    (``_rail_channel``: the switched reduce-scatter's, and the crossing
+    one's next box, ``next_box_twice``);
     ``onto``: the crossing goes from the owner's place to the owner, whose
     landing adds it to ``onto(rank, chunk)`` (its own box's sum, or the
     landing before) and writes region ``k``, or from the last distance, the
@@ -1425,7 +1482,7 @@ def _cross(out: _Ops, groups: list[list[int]], orders: list[list[int]], qs: rang
                 else:  # the last distance writes a reduce-scatter's result
                     dst = Slot(dest[g], OUT, q) if k == nb - 1 else landed(dest[g], c, k)
                     before = onto(dest[g], c)
-                channel = _rail_channel(rings, nb, q, k, two if switched else 0)
+                channel = _rail_channel(rings, nb, q, k, two)
                 gate = -1
                 if held is not None and (members[h], channel) not in started:
                     started.add((members[h], channel))
