@@ -30,9 +30,10 @@ boxes of ``G`` ranks, rank ``(b, g)`` (``g``: its place in its box) and
   boxes, ``R + 2 (B-1)`` from three (DGX A100 x2, 32 chunks per shard, 20:
   188.1 GB/s at 128 MiB as LL128, 250.4 at 1 GiB as Simple, ForestColl's
   measured figures with 25; MI250 x2 224.1 at 1 GiB against RCCL's 163;
-  MI250 x4, 16 chunks, 22: 162.9 against RCCL's rings as a file, 146.8;
+  MI250 x4, 16 chunks, 24: 163.6 against RCCL's rings as a file, 148.4;
   each pass's partials cross in the order of their rings' pace,
-  ``ring_shares``); behind box switches from three boxes, where the boxes
+  ``ring_shares``, the next box's on two connections where the budget
+  holds them, ``next_box_twice``); behind box switches from three boxes, where the boxes
   outpace their NICs, the *switched form* (``_reduce_scatter_switched``)
   starts the network sooner (part of the first pass's rings held back,
   ``Schedule.gates``) and ends it in the owners' outputs (DGX A100 x8 at
@@ -861,7 +862,8 @@ def _reduce_scatter_crossing(out: _Ops, groups: list[list[int]],
     gave 148.3 with 12 chunks and 24 threadblocks (the receiver waited for
     its own rings, and the sender's FIFO filled).  MI250 x4 (one group per
     pass: 64 steps), 16 chunks, 22 threadblocks: 162.9 at 1 GiB against
-    146.8 for RCCL's rings as a file.
+    148.4 for RCCL's rings as a file; 163.6 with 24, the next box's
+    partials on two connections (``twice``, ``next_box_twice``).
     Each pass's partials cross in the order of their rings' share of their
     most shared link (``ring_shares``, largest first): on an MI250 box 15 of
     16 rings share a single xGMI link three ways and one does not, so its
