@@ -934,11 +934,13 @@ class Compiler:
                 self._simple_form(variant))
 
     def _narrowing(self, algorithm: str, chunks: int | None, budget: int) -> int:
-        """``budget`` where it changes the schedule of ``algorithm`` outside
-        ``BUDGETED``, else 0: rings2d's grid allgather without its second
-        last-stage connection, its crossing reduce-scatter without its second
-        one to the next box (``rings2d.narrowed``: DGX A100 x128 allgather
-        at 31, MI250 x4 reduce-scatter at 22 and 23)."""
+        """The budget a schedule of ``algorithm`` outside ``BUDGETED`` is
+        keyed and built with, 0 where ``budget`` does not change it: rings2d's
+        grid allgather without its second last-stage connection (the budget
+        itself: DGX A100 x128 at 31) and its crossing reduce-scatter without
+        its second one to the next box (every budget below the form's
+        threadblocks plus two gives the same schedule, keyed as 1: MI250 x4
+        below 24) (``rings2d.narrowed``)."""
         if algorithm != "rings2d" or not budget or self.opts.collective is Collective.ALLTOALL:
             return 0
         key = (chunks, budget)
@@ -948,7 +950,9 @@ class Compiler:
             groups = boxes(self.topo)
             self._narrowed[key] = len({len(g) for g in groups}) == 1 and narrowed(
                 self.topo, groups, self.opts.collective, chunks or DEFAULT_CHUNKS, budget)
-        return budget if self._narrowed[key] else 0
+        if not self._narrowed[key]:
+            return 0
+        return budget if self.opts.collective is Collective.ALLGATHER else 1
 
     def _simple_form(self, variant: Variant) -> bool:
         """Whether ``variant`` takes rails' or rings2d's own form for Simple

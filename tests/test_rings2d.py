@@ -274,8 +274,9 @@ def test_crossing_sends_the_partials_of_the_least_shared_rings_first() -> None:
 def test_crossing_reduce_scatter_sends_to_the_next_box_twice_within_the_budget() -> None:
     """MI250 x4 reduce-scatter: the partials for the next box cross on two
     connections where the budget holds them (``next_box_twice``; 24
-    threadblocks), on one within 23; at 32 the 1 GiB file is at least 1.1x
-    RCCL's rings written as a file, both simulated."""
+    threadblocks), on one within 23 (every budget below 24 shares that
+    schedule); at 32 the 1 GiB file is at least 1.1x RCCL's rings written
+    as a file, both simulated."""
     from colc.compiler.pipeline import Compiler, Variant
     from colc.compiler.rings.nccl_baseline import nccl_ring_program
     from colc.ir.runtime_model import model_for
@@ -298,6 +299,10 @@ def test_crossing_reduce_scatter_sends_to_the_next_box_twice_within_the_budget()
             [1, 1, 1] if budget == 23 else [1, 1, 2])
         assert len(channels[1]) == (1 if budget == 23 else 2)
     assert programs[23].max_threadblocks == 22 and programs[32].max_threadblocks == 24
+    keys = {b: Compiler(topo, CompileOptions(collective=Collective.REDUCESCATTER,
+                                             max_threadblocks=b)).schedule_key(v)[2]
+            for b in (16, 23, 24, 32)}
+    assert keys == {16: 1, 23: 1, 24: 0, 32: 0}  # one narrowed schedule for every budget below 24
     ring = nccl_ring_program(topo, Collective.REDUCESCATTER, channels=16)
     model = model_for(topo)
     assert comp.simulate(v, 1 << 30).algbw >= 1.1 * simulate(ring, topo, model, 1 << 30).algbw
