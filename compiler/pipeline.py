@@ -938,9 +938,9 @@ class Compiler:
         keyed and built with, 0 where ``budget`` does not change it: rings2d's
         grid allgather without its second last-stage connection (the budget
         itself: DGX A100 x128 at 31) and its crossing reduce-scatter without
-        its second one to the next box (every budget below the form's
-        threadblocks plus two gives the same schedule, keyed as 1: MI250 x4
-        below 24) (``rings2d.narrowed``)."""
+        its second one to the next box (every budget below ``R + 2 B``, the
+        form's unpaired threadblocks and that connection's two, gives the
+        same schedule, keyed as 1: MI250 x4 below 24) (``rings2d.narrowed``)."""
         if algorithm != "rings2d" or not budget or self.opts.collective is Collective.ALLTOALL:
             return 0
         key = (chunks, budget)
@@ -1005,10 +1005,10 @@ class Compiler:
         (for the algorithms that plan their own lanes, of a budget: 0 = the
         compiler's; rails also for an unpaired lowering, ``Variant.unpaired``,
         and in its form for Simple files, ``_simple_form``; rings2d where the
-        budget narrows it, ``_narrowing``, given as the budget, 0 = not)."""
+        budget narrows it, ``_narrowing``'s key, 0 = not)."""
         if algorithm in BUDGETED:
             budget = budget or self.budget
-        else:  # rings2d's key gives its budget only where it narrows the schedule
+        else:  # rings2d's key carries a budget only where it narrows the schedule
             budget = self._narrowing(algorithm, chunks, budget)
         key = (algorithm, chunks, budget, unpaired, simple)
         if key in self._unbuildable:  # asked again at every size of a portfolio

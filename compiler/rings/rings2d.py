@@ -33,8 +33,8 @@ boxes of ``G`` ranks, rank ``(b, g)`` (``g``: its place in its box) and
   MI250 x4, 16 chunks, 24: 163.6 against RCCL's rings as a file, 148.4;
   each pass's partials cross in the order of their rings' pace,
   ``ring_shares``, the next box's on two connections where the budget
-  holds them, ``next_box_twice``); behind box switches from three boxes, where the boxes
-  outpace their NICs, the *switched form* (``_reduce_scatter_switched``)
+  holds them, ``next_box_twice``); behind box switches from three boxes,
+  where the boxes outpace their NICs, the *switched form* (``_reduce_scatter_switched``)
   starts the network sooner (part of the first pass's rings held back,
   ``Schedule.gates``) and ends it in the owners' outputs (DGX A100 x8 at
   1 GiB, 32 threadblocks: 183.1 GB/s against 177.0 for NCCL's rings as a
@@ -499,8 +499,8 @@ def rings2d_schedule(topo: Topology, collective: Collective,
         elif crossing:
             _reduce_scatter_crossing(out, groups, orders, cf, n, collective,
                                      ring_shares(topo, groups[0], orders[0]), spread,
-                                     next_box_twice(topo, groups, collective, cf)
-                                     and not narrowed(topo, groups, collective, cf, budget))
+                                     int(next_box_twice(topo, groups, collective, cf)
+                                         and not narrowed(topo, groups, collective, cf, budget)))
         else:
             _reduce_scatter(out, groups, orders, cf, n, collective)
     if crossing and collective is Collective.ALLREDUCE and nb == 2:
@@ -839,7 +839,7 @@ def _reduce_scatter(out: _Ops, groups: list[list[int]], orders: list[list[list[i
 def _reduce_scatter_crossing(out: _Ops, groups: list[list[int]],
                              orders: list[list[list[int]]], cf: int, n: int,
                              coll: Collective, shares: list[float], spread: bool = False,
-                             twice: bool = False) -> None:
+                             two: int = 0) -> None:
     """Reduce-scatter in which every partial crosses the network once, and no
     receive waits for the receiver's rings (``crossing_once``).
 
@@ -863,7 +863,7 @@ def _reduce_scatter_crossing(out: _Ops, groups: list[list[int]],
     its own rings, and the sender's FIFO filled).  MI250 x4 (one group per
     pass: 64 steps), 16 chunks, 22 threadblocks: 162.9 at 1 GiB against
     148.4 for RCCL's rings as a file; 163.6 with 24, the next box's
-    partials on two connections (``twice``, ``next_box_twice``).
+    partials on two connections (``two`` = 1, ``next_box_twice``).
     Each pass's partials cross in the order of their rings' share of their
     most shared link (``ring_shares``, largest first): on an MI250 box 15 of
     16 rings share a single xGMI link three ways and one does not, so its
@@ -894,7 +894,7 @@ def _reduce_scatter_crossing(out: _Ops, groups: list[list[int]],
                       coll is Collective.REDUCESCATTER)
             if k:
                 _cross(out, groups, orders[0], qs, cf, k, landed,
-                       shares if len(qs) == rings or not spread else None, two=int(twice))
+                       shares if len(qs) == rings or not spread else None, two=two)
 
 
 def _ring_groups(cf: int, rings: int) -> list[range]:
@@ -1325,12 +1325,16 @@ def _two_last(dims: tuple[int, ...]) -> bool:
 
 def narrowed(topo: Topology, groups: list[list[int]], collective: Collective,
              chunks: int, budget: int) -> bool:
-    """Whether ``budget`` takes a connection of the crossing form away: the
-    grid allgather's second last-stage connection (``_two_last``) or the
-    crossing reduce-scatter's second one to the next box (``next_box_twice``).
-    Each holds the form's threadblocks with network sends and receives
-    apart (the lowering's first choice) without that connection, and not
-    with it.
+    """Whether ``budget`` takes a connection of the crossing form away:
+    * the grid allgather's second last-stage connection (``_two_last``) at
+      exactly the budget that holds the form's threadblocks with network
+      sends and receives apart (the lowering's first choice) without that
+      connection and not with it, ``R + 2 sum(d - 1) + 1``;
+    * the crossing reduce-scatter's second one to the next box
+      (``next_box_twice``, also an allreduce's) at every budget below
+      ``R + 2 B``: its unpaired threadblocks, ``R + 2 (B - 1)``, and that
+      connection's two (below ``R + 2 (B - 1)`` the lowering pairs the
+      network sends and receives, and the connection would take one more).
 
     DGX A100 x128 at 31 threadblocks, 1 GiB (simulated): 151.6 GB/s
     without the allgather's (31 threadblocks), 84.2 with it (lowered
@@ -1344,7 +1348,7 @@ def narrowed(topo: Topology, groups: list[list[int]], collective: Collective,
     >>> narrowed(t, boxes(t), Collective.REDUCESCATTER, 1, 31)
     False
     >>> m = mi250(4)
-    >>> [narrowed(m, boxes(m), Collective.REDUCESCATTER, 16, b) for b in (0, 22, 23, 24, 32)]
+    >>> [narrowed(m, boxes(m), Collective.REDUCESCATTER, 16, b) for b in (0, 16, 23, 24, 32)]
     [False, True, True, False, False]
     """
     if not budget:
@@ -1363,10 +1367,12 @@ def next_box_twice(topo: Topology, groups: list[list[int]], collective: Collecti
                    chunks: int) -> bool:
     """Whether the crossing reduce-scatter (``_reduce_scatter_crossing``;
     an allreduce's first half) sends its partials for the next box on two
-    connections (``_rail_channel``, ``two=1``) where the budget holds them
-    (``narrowed``): three boxes or more in one row, not in paired halves,
-    on boxes of direct links (behind a box switch the reduce-scatter takes
-    the switched form, which plans its own), on all ``RINGS`` rings.
+    connections (``_rail_channel``, ``two=1``: the odd chunks on the second,
+    so at least two chunks per shard) where the budget holds them
+    (``narrowed``): three boxes or more in one row of the grid, with the
+    channel to spare (``rings + B <= MAX_CHANNELS``: not MI250 x17), on
+    boxes of direct links (behind a box switch the reduce-scatter takes the
+    switched form, which plans its own), on all ``RINGS`` rings.
     Those partials cross alone, before the farther boxes' passes end, and
     one connection does not fill the NIC; on fewer rings the box's rings
     bound the passes, and a second connection only splits the NIC.
@@ -1386,18 +1392,21 @@ def next_box_twice(topo: Topology, groups: list[list[int]], collective: Collecti
 
     >>> from colc.frontends.families import dgx_a100, mi250
     >>> m = mi250(4)
-    >>> [next_box_twice(m, boxes(m), c, 16) for c in (Collective.REDUCESCATTER, Collective.ALLGATHER)]
+    >>> rs, ag = Collective.REDUCESCATTER, Collective.ALLGATHER
+    >>> [next_box_twice(m, boxes(m), c, 16) for c in (rs, ag)]
     [True, False]
-    >>> next_box_twice(m, boxes(m), Collective.REDUCESCATTER, 8)  # on 8 rings
+    >>> next_box_twice(m, boxes(m), rs, 8)  # on 8 rings
     False
-    >>> t, m2 = dgx_a100(4), mi250(2)
-    >>> next_box_twice(t, boxes(t), Collective.ALLREDUCE, 16), next_box_twice(m2, boxes(m2), Collective.REDUCESCATTER, 16)
+    >>> t, m2, m17 = dgx_a100(4), mi250(2), mi250(17)
+    >>> next_box_twice(t, boxes(t), Collective.ALLREDUCE, 16), next_box_twice(m2, boxes(m2), rs, 16)
+    (False, False)
+    >>> next_box_twice(m17, boxes(m17), rs, 2), next_box_twice(mi250(9), boxes(mi250(9)), rs, 1)
     (False, False)
     """
-    rings = crossing_rings(groups, collective, chunks)
-    return (collective is not Collective.ALLGATHER and rings == RINGS and len(groups) > 2
-            and len(box_grid(len(groups), rings, collective)) == 1
-            and not paired_halves(groups, collective, chunks)
+    rings, nb = crossing_rings(groups, collective, chunks), len(groups)
+    return (collective is not Collective.ALLGATHER and chunks > 1 and rings == RINGS
+            and nb > 2 and rings + nb <= MAX_CHANNELS
+            and len(box_grid(nb, rings, collective)) == 1  # so not in paired halves
             and _link_widths(topo, groups[0]) is not None)
 
 
