@@ -1325,7 +1325,8 @@ def _two_last(dims: tuple[int, ...]) -> bool:
 
 def narrowed(topo: Topology, groups: list[list[int]], collective: Collective,
              chunks: int, budget: int) -> bool:
-    """Whether ``budget`` takes a connection of the crossing form away:
+    """Whether ``budget`` takes a connection of the crossing form away.
+
     * the grid allgather's second last-stage connection (``_two_last``) at
       exactly the budget that holds the form's threadblocks with network
       sends and receives apart (the lowering's first choice) without that
