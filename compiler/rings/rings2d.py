@@ -1354,14 +1354,32 @@ def narrowed(topo: Topology, groups: list[list[int]], collective: Collective,
     """
     if not budget:
         return False
-    rings = crossing_rings(groups, collective, chunks)
     if collective is not Collective.ALLGATHER:
-        return next_box_twice(topo, groups, collective, chunks) and (
-            budget < rings + 2 * len(groups))  # two threadblocks per distance, two more
+        return budget < twice_threadblocks(topo, groups, collective, chunks)
+    rings = crossing_rings(groups, collective, chunks)
     dims = box_grid(len(groups), rings, collective) if rings else ()
     if len(dims) < 2 or not _two_last(dims):
         return False
     return budget == rings + 2 * sum(d - 1 for d in dims) + 1  # the local copies' one
+
+
+def twice_threadblocks(topo: Topology, groups: list[list[int]], collective: Collective,
+                       chunks: int) -> int:
+    """The least budget at which the crossing reduce-scatter takes its second
+    connection to the next box (``next_box_twice``), ``R + 2 B``: its
+    unpaired threadblocks, ``R + 2 (B - 1)``, and that connection's two; 0
+    where it takes none.
+
+    >>> from colc.frontends.families import mi250
+    >>> m = mi250(4)
+    >>> twice_threadblocks(m, boxes(m), Collective.REDUCESCATTER, 16)
+    24
+    >>> twice_threadblocks(m, boxes(m), Collective.REDUCESCATTER, 8)
+    0
+    """
+    if not next_box_twice(topo, groups, collective, chunks):
+        return 0
+    return crossing_rings(groups, collective, chunks) + 2 * len(groups)
 
 
 def next_box_twice(topo: Topology, groups: list[list[int]], collective: Collective,
