@@ -902,7 +902,7 @@ class Compiler:
         self.budget = threadblock_budget(opts.max_threadblocks, self.model)
         self._schedules: dict[tuple[str, int | None, int, bool, bool], Schedule] = {}
         self._simple: dict[tuple[str, int | None, int], bool] = {}  # by algorithm, chunks, budget
-        self._narrowed: dict[tuple[int | None, int], bool] = {}  # rings2d's, by chunks, budget
+        self._narrowed: dict[tuple[int | None, int], int] = {}  # rings2d's keys, by chunks, budget
         self._bounds: dict[tuple[str, int | None, int, bool, bool], float] = {}  # by schedule key
         self._programs: dict[Variant, Program] = {}
         self._sims: dict[tuple[Variant, int], SimResult] = {}
@@ -937,22 +937,21 @@ class Compiler:
         """The budget a schedule of ``algorithm`` outside ``BUDGETED`` is
         keyed and built with, 0 where ``budget`` does not change it: rings2d's
         grid allgather without its second last-stage connection (the budget
-        itself: DGX A100 x128 at 31) and its crossing reduce-scatter without
-        its second one to the next box (every budget below ``R + 2 B``, the
-        form's unpaired threadblocks and that connection's two, gives the
-        same schedule, keyed as 1: MI250 x4 below 24) (``rings2d.narrowed``)."""
+        itself: DGX A100 x128 at 31) and its crossing reduce-scatter with
+        fewer second connections (``rings2d.second_connections``; keyed as
+        the least budget with as many, 1 for none: MI250 x4 reduce-scatter
+        below 24, allreduce below 28) (``rings2d.narrowing_budget``)."""
         if algorithm != "rings2d" or not budget or self.opts.collective is Collective.ALLTOALL:
             return 0
         key = (chunks, budget)
         if key not in self._narrowed:  # asked for every variant of every size
-            from colc.compiler.rings.rings2d import DEFAULT_CHUNKS, narrowed
+            from colc.compiler.rings.rings2d import DEFAULT_CHUNKS, narrowing_budget
 
             groups = boxes(self.topo)
-            self._narrowed[key] = len({len(g) for g in groups}) == 1 and narrowed(
-                self.topo, groups, self.opts.collective, chunks or DEFAULT_CHUNKS, budget)
-        if not self._narrowed[key]:
-            return 0
-        return budget if self.opts.collective is Collective.ALLGATHER else 1
+            self._narrowed[key] = narrowing_budget(
+                self.topo, groups, self.opts.collective, chunks or DEFAULT_CHUNKS, budget
+            ) if len({len(g) for g in groups}) == 1 else 0
+        return self._narrowed[key]
 
     def _simple_form(self, variant: Variant) -> bool:
         """Whether ``variant`` takes rails' or rings2d's own form for Simple

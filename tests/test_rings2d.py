@@ -309,6 +309,35 @@ def test_crossing_reduce_scatter_sends_to_the_next_box_twice_within_the_budget()
     assert comp.simulate(v, 1 << 30).algbw >= 1.1 * simulate(ring, topo, model, 1 << 30).algbw
 
 
+def test_crossing_allreduce_sends_to_every_box_twice_within_the_budget() -> None:
+    """MI250 x4 allreduce (8 chunks on 16 rings): its reduce-scatter half
+    sends every box's partials on two connections within 28 threadblocks,
+    the next box's alone within 24 to 27, none below (``second_connections``;
+    one schedule per level, keyed by its least budget); with every box's,
+    faster at 16 MiB, 128 MiB and 1 GiB than with the next box's alone
+    (simulated)."""
+    from colc.compiler.pipeline import Compiler, Variant
+
+    topo = mi250(4)
+    box_of = {r: i for i, g in enumerate(boxes(topo)) for r in g}
+    v = Variant("rings2d", 8, Protocol.SIMPLE)
+    sizes = (16 << 20, 128 << 20, 1 << 30)
+    figures = {}
+    for budget, twice, tbs, key in ((23, 0, 22, 1), (27, 1, 24, 24), (32, 3, 28, 0)):
+        comp = Compiler(topo, CompileOptions(algorithm="rings2d", jobs=1, max_threadblocks=budget,
+                                             collective=Collective.ALLREDUCE))
+        assert comp.schedule_key(v)[2] == key
+        assert comp.program(v).max_threadblocks == tbs
+        channels: dict[int, set[int]] = {}  # distance -> channels of rank 0's partials
+        for op in comp.variant_schedule(v).ops:
+            crossing = op.is_transfer and box_of[op.dst.rank]
+            if crossing and op.kind is OpKind.REDUCE and op.src.rank == 0:
+                channels.setdefault(box_of[op.dst.rank], set()).add(op.channel)
+        assert sum(len(c) == 2 for c in channels.values()) == twice
+        figures[budget] = [comp.simulate(v, s).algbw for s in sizes]
+    assert all(a > b for a, b in zip(figures[32], figures[27], strict=True)), figures
+
+
 def test_crossing_allgather_sends_each_shard_once_per_box() -> None:
     """From 16 chunks an allgather takes the crossing form: every rank sends
     its shard once to its rail peer in every other box and nothing else

@@ -499,8 +499,7 @@ def rings2d_schedule(topo: Topology, collective: Collective,
         elif crossing:
             _reduce_scatter_crossing(out, groups, orders, cf, n, collective,
                                      ring_shares(topo, groups[0], orders[0]), spread,
-                                     int(next_box_twice(topo, groups, collective, cf)
-                                         and not narrowed(topo, groups, collective, cf, budget)))
+                                     second_connections(topo, groups, collective, cf, budget))
         else:
             _reduce_scatter(out, groups, orders, cf, n, collective)
     if crossing and collective is Collective.ALLREDUCE and nb == 2:
@@ -1332,10 +1331,11 @@ def narrowed(topo: Topology, groups: list[list[int]], collective: Collective,
       sends and receives apart (the lowering's first choice) without that
       connection and not with it, ``R + 2 sum(d - 1) + 1``;
     * the crossing reduce-scatter's second one to the next box
-      (``next_box_twice``, also an allreduce's) at every budget below
-      ``R + 2 B``: its unpaired threadblocks, ``R + 2 (B - 1)``, and that
-      connection's two (below ``R + 2 (B - 1)`` the lowering pairs the
-      network sends and receives, and the connection would take one more).
+      (an allreduce's, every box's) at every budget below ``R + 2 B`` (an
+      allreduce's below ``R + 4 (B - 1)``): its unpaired threadblocks, ``R
+      + 2 (B - 1)``, and two per such connection (below ``R + 2 (B - 1)``
+      the lowering pairs the network sends and receives, and each would
+      take one more), ``second_connections``.
 
     DGX A100 x128 at 31 threadblocks, 1 GiB (simulated): 151.6 GB/s
     without the allgather's (31 threadblocks), 84.2 with it (lowered
@@ -1355,7 +1355,8 @@ def narrowed(topo: Topology, groups: list[list[int]], collective: Collective,
     if not budget:
         return False
     if collective is not Collective.ALLGATHER:
-        return budget < twice_threadblocks(topo, groups, collective, chunks)
+        return (second_connections(topo, groups, collective, chunks, budget)
+                < second_connections(topo, groups, collective, chunks))
     rings = crossing_rings(groups, collective, chunks)
     dims = box_grid(len(groups), rings, collective) if rings else ()
     if len(dims) < 2 or not _two_last(dims):
@@ -1363,23 +1364,60 @@ def narrowed(topo: Topology, groups: list[list[int]], collective: Collective,
     return budget == rings + 2 * sum(d - 1 for d in dims) + 1  # the local copies' one
 
 
-def twice_threadblocks(topo: Topology, groups: list[list[int]], collective: Collective,
-                       chunks: int) -> int:
-    """The least budget at which the crossing reduce-scatter takes its second
-    connection to the next box (``next_box_twice``), ``R + 2 B``: its
-    unpaired threadblocks, ``R + 2 (B - 1)``, and that connection's two; 0
-    where it takes none.
+def second_connections(topo: Topology, groups: list[list[int]], collective: Collective,
+                       chunks: int, budget: int = 0) -> int:
+    """The distances ``1 .. two`` whose partials the crossing reduce-scatter
+    sends on two connections within ``budget`` (0: no limit): where
+    ``next_box_twice`` says, a reduce-scatter the next box's, an allreduce
+    every box's (its distances cross one after the other, each alone on
+    the NIC), where the budget holds the form's unpaired threadblocks,
+    ``R + 2 (B - 1)``, and two more per distance (an allreduce whose budget
+    holds only the next box's takes that) and the channels fit (the
+    second ones after the first, ``_rail_channel``).  MI250 x4 allreduce,
+    8 chunks on 16 rings, simulated, 16 MiB / 128 MiB / 1 GiB: 45.5 / 65.9
+    / 67.1 GB/s with the next box's (24 threadblocks), 53.0 / 70.1 / 71.7
+    with every box's (28); MI250 x3 (24) 1 GiB 68.3 -> 74.6.  A
+    reduce-scatter with every box's lost at 1 GiB (MI250 x4, 16 chunks,
+    28 threadblocks: 162.6 against 163.6).
 
     >>> from colc.frontends.families import mi250
     >>> m = mi250(4)
-    >>> twice_threadblocks(m, boxes(m), Collective.REDUCESCATTER, 16)
-    24
-    >>> twice_threadblocks(m, boxes(m), Collective.REDUCESCATTER, 8)
-    0
+    >>> [second_connections(m, boxes(m), Collective.ALLREDUCE, 8, b) for b in (0, 23, 24, 28)]
+    [3, 0, 1, 3]
+    >>> second_connections(m, boxes(m), Collective.REDUCESCATTER, 16)
+    1
     """
     if not next_box_twice(topo, groups, collective, chunks):
         return 0
-    return crossing_rings(groups, collective, chunks) + 2 * len(groups)
+    rings, nb = crossing_rings(groups, collective, chunks), len(groups)
+    most = nb - 1 if collective is Collective.ALLREDUCE else 1
+    for two in dict.fromkeys((most, 1)):
+        if ((not budget or rings + 2 * (nb - 1) + 2 * two <= budget)
+                and rings + nb - 1 + two <= MAX_CHANNELS):
+            return two
+    return 0
+
+
+def narrowing_budget(topo: Topology, groups: list[list[int]], collective: Collective,
+                     chunks: int, budget: int) -> int:
+    """The budget a rings2d schedule under ``budget`` is keyed and built
+    with (``Compiler._narrowing``): 0 where ``budget`` narrows nothing
+    (``narrowed``); the grid allgather's, ``budget``; the crossing
+    reduce-scatter's, the least budget with as many second connections
+    (``second_connections``; 1 for none), so the budgets that build one
+    schedule share it.
+
+    >>> from colc.frontends.families import mi250
+    >>> m = mi250(4)
+    >>> [narrowing_budget(m, boxes(m), Collective.ALLREDUCE, 8, b) for b in (0, 16, 23, 26, 28, 32)]
+    [0, 1, 1, 24, 0, 0]
+    """
+    if not narrowed(topo, groups, collective, chunks, budget):
+        return 0
+    if collective is Collective.ALLGATHER:
+        return budget
+    two = second_connections(topo, groups, collective, chunks, budget)
+    return crossing_rings(groups, collective, chunks) + 2 * (len(groups) - 1 + two) if two else 1
 
 
 def next_box_twice(topo: Topology, groups: list[list[int]], collective: Collective,
