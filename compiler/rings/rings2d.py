@@ -33,9 +33,9 @@ boxes of ``G`` ranks, rank ``(b, g)`` (``g``: its place in its box) and
   MI250 x4, 16 chunks, 24: 163.6 against RCCL's rings as a file, 148.4;
   each pass's partials cross in the order of their rings' pace,
   ``ring_shares``, the next box's on two connections where the budget
-  holds them, ``next_box_twice``); behind box switches from three boxes,
-  where the boxes outpace their NICs, the *switched form* (``_reduce_scatter_switched``)
-  starts the network sooner (part of the first pass's rings held back,
+  holds them, an allreduce's every box's, ``second_connections``); behind
+  box switches from three boxes, where the boxes outpace their NICs, the
+  *switched form* (``_reduce_scatter_switched``) starts the network sooner (part of the first pass's rings held back,
   ``Schedule.gates``) and ends it in the owners' outputs (DGX A100 x8 at
   1 GiB, 32 threadblocks: 183.1 GB/s against 177.0 for NCCL's rings as a
   file);
@@ -862,7 +862,9 @@ def _reduce_scatter_crossing(out: _Ops, groups: list[list[int]],
     its own rings, and the sender's FIFO filled).  MI250 x4 (one group per
     pass: 64 steps), 16 chunks, 22 threadblocks: 162.9 at 1 GiB against
     148.4 for RCCL's rings as a file; 163.6 with 24, the next box's
-    partials on two connections (``two`` = 1, ``next_box_twice``).
+    partials on two connections (``two`` = 1, ``next_box_twice``; an
+    allreduce's, every box's where the budget holds them,
+    ``second_connections``).
     Each pass's partials cross in the order of their rings' share of their
     most shared link (``ring_shares``, largest first): on an MI250 box 15 of
     16 rings share a single xGMI link three ways and one does not, so its
@@ -1425,7 +1427,8 @@ def next_box_twice(topo: Topology, groups: list[list[int]], collective: Collecti
     """Whether the crossing reduce-scatter (``_reduce_scatter_crossing``;
     an allreduce's first half) sends its partials for the next box on two
     connections (``_rail_channel``, ``two=1``: the odd chunks on the second,
-    so at least two chunks per shard) where the budget holds them
+    so at least two chunks per shard; an allreduce every box's where the
+    budget holds them, ``second_connections``) where the budget holds them
     (``narrowed``): three boxes or more in one row of the grid, with the
     channel to spare (``rings + B <= MAX_CHANNELS``: not MI250 x17), on
     boxes of direct links (behind a box switch the reduce-scatter takes the
