@@ -222,6 +222,13 @@ FUSED_LAST_CHUNKS = Protocol.SIMPLE.fifo_depth
 #: 141.2 GB/s, 137.6 with stride 11 and 134.0 with 1; x32 136.6 against
 #: 129.9; x64 134.5 against 128.0); behind a box switch 1 and 7 give the same.
 GRID_RING_STRIDE = 7
+#: Least chunks per shard with which an allreduce's crossing reduce-scatter
+#: sends every box's partials on two connections (``second_connections``),
+#: not only the next box's: with fewer, a distance's few partials do not keep
+#: two connections busy.  Simulated, 128 MiB / 1 GiB: MI250 x4 with 8 chunks
+#: on 16 rings 65.9 / 67.1 -> 70.1 / 71.7 GB/s, x3 62.3 / 68.3 -> 67.0 /
+#: 74.6; MI250 x5 with 4 (32 threadblocks) 58.3 / 62.4 -> 57.1 / 62.4.
+EVERY_BOX_TWICE_CHUNKS = 8
 #: Chunks per shard when none are asked for.
 DEFAULT_CHUNKS = 16
 
@@ -1372,7 +1379,7 @@ def second_connections(topo: Topology, groups: list[list[int]], collective: Coll
     sends on two connections within ``budget`` (0: no limit): where
     ``next_box_twice`` says, a reduce-scatter the next box's, an allreduce
     every box's (its distances cross one after the other, each alone on
-    the NIC), where the budget holds the form's unpaired threadblocks,
+    the NIC; from ``EVERY_BOX_TWICE_CHUNKS`` chunks per shard), where the budget holds the form's unpaired threadblocks,
     ``R + 2 (B - 1)``, and two more per distance (an allreduce whose budget
     holds only the next box's takes that) and the channels fit (the
     second ones after the first, ``_rail_channel``).  MI250 x4 allreduce,
@@ -1392,8 +1399,8 @@ def second_connections(topo: Topology, groups: list[list[int]], collective: Coll
     if not next_box_twice(topo, groups, collective, chunks):
         return 0
     rings, nb = crossing_rings(groups, collective, chunks), len(groups)
-    most = nb - 1 if collective is Collective.ALLREDUCE else 1
-    for two in dict.fromkeys((most, 1)):
+    every = collective is Collective.ALLREDUCE and chunks >= EVERY_BOX_TWICE_CHUNKS
+    for two in dict.fromkeys((nb - 1 if every else 1, 1)):
         if ((not budget or rings + 2 * (nb - 1) + 2 * two <= budget)
                 and rings + nb - 1 + two <= MAX_CHANNELS):
             return two
