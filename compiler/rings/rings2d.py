@@ -35,10 +35,10 @@ boxes of ``G`` ranks, rank ``(b, g)`` (``g``: its place in its box) and
   ``ring_shares``, the next box's on two connections where the budget
   holds them, an allreduce's every box's, ``second_connections``); behind
   box switches from three boxes, where the boxes outpace their NICs, the
-  *switched form* (``_reduce_scatter_switched``) starts the network sooner (part of the first pass's rings held back,
-  ``Schedule.gates``) and ends it in the owners' outputs (DGX A100 x8 at
-  1 GiB, 32 threadblocks: 183.1 GB/s against 177.0 for NCCL's rings as a
-  file);
+  *switched form* (``_reduce_scatter_switched``) starts the network sooner
+  (part of the first pass's rings held back, ``Schedule.gates``) and ends
+  it in the owners' outputs (DGX A100 x8 at 1 GiB, 32 threadblocks: 183.1
+  GB/s against 177.0 for NCCL's rings as a file);
   an allreduce on two boxes (from ``CROSSING_GATHER_CHUNKS`` chunks per
   shard) follows it on the same threadblocks, the owners' results sent to
   their rail peers and the box rings handing round one chunk
@@ -1379,10 +1379,11 @@ def second_connections(topo: Topology, groups: list[list[int]], collective: Coll
     sends on two connections within ``budget`` (0: no limit): where
     ``next_box_twice`` says, a reduce-scatter the next box's, an allreduce
     every box's (its distances cross one after the other, each alone on
-    the NIC; from ``EVERY_BOX_TWICE_CHUNKS`` chunks per shard), where the budget holds the form's unpaired threadblocks,
-    ``R + 2 (B - 1)``, and two more per distance (an allreduce whose budget
-    holds only the next box's takes that) and the channels fit (the
-    second ones after the first, ``_rail_channel``).  MI250 x4 allreduce,
+    the NIC; from ``EVERY_BOX_TWICE_CHUNKS`` chunks per shard), where the
+    budget holds the form's unpaired threadblocks, ``R + 2 (B - 1)``, and
+    two more per distance (an allreduce whose budget holds only the next
+    box's takes that) and the channels fit (the second ones after the
+    first, ``_rail_channel``).  MI250 x4 allreduce,
     8 chunks on 16 rings, simulated, 16 MiB / 128 MiB / 1 GiB: 45.5 / 65.9
     / 67.1 GB/s with the next box's (24 threadblocks), 53.0 / 70.1 / 71.7
     with every box's (28); MI250 x3 (24) 1 GiB 68.3 -> 74.6.  A
