@@ -1402,10 +1402,17 @@ def second_connections(topo: Topology, groups: list[list[int]], collective: Coll
     rings, nb = crossing_rings(groups, collective, chunks), len(groups)
     every = collective is Collective.ALLREDUCE and chunks >= EVERY_BOX_TWICE_CHUNKS
     for two in dict.fromkeys((nb - 1 if every else 1, 1)):
-        if ((not budget or rings + 2 * (nb - 1) + 2 * two <= budget)
+        if ((not budget or _unpaired_threadblocks(rings, nb, two) <= budget)
                 and rings + nb - 1 + two <= MAX_CHANNELS):
             return two
     return 0
+
+
+def _unpaired_threadblocks(rings: int, nb: int, two: int) -> int:
+    """Threadblocks of the crossing reduce-scatter with its network sends and
+    receives apart and the distances up to ``two`` on two connections:
+    ``R + 2 (B - 1)`` and two per second connection."""
+    return rings + 2 * (nb - 1 + two)
 
 
 def narrowing_budget(topo: Topology, groups: list[list[int]], collective: Collective,
@@ -1422,12 +1429,13 @@ def narrowing_budget(topo: Topology, groups: list[list[int]], collective: Collec
     >>> [narrowing_budget(m, boxes(m), Collective.ALLREDUCE, 8, b) for b in (0, 16, 23, 26, 28, 32)]
     [0, 1, 1, 24, 0, 0]
     """
-    if not narrowed(topo, groups, collective, chunks, budget):
-        return 0
     if collective is Collective.ALLGATHER:
-        return budget
+        return budget if narrowed(topo, groups, collective, chunks, budget) else 0
     two = second_connections(topo, groups, collective, chunks, budget)
-    return crossing_rings(groups, collective, chunks) + 2 * (len(groups) - 1 + two) if two else 1
+    if not budget or two == second_connections(topo, groups, collective, chunks):
+        return 0
+    return _unpaired_threadblocks(crossing_rings(groups, collective, chunks), len(groups),
+                                  two) if two else 1
 
 
 def next_box_twice(topo: Topology, groups: list[list[int]], collective: Collective,
