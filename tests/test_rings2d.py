@@ -183,11 +183,12 @@ def test_switched_reduce_scatter_in_two_groups_a_pass() -> None:
     each rank's last-distance crossings wait until it has sent three
     quarters of the distance before's (``LAST_HELD``): at 1 GiB faster than
     with 16 chunks and than rails' best file (201.7 GB/s, simulated; 209.2
-    before the last distance waited), within 28 threadblocks."""
+    before the last distance waited), within 28 threadblocks (where no
+    chains split, ``split_chunks``)."""
     from colc.compiler.pipeline import Compiler, Variant
 
     topo, cf = dgx_a100(4), 32
-    sched = rings2d_schedule(topo, Collective.REDUCESCATTER, cf)
+    sched = rings2d_schedule(topo, Collective.REDUCESCATTER, cf, budget=28)
     gated = [(op, sched.ops[g]) for op, g in zip(sched.ops, sched.gates, strict=True) if g >= 0]
     held = {op.src.index % cf for op, _ in gated if op.src.buffer is Buffer.INPUT}
     assert held == set(range(16 * 11 // 16, 16))  # FIRST_PART of the first group
@@ -212,13 +213,54 @@ def test_switched_reduce_scatter_in_two_groups_a_pass() -> None:
     assert len(set().union(*channels.values())) == 6
     validate_schedule(topo, sched)
     comp = Compiler(topo, CompileOptions(algorithm="rings2d", jobs=1, rank_sizes=(1 << 30,),
-                                         collective=Collective.REDUCESCATTER))
+                                         collective=Collective.REDUCESCATTER,
+                                         max_threadblocks=28))
     two, one = Variant("rings2d", cf, Protocol.SIMPLE), Variant("rings2d", 16, Protocol.SIMPLE)
     prog = comp.program(two)
     assert prog.max_threadblocks <= 28
     assert max(len(tb.steps) for r in prog.ranks for tb in r.threadblocks) <= 64
     fast = comp.simulate(two, 1 << 30).algbw
     assert fast > comp.simulate(one, 1 << 30).algbw and fast > 210
+
+
+def test_switched_reduce_scatter_splits_its_first_chains_within_the_budget() -> None:
+    """DGX A100 x4, 32 chunks per shard: the first pass's first
+    ``split_chunks`` chunks run each chain in two halves meeting at its end
+    (the second backwards, on a channel of its own), ``SPLIT_FREE`` whole
+    chunks start beside them and the rest of the first group waits for the
+    halves (``Schedule.gates``).  Four within 32 threadblocks, three within
+    31, two within 30, none below; every budget's file fits it, and at 32
+    the 1 GiB file is faster than without (simulated) and reaches 80% of
+    the cut bound (213.4 GB/s)."""
+    from colc.compiler.pipeline import Compiler, Variant
+    from colc.compiler.rings.rings2d import SPLIT_FREE, split_chunks
+
+    topo, cf = dgx_a100(4), 32
+    groups = boxes(topo)
+    assert [split_chunks(topo, groups, Collective.REDUCESCATTER, cf, b)
+            for b in (28, 29, 30, 31, 32, 0)] == [0, 0, 2, 3, 4, 4]
+    sched = rings2d_schedule(topo, Collective.REDUCESCATTER, cf)
+    box_of = {r: i for i, g in enumerate(groups) for r in g}
+    # the chains' first sends (from the input) on each channel below the rails
+    starts: dict[int, set[int]] = {}
+    for op in sched.ops:
+        if op.src.buffer is Buffer.INPUT and box_of[op.src.rank] == box_of[op.dst.rank]:
+            starts.setdefault(op.channel, set()).add(op.src.index % cf)
+    extra = [ch for ch in starts if ch >= 16]
+    assert sorted(extra) == [22, 23, 24, 25]  # after the six rail channels
+    assert [starts[ch] for ch in sorted(extra)] == [{0}, {1}, {2}, {3}]
+    gated = {sched.ops[i].src.index % cf for i, g in enumerate(sched.gates)
+             if g >= 0 and sched.ops[i].src.buffer is Buffer.INPUT}
+    assert gated == set(range(4 + SPLIT_FREE, 16))
+    validate_schedule(topo, sched)
+    v = Variant("rings2d", cf, Protocol.SIMPLE)
+    algbw = {}
+    for budget in (28, 30, 31, 32):
+        comp = Compiler(topo, CompileOptions(algorithm="rings2d", jobs=1, max_threadblocks=budget,
+                                             collective=Collective.REDUCESCATTER))
+        assert comp.program(v).max_threadblocks == budget
+        algbw[budget] = comp.simulate(v, 1 << 30).algbw
+    assert algbw[32] > algbw[31] > algbw[28] and algbw[32] >= 0.8 * 266.7
 
 
 @pytest.mark.parametrize("nboxes,cf", [(3, 1), (3, 3), (8, 2), (3, 32)])

@@ -38,7 +38,10 @@ boxes of ``G`` ranks, rank ``(b, g)`` (``g``: its place in its box) and
   *switched form* (``_reduce_scatter_switched``) starts the network sooner
   (part of the first pass's rings held back, ``Schedule.gates``) and ends
   it in the owners' outputs (DGX A100 x8 at 1 GiB, 32 threadblocks: 183.1
-  GB/s against 177.0 for NCCL's rings as a file);
+  GB/s against 177.0 for NCCL's rings as a file), and with two groups of
+  chunks a pass its first chunks' chains run in two halves, the second
+  backwards on a ring of its own (``split_chunks``, ``_split_pass``; DGX
+  A100 x4, 32 chunks, 32 threadblocks: 217.1 against 180.3);
   an allreduce on two boxes (from ``CROSSING_GATHER_CHUNKS`` chunks per
   shard) follows it on the same threadblocks, the owners' results sent to
   their rail peers and the box rings handing round one chunk
@@ -231,6 +234,24 @@ GRID_RING_STRIDE = 7
 EVERY_BOX_TWICE_CHUNKS = 8
 #: Chunks per shard when none are asked for.
 DEFAULT_CHUNKS = 16
+#: Chunks of the switched reduce-scatter's first pass whose chains run in
+#: two halves, the second backwards on a ring of its own
+#: (``split_chunks``, ``_split_pass``; with two groups of chunks a pass,
+#: one threadblock each), ``SPLIT_FREE`` unsplit chunks starting beside
+#: them and the rest held until the halves have taken ``SPLIT_HELD`` steps
+#: on the rank.  DGX A100 x4, 32 chunks per shard, 1 GiB (simulated):
+#: 211.2 GB/s without, 211.4 with 2 (30 threadblocks), 214.3 with 3 (31),
+#: 217.1 with 4 (32; 512 MiB 193.0 -> 194.6, where 3 give 200.5); with 4,
+#: 2 free chunks gave 211.8, 3 214.7, 5 216.5; held from the third step
+#: 216.4, from the first 215.6.
+SPLIT_CHUNKS = 4
+SPLIT_FREE = 4
+SPLIT_HELD = 2
+#: Fewest split chunks the switched reduce-scatter takes (``split_chunks``):
+#: one alone lost (DGX A100 x4 at 1 GiB, 29 threadblocks: 210.6 GB/s
+#: against 211.2 without); two gain at every size from 128 MiB (116.8 ->
+#: 128.0 GB/s there, 30 threadblocks), three from 256 MiB.
+SPLIT_LEAST = 2
 
 IN, OUT, SCR = Buffer.INPUT, Buffer.OUTPUT, Buffer.SCRATCH
 
@@ -502,7 +523,8 @@ def rings2d_schedule(topo: Topology, collective: Collective,
             _reduce_scatter_grid(out, groups, orders, cf, n, grid,
                                  collective is Collective.REDUCESCATTER)
         elif crossing and switched_form(topo, groups, collective, cf, len(orders[0])):
-            _reduce_scatter_switched(out, groups, orders, cf, n)
+            _reduce_scatter_switched(out, groups, orders, cf, n,
+                                     split_chunks(topo, groups, collective, cf, budget))
         elif crossing:
             _reduce_scatter_crossing(out, groups, orders, cf, n, collective,
                                      ring_shares(topo, groups[0], orders[0]), spread,
@@ -940,7 +962,8 @@ def switched_form(topo: Topology, groups: list[list[int]], collective: Collectiv
 
 
 def _reduce_scatter_switched(out: _Ops, groups: list[list[int]],
-                             orders: list[list[list[int]]], cf: int, n: int) -> None:
+                             orders: list[list[list[int]]], cf: int, n: int,
+                             split: int = 0) -> None:
     """The crossing reduce-scatter where the boxes are faster than their
     NICs (behind a box switch): the network's start and end are what is
     left to gain.
@@ -972,6 +995,14 @@ def _reduce_scatter_switched(out: _Ops, groups: list[list[int]],
       (``Schedule.gates``): their landings add onto the own box's sums,
       which wait for that distance's landings, and a partial sent too early
       holds its connection while the distance before still crosses.
+    * With ``split`` (``split_chunks``), the first pass starts with that
+      many chunks whose chains run in two halves (``_split_pass``) and
+      ``SPLIT_FREE`` whole ones; the rest of the first group waits until
+      the halves have taken ``SPLIT_HELD`` steps on the rank.  A ring
+      threadblock moves one chunk a step, so a chain's length, not the
+      box's links, is what the network waits for at the start (DGX A100
+      x4 at 1 GiB: the NIC's first byte at 396 us, 211.2 GB/s; with 4 split
+      chunks, 32 threadblocks, 217.1).
 
     DGX A100 x8 at 1 GiB, 16 chunks per shard, 32 threadblocks (simulated):
     183.1 GB/s (80% of the cut bound is 182.9), against 174.8 for the
@@ -1001,8 +1032,18 @@ def _reduce_scatter_switched(out: _Ops, groups: list[list[int]],
     first = max(1, len(lots[0]) * FIRST_PART[0] // FIRST_PART[1])
     parts = (range(first), lots[0][first:]) if first < len(lots[0]) else (lots[0],)
     gate: dict[int, int] = {}
+    if split:
+        gate = _split_pass(out, groups, orders[0], range(split), cf, landed,
+                           rings + 2 * (nb - 1))
+        _cross(out, groups, orders[0], range(split), cf, 1, landed, two=two)
+        free = lots[0][split:split + SPLIT_FREE]
+        parts = (free, lots[0][split + SPLIT_FREE:])
     for qs in (*parts, *lots[1:]):
         start = len(out.ops)
+        if split and qs is parts[0]:  # the whole chunks beside the split ones
+            _box_pass(out, groups, orders, qs, cf, 1, landed)
+            _cross(out, groups, orders[0], qs, cf, 1, landed, two=two)
+            continue
         _box_pass(out, groups, orders, qs, cf, 1, landed, gate=gate)
         # the held-back chains start on a rank once the last ring of this
         # part is one step from its end there (its ops go step by step, so
@@ -1035,6 +1076,84 @@ def _reduce_scatter_switched(out: _Ops, groups: list[list[int]],
         for qs in lots:
             _cross(out, groups, orders[0], qs, cf, k, landed, onto=onto,
                    two=two, held=held if k == ahead + 1 else None)
+
+
+def split_chunks(topo: Topology, groups: list[list[int]], collective: Collective,
+                 chunks: int, budget: int = 0) -> int:
+    """How many chunks of the switched reduce-scatter's first pass run their
+    chains in two halves (``_split_pass``) within ``budget`` (0: no limit):
+    with two groups of chunks a pass, where every distance crosses on two
+    connections, up to ``SPLIT_CHUNKS`` and at least ``SPLIT_LEAST``, each
+    a threadblock (and a channel) beyond the form's ``R + 4 (B - 1)``, on
+    boxes of three places or more.
+
+    >>> from colc.frontends.families import dgx_a100
+    >>> t = dgx_a100(4)
+    >>> [split_chunks(t, boxes(t), Collective.REDUCESCATTER, 32, b) for b in (0, 28, 29, 30, 32)]
+    [4, 0, 0, 2, 4]
+    >>> split_chunks(t, boxes(t), Collective.REDUCESCATTER, 16)  # one group a pass
+    0
+    """
+    rings, nb = crossing_rings(groups, collective, chunks), len(groups)
+    if (not rings or len(groups[0]) < 3 or len(_ring_groups(chunks, rings)) < 2
+            or not switched_form(topo, groups, collective, chunks, rings)):
+        return 0
+    spare = MAX_CHANNELS - rings - 2 * (nb - 1)
+    if budget:
+        spare = min(spare, budget - _unpaired_threadblocks(rings, nb, nb - 1))
+    split = min(SPLIT_CHUNKS, spare)
+    return split if split >= SPLIT_LEAST else 0
+
+
+def _split_pass(out: _Ops, groups: list[list[int]], orders: list[list[int]], qs: range,
+                cf: int, landed: Callable[..., Slot], channel: int) -> dict[int, int]:
+    """The first pass of the switched reduce-scatter for chunks ``qs`` with
+    every chain in two halves that meet at its end: one along the chunk's
+    ring, ``G - 1 - (G - 1) // 2`` steps, the other from the places after
+    the end backwards, ``(G - 1) // 2`` steps, on a ring of its own (channel
+    ``channel + j`` for the ``j``-th chunk: the chunk's ring reversed).  The
+    backward half lands in the end's scratch region 1 (a region for
+    landings of its own box's chunks, unused for another box's) with the
+    end's input; the forward half's last step reduces onto it, so the sum
+    the rail crossing sends is the whole box's, as a whole chain's is.  DGX
+    A100 boxes: a chain of 4 steps and one of 3, not 7.
+
+    Returns
+    -------
+    dict
+        Rank -> the op after which its held-back chains start: its last op
+        before the halves' step ``SPLIT_HELD``.
+    """
+    size, nb, rings = len(groups[0]), len(groups), len(orders)
+    back = (size - 1) // 2
+    fwd = size - 1 - back
+    after = {q: _landing_places(orders, q, cf, nb)[1] for q in qs}
+    start, held_from = len(out.ops), None
+    for t in range(fwd):
+        if t == min(SPLIT_HELD, fwd - 1):
+            held_from = len(out.ops)
+        for b, members in enumerate(groups):
+            dest = groups[(b + 1) % nb]
+            for j, q in enumerate(qs):
+                ring = _scatter_ring(q, 1, cf, rings, nb)
+                order = orders[ring]
+                for p in range(size):  # the half along the ring, ending at ``end``
+                    end = order[(p - back - 1 - t) % size]
+                    sender, receiver = members[order[p]], members[order[(p + 1) % size]]
+                    c = dest[after[q][end]] * cf + q
+                    src = Slot(sender, IN, c) if t == 0 else Slot(sender, SCR, c)
+                    operand = landed(receiver, c, 1) if t == fwd - 1 else Slot(receiver, IN, c)
+                    out.add(OpKind.REDUCE, src, Slot(receiver, SCR, c), ring, operand)
+                if t >= back:
+                    continue
+                for p in range(size):  # the half backwards, into the end's region 1
+                    end = order[(p - back + t) % size]
+                    sender, receiver = members[order[p]], members[order[(p - 1) % size]]
+                    c = dest[after[q][end]] * cf + q
+                    src = Slot(sender, IN, c) if t == 0 else Slot(sender, SCR, c)
+                    dst = landed(receiver, c, 1) if t == back - 1 else Slot(receiver, SCR, c)
+                    out.add(OpKind.REDUCE, src, dst, channel + j, Slot(receiver, IN, c))
+    return {op.dst.rank: op.op_id for op in out.ops[start:held_from]}
 
 
 def _reduce_scatter_grid(out: _Ops, groups: list[list[int]], orders: list[list[list[int]]],
@@ -1344,7 +1463,9 @@ def narrowed(topo: Topology, groups: list[list[int]], collective: Collective,
       allreduce's below ``R + 4 (B - 1)``): its unpaired threadblocks, ``R
       + 2 (B - 1)``, and two per such connection (below ``R + 2 (B - 1)``
       the lowering pairs the network sends and receives, and each would
-      take one more), ``second_connections``.
+      take one more), ``second_connections``;
+    * the switched reduce-scatter's split chains' rings (``split_chunks``)
+      at every budget below ``R + 4 (B - 1) + SPLIT_CHUNKS``.
 
     DGX A100 x128 at 31 threadblocks, 1 GiB (simulated): 151.6 GB/s
     without the allgather's (31 threadblocks), 84.2 with it (lowered
@@ -1365,7 +1486,9 @@ def narrowed(topo: Topology, groups: list[list[int]], collective: Collective,
         return False
     if collective is not Collective.ALLGATHER:
         return (second_connections(topo, groups, collective, chunks, budget)
-                < second_connections(topo, groups, collective, chunks))
+                < second_connections(topo, groups, collective, chunks)
+                or split_chunks(topo, groups, collective, chunks, budget)
+                < split_chunks(topo, groups, collective, chunks))
     rings = crossing_rings(groups, collective, chunks)
     dims = box_grid(len(groups), rings, collective) if rings else ()
     if len(dims) < 2 or not _two_last(dims):
@@ -1421,21 +1544,31 @@ def narrowing_budget(topo: Topology, groups: list[list[int]], collective: Collec
     with (``Compiler._narrowing``): 0 where ``budget`` narrows nothing
     (``narrowed``); the grid allgather's, ``budget``; the crossing
     reduce-scatter's, the least budget with as many second connections
-    (``second_connections``; 1 for none), so the budgets that build one
-    schedule share it.
+    (``second_connections``; 1 for none), the switched one's, the least
+    with as many split chunks (``split_chunks``; 1 for none), so the
+    budgets that build one schedule share it.
 
     >>> from colc.frontends.families import mi250
     >>> m = mi250(4)
     >>> [narrowing_budget(m, boxes(m), Collective.ALLREDUCE, 8, b) for b in (0, 16, 23, 26, 28, 32)]
     [0, 1, 1, 24, 0, 0]
+    >>> from colc.frontends.families import dgx_a100
+    >>> t = dgx_a100(4)
+    >>> [narrowing_budget(t, boxes(t), Collective.REDUCESCATTER, 32, b) for b in (24, 30, 32)]
+    [1, 30, 0]
     """
     if collective is Collective.ALLGATHER:
         return budget if narrowed(topo, groups, collective, chunks, budget) else 0
-    two = second_connections(topo, groups, collective, chunks, budget)
-    if not budget or two == second_connections(topo, groups, collective, chunks):
+    if not budget:
         return 0
-    return _unpaired_threadblocks(crossing_rings(groups, collective, chunks), len(groups),
-                                  two) if two else 1
+    rings, nb = crossing_rings(groups, collective, chunks), len(groups)
+    split = split_chunks(topo, groups, collective, chunks, budget)
+    if split < split_chunks(topo, groups, collective, chunks):
+        return _unpaired_threadblocks(rings, nb, nb - 1) + split if split else 1
+    two = second_connections(topo, groups, collective, chunks, budget)
+    if two == second_connections(topo, groups, collective, chunks):
+        return 0
+    return _unpaired_threadblocks(rings, nb, two) if two else 1
 
 
 def next_box_twice(topo: Topology, groups: list[list[int]], collective: Collective,
