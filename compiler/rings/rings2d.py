@@ -237,17 +237,25 @@ DEFAULT_CHUNKS = 16
 #: Chunks of the switched reduce-scatter's first pass whose chains run in
 #: two halves, the second backwards on a ring of its own
 #: (``split_chunks``, ``_split_pass``; with two groups of chunks a pass,
-#: one threadblock each), ``SPLIT_FREE`` unsplit chunks starting beside
-#: them and the rest held until the halves have taken ``SPLIT_HELD`` steps
-#: on the rank.  DGX A100 x4, 32 chunks per shard, 1 GiB (simulated):
-#: 211.2 GB/s without, 211.4 with 2 (30 threadblocks), 214.3 with 3 (31),
-#: 217.1 with 4 (32; 512 MiB 193.0 -> 194.6, where 3 give 200.5); with 4,
-#: 2 free chunks gave 211.8, 3 214.7, 5 216.5; held from the third step
-#: 216.4, from the first 215.6.
+#: one threadblock each), ``1 / SPLIT_FREE_PART`` of the first group's
+#: chunks whole beside them and the rest held until the halves have taken
+#: ``SPLIT_HELD`` steps on the rank.  DGX A100 x4, 32 chunks per shard, 1
+#: GiB (simulated): 211.2 GB/s without, 211.4 with 2 (30 threadblocks),
+#: 214.3 with 3 (31), 217.1 with 4 (32; 512 MiB 193.0 -> 194.6, where 3
+#: give 200.5); with 4, 2 free chunks gave 211.8, 3 214.7, 5 216.5; held
+#: from the third step 216.4, from the first 215.6.
 SPLIT_CHUNKS = 4
-SPLIT_FREE = 4
+SPLIT_FREE_PART = 4
 SPLIT_HELD = 2
-#: Fewest split chunks the switched reduce-scatter takes (``split_chunks``):
+#: The crossing reduce-scatter's split chunks (``split_chunks``): MI250 x4,
+#: 16 chunks per shard, 1 GiB / 128 MiB (simulated): 163.6 / 144.3 GB/s
+#: without (24 threadblocks), 170.7 / 159.1 with 2 (26); with the forward
+#: halves listed first, 170.7 / 155.5 with 2, 169.7 / 148.8 with 3, 168.3
+#: / 152.7 with 4, and beside 2 split ones 4 whole chunks gave the 170.7, 2
+#: gave 166.9, 8 169.6.  Splitting the chunks whose rings share their
+#: links least instead (``ring_shares``) lost (166.4).
+CROSSING_SPLIT_CHUNKS = 2
+#: Fewest split chunks a reduce-scatter takes (``split_chunks``):
 #: one alone lost (DGX A100 x4 at 1 GiB, 29 threadblocks: 210.6 GB/s
 #: against 211.2 without); two gain at every size from 128 MiB (116.8 ->
 #: 128.0 GB/s there, 30 threadblocks), three from 256 MiB.
@@ -528,7 +536,8 @@ def rings2d_schedule(topo: Topology, collective: Collective,
         elif crossing:
             _reduce_scatter_crossing(out, groups, orders, cf, n, collective,
                                      ring_shares(topo, groups[0], orders[0]), spread,
-                                     second_connections(topo, groups, collective, cf, budget))
+                                     second_connections(topo, groups, collective, cf, budget),
+                                     split_chunks(topo, groups, collective, cf, budget))
         else:
             _reduce_scatter(out, groups, orders, cf, n, collective)
     if crossing and collective is Collective.ALLREDUCE and nb == 2:
@@ -867,7 +876,7 @@ def _reduce_scatter(out: _Ops, groups: list[list[int]], orders: list[list[list[i
 def _reduce_scatter_crossing(out: _Ops, groups: list[list[int]],
                              orders: list[list[list[int]]], cf: int, n: int,
                              coll: Collective, shares: list[float], spread: bool = False,
-                             two: int = 0) -> None:
+                             two: int = 0, split: int = 0) -> None:
     """Reduce-scatter in which every partial crosses the network once, and no
     receive waits for the receiver's rings (``crossing_once``).
 
@@ -893,7 +902,10 @@ def _reduce_scatter_crossing(out: _Ops, groups: list[list[int]],
     148.4 for RCCL's rings as a file; 163.6 with 24, the next box's
     partials on two connections (``two`` = 1, ``next_box_twice``; an
     allreduce's, every box's where the budget holds them,
-    ``second_connections``).
+    ``second_connections``); 170.7 with 26, the first pass's first
+    ``split`` chunks' chains in two halves (``split_chunks``,
+    ``_split_pass``), a quarter of the group's chunks beside them and the
+    rest held until the halves have taken ``SPLIT_HELD`` steps.
     Each pass's partials cross in the order of their rings' share of their
     most shared link (``ring_shares``, largest first): on an MI250 box 15 of
     16 rings share a single xGMI link three ways and one does not, so its
@@ -918,10 +930,17 @@ def _reduce_scatter_crossing(out: _Ops, groups: list[list[int]],
     def landed(rank: int, c: int, k: int = nb - 1) -> Slot:
         return Slot(rank, SCR, k * n * cf + c)
 
+    scatter = coll is Collective.REDUCESCATTER
     for k in (*range(1, nb), 0):  # the other boxes' chunks first, then the own box's
-        for qs in _ring_groups(cf, rings):
-            _box_pass(out, groups, orders, qs, cf, k, landed,
-                      coll is Collective.REDUCESCATTER)
+        for i, qs in enumerate(_ring_groups(cf, rings)):
+            if k == 1 and i == 0 and split:
+                gate = _split_pass(out, groups, orders[0], qs[:split], cf, landed,
+                                   _split_channel(rings, nb, two))
+                free = split + len(qs) // SPLIT_FREE_PART
+                _box_pass(out, groups, orders, qs[split:free], cf, k, landed, scatter)
+                _box_pass(out, groups, orders, qs[free:], cf, k, landed, scatter, gate=gate)
+            else:
+                _box_pass(out, groups, orders, qs, cf, k, landed, scatter)
             if k:
                 _cross(out, groups, orders[0], qs, cf, k, landed,
                        shares if len(qs) == rings or not spread else None, two=two)
@@ -997,7 +1016,8 @@ def _reduce_scatter_switched(out: _Ops, groups: list[list[int]],
       holds its connection while the distance before still crosses.
     * With ``split`` (``split_chunks``), the first pass starts with that
       many chunks whose chains run in two halves (``_split_pass``) and
-      ``SPLIT_FREE`` whole ones; the rest of the first group waits until
+      a quarter of the group whole (``SPLIT_FREE_PART``); the rest of the
+      first group waits until
       the halves have taken ``SPLIT_HELD`` steps on the rank.  A ring
       threadblock moves one chunk a step, so a chain's length, not the
       box's links, is what the network waits for at the start (DGX A100
@@ -1034,10 +1054,10 @@ def _reduce_scatter_switched(out: _Ops, groups: list[list[int]],
     gate: dict[int, int] = {}
     if split:
         gate = _split_pass(out, groups, orders[0], range(split), cf, landed,
-                           rings + 2 * (nb - 1))
+                           _split_channel(rings, nb, two))
         _cross(out, groups, orders[0], range(split), cf, 1, landed, two=two)
-        free = lots[0][split:split + SPLIT_FREE]
-        parts = (free, lots[0][split + SPLIT_FREE:])
+        free = split + len(lots[0]) // SPLIT_FREE_PART
+        parts = (lots[0][split:free], lots[0][free:])
     for qs in (*parts, *lots[1:]):
         start = len(out.ops)
         if split and qs is parts[0]:  # the whole chunks beside the split ones
@@ -1080,43 +1100,79 @@ def _reduce_scatter_switched(out: _Ops, groups: list[list[int]],
 
 def split_chunks(topo: Topology, groups: list[list[int]], collective: Collective,
                  chunks: int, budget: int = 0) -> int:
-    """How many chunks of the switched reduce-scatter's first pass run their
-    chains in two halves (``_split_pass``) within ``budget`` (0: no limit):
-    with two groups of chunks a pass, where every distance crosses on two
-    connections, up to ``SPLIT_CHUNKS`` and at least ``SPLIT_LEAST``, each
-    a threadblock (and a channel) beyond the form's ``R + 4 (B - 1)``, on
-    boxes of three places or more.
+    """How many chunks of the first pass of the crossing reduce-scatter (an
+    allreduce's first half) or its switched form run their chains in two
+    halves (``_split_pass``) within ``budget`` (0: no limit): up to
+    ``CROSSING_SPLIT_CHUNKS`` (switched, with two groups of chunks a pass,
+    where every distance crosses on two connections: ``SPLIT_CHUNKS``) and
+    at least ``SPLIT_LEAST``, each a threadblock and a channel beyond the
+    form's (``_split_form``), on boxes of three places or more; not in
+    the grid's stages.
 
-    >>> from colc.frontends.families import dgx_a100
-    >>> t = dgx_a100(4)
+    >>> from colc.frontends.families import dgx_a100, mi250
+    >>> t, m = dgx_a100(4), mi250(4)
     >>> [split_chunks(t, boxes(t), Collective.REDUCESCATTER, 32, b) for b in (0, 28, 29, 30, 32)]
     [4, 0, 0, 2, 4]
     >>> split_chunks(t, boxes(t), Collective.REDUCESCATTER, 16)  # one group a pass
     0
+    >>> [split_chunks(m, boxes(m), Collective.REDUCESCATTER, 16, b) for b in (0, 24, 25, 26)]
+    [2, 0, 0, 2]
+    >>> [split_chunks(m, boxes(m), Collective.ALLREDUCE, 8, b) for b in (28, 30)]
+    [0, 2]
+    >>> split_chunks(m, boxes(m), Collective.ALLGATHER, 16)
+    0
     """
-    rings, nb = crossing_rings(groups, collective, chunks), len(groups)
-    if (not rings or len(groups[0]) < 3 or len(_ring_groups(chunks, rings)) < 2
-            or not switched_form(topo, groups, collective, chunks, rings)):
+    most, two = _split_form(topo, groups, collective, chunks, budget)
+    if not most:
         return 0
-    spare = MAX_CHANNELS - rings - 2 * (nb - 1)
+    rings, nb = crossing_rings(groups, collective, chunks), len(groups)
+    spare = MAX_CHANNELS - _split_channel(rings, nb, two)
     if budget:
-        spare = min(spare, budget - _unpaired_threadblocks(rings, nb, nb - 1))
-    split = min(SPLIT_CHUNKS, spare)
+        spare = min(spare, budget - _unpaired_threadblocks(rings, nb, two))
+    split = min(most, spare, len(_ring_groups(chunks, rings)[0]))
     return split if split >= SPLIT_LEAST else 0
+
+
+def _split_form(topo: Topology, groups: list[list[int]], collective: Collective,
+                chunks: int, budget: int) -> tuple[int, int]:
+    """``(most split chunks, distances on two connections)`` of the
+    crossing reduce-scatter's form under ``budget`` (``split_chunks``;
+    ``_unpaired_threadblocks`` of the second without the split chunks),
+    ``(0, 0)`` where it splits none."""
+    rings, nb = crossing_rings(groups, collective, chunks), len(groups)
+    if (not rings or collective is Collective.ALLGATHER or len(groups[0]) < 3
+            or len(box_grid(nb, rings, collective)) > 1
+            or paired_halves(groups, collective, chunks)):
+        return 0, 0
+    if switched_form(topo, groups, collective, chunks, rings):
+        if len(_ring_groups(chunks, rings)) < 2:
+            return 0, 0
+        return SPLIT_CHUNKS, nb - 1
+    return CROSSING_SPLIT_CHUNKS, second_connections(topo, groups, collective, chunks, budget)
+
+
+def _split_channel(rings: int, nb: int, two: int) -> int:
+    """The first split chunk's channel (``_split_pass``): after the rail
+    channels (``_rail_channel``), the distances up to ``two`` with two."""
+    return rings + max(RAIL_CHANNELS, nb - 1) + two
 
 
 def _split_pass(out: _Ops, groups: list[list[int]], orders: list[list[int]], qs: range,
                 cf: int, landed: Callable[..., Slot], channel: int) -> dict[int, int]:
-    """The first pass of the switched reduce-scatter for chunks ``qs`` with
-    every chain in two halves that meet at its end: one along the chunk's
-    ring, ``G - 1 - (G - 1) // 2`` steps, the other from the places after
-    the end backwards, ``(G - 1) // 2`` steps, on a ring of its own (channel
-    ``channel + j`` for the ``j``-th chunk: the chunk's ring reversed).  The
-    backward half lands in the end's scratch region 1 (a region for
-    landings of its own box's chunks, unused for another box's) with the
-    end's input; the forward half's last step reduces onto it, so the sum
-    the rail crossing sends is the whole box's, as a whole chain's is.  DGX
-    A100 boxes: a chain of 4 steps and one of 3, not 7.
+    """The first pass (to the next box) of the crossing reduce-scatter or
+    its switched form for chunks ``qs`` with every chain in two halves that
+    meet at its end: one along the chunk's ring, ``G - 1 - (G - 1) // 2``
+    steps, the other from the places after the end backwards, ``(G - 1) //
+    2`` steps, on a ring of its own (channel ``channel + j`` for the
+    ``j``-th chunk: the chunk's ring reversed).  The backward half lands in
+    the end's scratch region 1 (a region for landings of its own box's
+    chunks, unused for another box's) with the end's input; the forward
+    half's last step reduces onto it, so the sum the rail crossing sends is
+    the whole box's, as a whole chain's is.  Within a step the backward
+    halves are listed first: on boxes of an odd size both halves take as
+    many steps, and the backward one must land first.  DGX A100 boxes: a
+    chain of 4 steps and one of 3, not 7; MI250 boxes, 8 and 7, not 15.
+    ``O(G^2 |qs| B)`` ops.
 
     Returns
     -------
@@ -1137,22 +1193,21 @@ def _split_pass(out: _Ops, groups: list[list[int]], orders: list[list[int]], qs:
             for j, q in enumerate(qs):
                 ring = _scatter_ring(q, 1, cf, rings, nb)
                 order = orders[ring]
-                for p in range(size):  # the half along the ring, ending at ``end``
+                if t < back:
+                    for p in range(size):  # the half backwards, into the end's region 1
+                        end = order[(p - back + t) % size]
+                        sender, receiver = members[order[p]], members[order[(p - 1) % size]]
+                        c = dest[after[q][end]] * cf + q
+                        src = Slot(sender, IN, c) if t == 0 else Slot(sender, SCR, c)
+                        dst = landed(receiver, c, 1) if t == back - 1 else Slot(receiver, SCR, c)
+                        out.add(OpKind.REDUCE, src, dst, channel + j, Slot(receiver, IN, c))
+                for p in range(size):  # the half along the ring, onto the backward one
                     end = order[(p - back - 1 - t) % size]
                     sender, receiver = members[order[p]], members[order[(p + 1) % size]]
                     c = dest[after[q][end]] * cf + q
                     src = Slot(sender, IN, c) if t == 0 else Slot(sender, SCR, c)
                     operand = landed(receiver, c, 1) if t == fwd - 1 else Slot(receiver, IN, c)
                     out.add(OpKind.REDUCE, src, Slot(receiver, SCR, c), ring, operand)
-                if t >= back:
-                    continue
-                for p in range(size):  # the half backwards, into the end's region 1
-                    end = order[(p - back + t) % size]
-                    sender, receiver = members[order[p]], members[order[(p - 1) % size]]
-                    c = dest[after[q][end]] * cf + q
-                    src = Slot(sender, IN, c) if t == 0 else Slot(sender, SCR, c)
-                    dst = landed(receiver, c, 1) if t == back - 1 else Slot(receiver, SCR, c)
-                    out.add(OpKind.REDUCE, src, dst, channel + j, Slot(receiver, IN, c))
     return {op.dst.rank: op.op_id for op in out.ops[start:held_from]}
 
 
@@ -1479,8 +1534,8 @@ def narrowed(topo: Topology, groups: list[list[int]], collective: Collective,
     >>> narrowed(t, boxes(t), Collective.REDUCESCATTER, 1, 31)
     False
     >>> m = mi250(4)
-    >>> [narrowed(m, boxes(m), Collective.REDUCESCATTER, 16, b) for b in (0, 16, 23, 24, 32)]
-    [False, True, True, False, False]
+    >>> [narrowed(m, boxes(m), Collective.REDUCESCATTER, 16, b) for b in (0, 16, 23, 24, 26, 32)]
+    [False, True, True, True, False, False]
     """
     if not budget:
         return False
@@ -1534,8 +1589,9 @@ def second_connections(topo: Topology, groups: list[list[int]], collective: Coll
 def _unpaired_threadblocks(rings: int, nb: int, two: int) -> int:
     """Threadblocks of the crossing reduce-scatter with its network sends and
     receives apart and the distances up to ``two`` on two connections:
-    ``R + 2 (B - 1)`` and two per second connection."""
-    return rings + 2 * (nb - 1 + two)
+    ``R + 2 (B - 1)`` (two boxes: two channels, ``R + 4``) and two per
+    second connection."""
+    return rings + 2 * (max(RAIL_CHANNELS, nb - 1) + two)
 
 
 def narrowing_budget(topo: Topology, groups: list[list[int]], collective: Collective,
@@ -1550,8 +1606,8 @@ def narrowing_budget(topo: Topology, groups: list[list[int]], collective: Collec
 
     >>> from colc.frontends.families import mi250
     >>> m = mi250(4)
-    >>> [narrowing_budget(m, boxes(m), Collective.ALLREDUCE, 8, b) for b in (0, 16, 23, 26, 28, 32)]
-    [0, 1, 1, 24, 0, 0]
+    >>> [narrowing_budget(m, boxes(m), Collective.ALLREDUCE, 8, b) for b in (0, 16, 23, 26, 28, 30)]
+    [0, 1, 1, 26, 28, 0]
     >>> from colc.frontends.families import dgx_a100
     >>> t = dgx_a100(4)
     >>> [narrowing_budget(t, boxes(t), Collective.REDUCESCATTER, 32, b) for b in (24, 30, 32)]
@@ -1561,14 +1617,16 @@ def narrowing_budget(topo: Topology, groups: list[list[int]], collective: Collec
         return budget if narrowed(topo, groups, collective, chunks, budget) else 0
     if not budget:
         return 0
-    rings, nb = crossing_rings(groups, collective, chunks), len(groups)
-    split = split_chunks(topo, groups, collective, chunks, budget)
-    if split < split_chunks(topo, groups, collective, chunks):
-        return _unpaired_threadblocks(rings, nb, nb - 1) + split if split else 1
     two = second_connections(topo, groups, collective, chunks, budget)
-    if two == second_connections(topo, groups, collective, chunks):
+    split = split_chunks(topo, groups, collective, chunks, budget)
+    if (two, split) == (second_connections(topo, groups, collective, chunks),
+                        split_chunks(topo, groups, collective, chunks)):
         return 0
-    return _unpaired_threadblocks(rings, nb, two) if two else 1
+    if not two and not split:
+        return 1
+    rings, nb = crossing_rings(groups, collective, chunks), len(groups)
+    return _unpaired_threadblocks(rings, nb, _split_form(topo, groups, collective, chunks,
+                                                         budget)[1]) + split
 
 
 def next_box_twice(topo: Topology, groups: list[list[int]], collective: Collective,
