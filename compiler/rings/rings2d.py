@@ -481,14 +481,14 @@ def rings2d_schedule(topo: Topology, collective: Collective,
         shard travels on box ring ``q mod RINGS`` (in the crossing
         allgather, a landed chunk on a ring further on).
     simple : bool
-        The form for Simple files (``simple_form``): on boxes of direct
-        links the crossing reduce-scatter's passes over all the box's
-        cycles.
+        The form for Simple files (``simple_form``): the first pass's
+        split chains (``split_chunks``) and, on boxes of direct links, the
+        crossing reduce-scatter's passes over all the box's cycles.
     budget : int
         Threadblocks per rank the file may take (0: no limit); it counts
         only where it takes the grid allgather's second last-stage
-        connection or the crossing reduce-scatter's second one to the next
-        box away (``narrowed``).
+        connection, the crossing reduce-scatter's second one to the next
+        box away or its split chains (``narrowed``).
 
     Returns
     -------
@@ -511,7 +511,7 @@ def rings2d_schedule(topo: Topology, collective: Collective,
     # (``simple_form``), whose passes take all the box's cycles and end
     # where the own box's ring for the chunk puts them (``_landing_places``)
     cycles = rings if collective is Collective.ALLGATHER else min(rings, cf)
-    spread = simple and simple_form(topo, collective, cf)
+    spread = simple and _spread_form(topo, collective, cf)
     if spread:
         cycles = rings
     groups, orders = _layout(topo, cycles or min(RINGS, cf), crossing)
@@ -532,12 +532,14 @@ def rings2d_schedule(topo: Topology, collective: Collective,
                                  collective is Collective.REDUCESCATTER)
         elif crossing and switched_form(topo, groups, collective, cf, len(orders[0])):
             _reduce_scatter_switched(out, groups, orders, cf, n,
-                                     split_chunks(topo, groups, collective, cf, budget))
+                                     split_chunks(topo, groups, collective, cf, budget)
+                                     if simple else 0)
         elif crossing:
             _reduce_scatter_crossing(out, groups, orders, cf, n, collective,
                                      ring_shares(topo, groups[0], orders[0]), spread,
                                      second_connections(topo, groups, collective, cf, budget),
-                                     split_chunks(topo, groups, collective, cf, budget))
+                                     split_chunks(topo, groups, collective, cf, budget)
+                                     if simple else 0)
         else:
             _reduce_scatter(out, groups, orders, cf, n, collective)
     if crossing and collective is Collective.ALLREDUCE and nb == 2:
@@ -567,7 +569,27 @@ def _schedule(out: _Ops, collective: Collective, n: int, nchunks: int,
 
 def simple_form(topo: Topology, collective: Collective, chunks: int | None) -> bool:
     """Whether ``rings2d_schedule``'s form for Simple files differs here from
-    the others': a crossing reduce-scatter (or allreduce) on boxes of direct
+    the others': where its first pass splits chains (``split_chunks``; the
+    LL files lose, MI250 x4 reduce-scatter, 16 chunks, 1 / 4 MiB: 15.8 /
+    26.5 -> 15.6 / 25.3 GB/s), or where the passes spread over the box's
+    cycles (``_spread_form``).
+
+    >>> from colc.frontends.families import dgx_a100, mi250
+    >>> [simple_form(mi250(n), Collective.REDUCESCATTER, c) for n, c in ((2, 32), (4, 16), (8, 8))]
+    [False, True, True]
+    >>> simple_form(dgx_a100(4), Collective.REDUCESCATTER, 32), simple_form(dgx_a100(4), Collective.REDUCESCATTER, 16)
+    (True, False)
+    """
+    cf = chunks or DEFAULT_CHUNKS
+    groups = boxes(topo)
+    if len({len(g) for g in groups}) != 1:
+        return False
+    return _spread_form(topo, collective, cf) or split_chunks(topo, groups, collective, cf) > 0
+
+
+def _spread_form(topo: Topology, collective: Collective, chunks: int | None) -> bool:
+    """Whether the form for Simple files spreads the passes over the box's
+    cycles: a crossing reduce-scatter (or allreduce) on boxes of direct
     links with fewer chunks per shard than rings, whose passes then take
     all the box's cycles (``_landing_places``) instead of repeating one set
     of ``cf``.  The Simple files gain from 16 MiB (MI250 x64 reduce-scatter
@@ -579,10 +601,10 @@ def simple_form(topo: Topology, collective: Collective, chunks: int | None) -> b
     files only then (``Compiler._simple_form``).
 
     >>> from colc.frontends.families import dgx_a100, mi250
-    >>> [simple_form(mi250(n), Collective.REDUCESCATTER, c) for n, c in ((4, 16), (8, 8), (64, 1))]
+    >>> [_spread_form(mi250(n), Collective.REDUCESCATTER, c) for n, c in ((4, 16), (8, 8), (64, 1))]
     [False, True, True]
-    >>> (simple_form(mi250(8), Collective.ALLGATHER, 8),
-    ...  simple_form(dgx_a100(16), Collective.ALLREDUCE, 4))
+    >>> (_spread_form(mi250(8), Collective.ALLGATHER, 8),
+    ...  _spread_form(dgx_a100(16), Collective.ALLREDUCE, 4))
     (False, False)
     """
     cf = chunks or DEFAULT_CHUNKS
@@ -1107,7 +1129,9 @@ def split_chunks(topo: Topology, groups: list[list[int]], collective: Collective
     where every distance crosses on two connections: ``SPLIT_CHUNKS``) and
     at least ``SPLIT_LEAST``, each a threadblock and a channel beyond the
     form's (``_split_form``), on boxes of three places or more; not in
-    the grid's stages.
+    the grid's stages, nor on boxes of direct links with two groups of
+    chunks a pass (MI250 x2 with 32 chunks per shard lost at 1 GiB, 225.3
+    -> 222.3 GB/s, where DGX A100 x2 gains, 250.4 -> 255.5).
 
     >>> from colc.frontends.families import dgx_a100, mi250
     >>> t, m = dgx_a100(4), mi250(4)
@@ -1121,6 +1145,9 @@ def split_chunks(topo: Topology, groups: list[list[int]], collective: Collective
     [0, 2]
     >>> split_chunks(m, boxes(m), Collective.ALLGATHER, 16)
     0
+    >>> m2 = mi250(2)
+    >>> [split_chunks(m2, boxes(m2), Collective.REDUCESCATTER, c) for c in (16, 32)]
+    [2, 0]
     """
     most, two = _split_form(topo, groups, collective, chunks, budget)
     if not most:
@@ -1144,10 +1171,11 @@ def _split_form(topo: Topology, groups: list[list[int]], collective: Collective,
             or len(box_grid(nb, rings, collective)) > 1
             or paired_halves(groups, collective, chunks)):
         return 0, 0
+    lots = len(_ring_groups(chunks, rings))
     if switched_form(topo, groups, collective, chunks, rings):
-        if len(_ring_groups(chunks, rings)) < 2:
-            return 0, 0
-        return SPLIT_CHUNKS, nb - 1
+        return (SPLIT_CHUNKS, nb - 1) if lots > 1 else (0, 0)
+    if lots > 1 and _link_widths(topo, groups[0]) is not None:
+        return 0, 0  # MI250 x2, 32 chunks, 1 GiB: 225.3 -> 222.3 GB/s with it
     return CROSSING_SPLIT_CHUNKS, second_connections(topo, groups, collective, chunks, budget)
 
 
