@@ -576,7 +576,7 @@ def simple_form(topo: Topology, collective: Collective, chunks: int | None) -> b
 
     >>> from colc.frontends.families import dgx_a100, mi250
     >>> [simple_form(mi250(n), Collective.REDUCESCATTER, c) for n, c in ((2, 32), (4, 16), (8, 8))]
-    [False, True, True]
+    [True, True, True]
     >>> simple_form(dgx_a100(4), Collective.REDUCESCATTER, 32), simple_form(dgx_a100(4), Collective.REDUCESCATTER, 16)
     (True, False)
     """
@@ -1129,9 +1129,8 @@ def split_chunks(topo: Topology, groups: list[list[int]], collective: Collective
     where every distance crosses on two connections: ``SPLIT_CHUNKS``) and
     at least ``SPLIT_LEAST``, each a threadblock and a channel beyond the
     form's (``_split_form``), on boxes of three places or more; not in
-    the grid's stages, nor on boxes of direct links with two groups of
-    chunks a pass (MI250 x2 with 32 chunks per shard lost at 1 GiB, 225.3
-    -> 222.3 GB/s, where DGX A100 x2 gains, 250.4 -> 255.5).
+    the grid's stages (MI250 x2 with 32 chunks per shard, two groups a
+    pass: 128 MiB 186.3 -> 217.3 GB/s, but 1 GiB 225.3 -> 222.3).
 
     >>> from colc.frontends.families import dgx_a100, mi250
     >>> t, m = dgx_a100(4), mi250(4)
@@ -1147,7 +1146,7 @@ def split_chunks(topo: Topology, groups: list[list[int]], collective: Collective
     0
     >>> m2 = mi250(2)
     >>> [split_chunks(m2, boxes(m2), Collective.REDUCESCATTER, c) for c in (16, 32)]
-    [2, 0]
+    [2, 2]
     """
     most, two = _split_form(topo, groups, collective, chunks, budget)
     if not most:
@@ -1174,8 +1173,6 @@ def _split_form(topo: Topology, groups: list[list[int]], collective: Collective,
     lots = len(_ring_groups(chunks, rings))
     if switched_form(topo, groups, collective, chunks, rings):
         return (SPLIT_CHUNKS, nb - 1) if lots > 1 else (0, 0)
-    if lots > 1 and _link_widths(topo, groups[0]) is not None:
-        return 0, 0  # MI250 x2, 32 chunks, 1 GiB: 225.3 -> 222.3 GB/s with it
     return CROSSING_SPLIT_CHUNKS, second_connections(topo, groups, collective, chunks, budget)
 
 
