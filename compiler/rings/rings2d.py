@@ -577,8 +577,8 @@ def simple_form(topo: Topology, collective: Collective, chunks: int | None) -> b
     >>> from colc.frontends.families import dgx_a100, mi250
     >>> [simple_form(mi250(n), Collective.REDUCESCATTER, c) for n, c in ((2, 32), (4, 16), (8, 8))]
     [True, True, True]
-    >>> simple_form(dgx_a100(4), Collective.REDUCESCATTER, 32), simple_form(dgx_a100(4), Collective.REDUCESCATTER, 16)
-    (True, False)
+    >>> [simple_form(dgx_a100(4), Collective.REDUCESCATTER, c) for c in (32, 16)]
+    [True, False]
     """
     cf = chunks or DEFAULT_CHUNKS
     groups = boxes(topo)
@@ -1039,8 +1039,8 @@ def _reduce_scatter_switched(out: _Ops, groups: list[list[int]],
     * With ``split`` (``split_chunks``), the first pass starts with that
       many chunks whose chains run in two halves (``_split_pass``) and
       a quarter of the group whole (``SPLIT_FREE_PART``); the rest of the
-      first group waits until
-      the halves have taken ``SPLIT_HELD`` steps on the rank.  A ring
+      first group waits until the halves have taken ``SPLIT_HELD`` steps
+      on the rank.  A ring
       threadblock moves one chunk a step, so a chain's length, not the
       box's links, is what the network waits for at the start (DGX A100
       x4 at 1 GiB: the NIC's first byte at 396 us, 211.2 GB/s; with 4 split
@@ -1129,8 +1129,9 @@ def split_chunks(topo: Topology, groups: list[list[int]], collective: Collective
     where every distance crosses on two connections: ``SPLIT_CHUNKS``) and
     at least ``SPLIT_LEAST``, each a threadblock and a channel beyond the
     form's (``_split_form``), on boxes of three places or more; not in
-    the grid's stages (MI250 x2 with 32 chunks per shard, two groups a
-    pass: 128 MiB 186.3 -> 217.3 GB/s, but 1 GiB 225.3 -> 222.3).
+    the grid's stages.  MI250 x2 with 32 chunks per shard (two groups a
+    pass) gains at 128 MiB, 186.3 -> 217.3 GB/s, and loses at 1 GiB,
+    225.3 -> 222.3.
 
     >>> from colc.frontends.families import dgx_a100, mi250
     >>> t, m = dgx_a100(4), mi250(4)
