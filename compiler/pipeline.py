@@ -953,6 +953,21 @@ class Compiler:
             ) if len({len(g) for g in groups}) == 1 else 0
         return self._narrowed[key]
 
+    def fewer_split_budgets(self, chunks: int | None) -> tuple[int, ...]:
+        """The smaller budgets at which rings2d's Simple file with ``chunks``
+        splits fewer chunks of its first pass (``rings2d.fewer_split_budgets``),
+        ranked beside this budget's file so a larger budget never predicts
+        slower."""
+        if self.opts.collective is Collective.ALLTOALL:
+            return ()
+        from colc.compiler.rings.rings2d import DEFAULT_CHUNKS, fewer_split_budgets
+
+        groups = boxes(self.topo)
+        if len({len(g) for g in groups}) != 1:
+            return ()
+        return fewer_split_budgets(self.topo, groups, self.opts.collective,
+                                   chunks or DEFAULT_CHUNKS, self.budget)
+
     def _simple_form(self, variant: Variant) -> bool:
         """Whether ``variant`` takes rails' or rings2d's own form for Simple
         files (``rails.simple_form``, ``rings2d.simple_form``): Simple files
@@ -1413,6 +1428,9 @@ def variants(compiler: Compiler, protocols: tuple[Protocol, ...] | None = None,
         else:
             chunks = CHUNKINGS.get(name, (None,))
         out += [Variant(name, c, p) for c in chunks for p in name_protocols]
+        if name == "rings2d" and Protocol.SIMPLE in name_protocols:
+            out += [Variant(name, c, Protocol.SIMPLE, budget=b)
+                    for c in chunks for b in compiler.fewer_split_budgets(c)]
         if name == "rails" and _unpaired_rails(compiler.topo, opts.collective):
             chunks = (opts.chunks,) if opts.chunks is not None else UNPAIRED_RAILS_CHUNKINGS
             out += [Variant(name, c, p, unpaired=True) for c in chunks for p in protocols]

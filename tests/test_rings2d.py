@@ -266,6 +266,41 @@ def test_switched_reduce_scatter_splits_its_first_chains_within_the_budget() -> 
     assert comp.simulate(v, 1 << 30).algbw >= 0.8 * 266.7
 
 
+def test_grid_splits_its_first_chains_within_the_budget() -> None:
+    """DGX A100 x16 allreduce (a 4 x 4 grid, 4 chunks per shard): the grid's
+    first pass splits two chunks' chains where the budget holds their two
+    threadblocks beside the form's 30 (budgets 30 and 31 share the unsplit
+    schedule, which the portfolio also ranks at 32); the split chunks' backward
+    halves run on the two channels after the first pass's second
+    connection, the pass's last chunk waits for them, and at 1 GiB the split
+    file is faster (simulated)."""
+    from colc.compiler.pipeline import Compiler, Variant
+    from colc.compiler.rings.rings2d import fewer_split_budgets, split_chunks
+
+    topo, coll, cf = dgx_a100(16), Collective.ALLREDUCE, 4
+    groups = boxes(topo)
+    assert [split_chunks(topo, groups, coll, cf, b) for b in (30, 31, 32)] == [0, 0, 2]
+    assert split_chunks(topo, groups, coll, 2) == 0  # both chunks of a pass: none
+    assert fewer_split_budgets(topo, groups, coll, cf, 32) == (30,)
+    comps = {b: Compiler(topo, CompileOptions(algorithm="rings2d", jobs=1, max_threadblocks=b,
+                                              collective=coll)) for b in (30, 31, 32)}
+    v = Variant("rings2d", cf, Protocol.SIMPLE)
+    assert comps[30].schedule_key(v) == comps[31].schedule_key(v) != comps[32].schedule_key(v)
+    assert comps[32].fewer_split_budgets(cf) == (30,)
+    sched = comps[32].variant_schedule(v)
+    back = {op.channel: op.src.index % cf for op in sched.ops
+            if op.channel >= 16 + 6 + 1 and op.src.buffer is Buffer.INPUT}
+    assert back == {23: 0, 24: 1}
+    # the split chains come first; the pass's last chunk waits for them, the
+    # held passes for its whole chunk
+    whole = min(op.op_id for op in sched.ops if op.src.buffer is Buffer.INPUT
+                and op.src.index % cf == 2)
+    on_split = {sched.ops[i].src.index % cf for i, g in enumerate(sched.gates) if 0 <= g < whole}
+    assert on_split == {cf - 1}
+    assert [comps[b].program(v).max_threadblocks for b in (31, 32)] == [30, 32]
+    assert comps[32].simulate(v, 1 << 30).algbw > comps[31].simulate(v, 1 << 30).algbw
+
+
 @pytest.mark.parametrize("nboxes,cf", [(3, 1), (3, 3), (8, 2), (3, 32)])
 def test_switched_reduce_scatter_verifies(nboxes, cf) -> None:
     """The switched form on three boxes (one chunk: no second part, no
@@ -820,7 +855,7 @@ def test_a_budget_one_short_takes_the_second_connection_away() -> None:
 
 
 @pytest.mark.parametrize("coll,tbs", [(Collective.ALLGATHER, 29),
-                                      (Collective.REDUCESCATTER, 30)])
+                                      (Collective.REDUCESCATTER, 32)])
 def test_grid_reaches_80_percent_of_the_cut_bound_on_sixteen_boxes(coll, tbs) -> None:
     """DGX A100 x16 at 1 GiB within the default budget (simulated): at least
     80% of the cut bound (640/3 GB/s), where rails gave 162.3 (allgather)

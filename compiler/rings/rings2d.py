@@ -260,6 +260,21 @@ CROSSING_SPLIT_CHUNKS = 2
 #: against 211.2 without); two gain at every size from 128 MiB (116.8 ->
 #: 128.0 GB/s there, 30 threadblocks), three from 256 MiB.
 SPLIT_LEAST = 2
+#: The grid's reduce-scatter (an allreduce's first half) splits
+#: ``SPLIT_LEAST`` chunks of its first pass (``split_chunks``) where the pass
+#: has at least this many, the last ``1 / GRID_SPLIT_HELD_PART`` of them held
+#: until the halves have taken ``SPLIT_HELD`` steps and the rest whole
+#: beside them; the held passes then wait for the whole chunks' chains
+#: (``_reduce_scatter_grid``).  Simulated, 128 MiB / 1 GiB, 32 threadblocks:
+#: DGX A100 x16 allreduce (4 chunks) 67.9 / 82.1 -> 71.4 / 83.2 GB/s (the
+#: held passes waiting for the held chunk instead, 66.6 / 82.1; no chunk
+#: held, 67.6 / 82.0), reduce-scatter (8 chunks) 114.8 / 172.1 -> 117.7 /
+#: 173.7 (two held; one, 117.5 / 173.6; none, 123.1 / 172.1; six, 115.8 /
+#: 170.1), MI250 x16 reduce-scatter (4 chunks) 124.0 / 133.2 -> 129.0 /
+#: 138.2; DGX A100 x64 with 2 chunks, both split, 111.2 / 164.5 -> 120.0 /
+#: 163.7, so not there.
+GRID_SPLIT_CHUNKS = 4
+GRID_SPLIT_HELD_PART = 4
 
 IN, OUT, SCR = Buffer.INPUT, Buffer.OUTPUT, Buffer.SCRATCH
 
@@ -529,7 +544,9 @@ def rings2d_schedule(topo: Topology, collective: Collective,
     if collective is not Collective.ALLGATHER:
         if len(grid) > 1:
             _reduce_scatter_grid(out, groups, orders, cf, n, grid,
-                                 collective is Collective.REDUCESCATTER)
+                                 collective is Collective.REDUCESCATTER,
+                                 split=split_chunks(topo, groups, collective, cf, budget)
+                                 if simple else 0)
         elif crossing and switched_form(topo, groups, collective, cf, len(orders[0])):
             _reduce_scatter_switched(out, groups, orders, cf, n,
                                      split_chunks(topo, groups, collective, cf, budget)
@@ -1128,10 +1145,13 @@ def split_chunks(topo: Topology, groups: list[list[int]], collective: Collective
     ``CROSSING_SPLIT_CHUNKS`` (switched, with two groups of chunks a pass,
     where every distance crosses on two connections: ``SPLIT_CHUNKS``) and
     at least ``SPLIT_LEAST``, each a threadblock and a channel beyond the
-    form's (``_split_form``), on boxes of three places or more; not in
-    the grid's stages.  MI250 x2 with 32 chunks per shard (two groups a
-    pass) gains at 128 MiB, 186.3 -> 217.3 GB/s, and loses at 1 GiB,
-    225.3 -> 222.3.
+    form's (``_split_form``), on boxes of three places or more; in the
+    grid's reduce-scatter (``_reduce_scatter_grid``; not in paired halves)
+    ``SPLIT_LEAST`` of its first pass's chunks where it has at least
+    ``GRID_SPLIT_CHUNKS``.  MI250 x2 with 32 chunks per shard (two groups
+    a pass) gains at 128 MiB, 186.3 -> 217.3 GB/s, and loses at 1 GiB,
+    225.3 -> 222.3 (the portfolio ranks the unsplit file beside it,
+    ``fewer_split_budgets``).
 
     >>> from colc.frontends.families import dgx_a100, mi250
     >>> t, m = dgx_a100(4), mi250(4)
@@ -1149,32 +1169,72 @@ def split_chunks(topo: Topology, groups: list[list[int]], collective: Collective
     >>> [split_chunks(m2, boxes(m2), Collective.REDUCESCATTER, c) for c in (16, 32)]
     [2, 2]
     """
-    most, two = _split_form(topo, groups, collective, chunks, budget)
+    most, channel, base = _split_form(topo, groups, collective, chunks, budget)
     if not most:
         return 0
-    rings, nb = crossing_rings(groups, collective, chunks), len(groups)
-    spare = MAX_CHANNELS - _split_channel(rings, nb, two)
+    spare = MAX_CHANNELS - channel
     if budget:
-        spare = min(spare, budget - _unpaired_threadblocks(rings, nb, two))
+        spare = min(spare, budget - base)
+    rings = crossing_rings(groups, collective, chunks)
     split = min(most, spare, len(_ring_groups(chunks, rings)[0]))
     return split if split >= SPLIT_LEAST else 0
 
 
+def fewer_split_budgets(topo: Topology, groups: list[list[int]], collective: Collective,
+                        chunks: int, budget: int) -> tuple[int, ...]:
+    """Budgets below ``budget`` whose schedules split fewer chunks of the
+    first pass (``split_chunks``), each the least with as many: none split
+    (the form's own threadblocks) and ``SPLIT_LEAST`` up to one less than
+    ``budget``'s.  A portfolio ranks them beside ``budget``'s schedule, so a
+    larger budget never predicts slower (DGX A100 x16 reduce-scatter at 512
+    MiB, 8 chunks: 168.8 GB/s unsplit with 30 threadblocks, 165.7 split
+    with 32; DGX A100 x4 at 512 MiB, 32 chunks: 200.5 with 3 split, 194.6
+    with 4).
+
+    >>> from colc.frontends.families import dgx_a100
+    >>> t = dgx_a100(4)
+    >>> [fewer_split_budgets(t, boxes(t), Collective.REDUCESCATTER, 32, b) for b in (0, 32, 30, 29)]
+    [(28, 30, 31), (28, 30, 31), (28,), ()]
+    """
+    split = split_chunks(topo, groups, collective, chunks, budget)
+    if not split:
+        return ()
+    base = _split_form(topo, groups, collective, chunks, budget)[2]
+    return tuple(base + s for s in (0, *range(SPLIT_LEAST, split)))
+
+
 def _split_form(topo: Topology, groups: list[list[int]], collective: Collective,
-                chunks: int, budget: int) -> tuple[int, int]:
-    """``(most split chunks, distances on two connections)`` of the
-    crossing reduce-scatter's form under ``budget`` (``split_chunks``;
-    ``_unpaired_threadblocks`` of the second without the split chunks),
-    ``(0, 0)`` where it splits none."""
+                chunks: int, budget: int) -> tuple[int, int, int]:
+    """``(most split chunks, the first one's channel, threadblocks without
+    them)`` of the crossing reduce-scatter's form under ``budget``
+    (``split_chunks``; with network sends and receives apart: the crossing
+    forms' ``_unpaired_threadblocks`` with their second connections, the
+    grid's ``R + 2 sum(d_i - 1)`` and two with ``_grid_spare``), ``(0, 0,
+    0)`` where it splits none."""
     rings, nb = crossing_rings(groups, collective, chunks), len(groups)
     if (not rings or collective is Collective.ALLGATHER or len(groups[0]) < 3
-            or len(box_grid(nb, rings, collective)) > 1
             or paired_halves(groups, collective, chunks)):
-        return 0, 0
-    lots = len(_ring_groups(chunks, rings))
+        return 0, 0, 0
+    dims = box_grid(nb, rings, collective)
+    if len(dims) > 1:
+        if chunks < GRID_SPLIT_CHUNKS:
+            return 0, 0, 0
+        channel = _grid_split_channel(rings, dims)
+        return SPLIT_LEAST, channel, channel + sum(d - 1 for d in dims) + _grid_spare(rings, dims)
     if switched_form(topo, groups, collective, chunks, rings):
-        return (SPLIT_CHUNKS, nb - 1) if lots > 1 else (0, 0)
-    return CROSSING_SPLIT_CHUNKS, second_connections(topo, groups, collective, chunks, budget)
+        two = nb - 1 if len(_ring_groups(chunks, rings)) > 1 else 0
+        most = SPLIT_CHUNKS if two else 0
+    else:
+        most = CROSSING_SPLIT_CHUNKS
+        two = second_connections(topo, groups, collective, chunks, budget)
+    return most, _split_channel(rings, nb, two), _unpaired_threadblocks(rings, nb, two)
+
+
+def _grid_split_channel(rings: int, dims: tuple[int, ...]) -> int:
+    """The grid's first split chunk's channel (``_reduce_scatter_grid``):
+    after the grid's channels (``_grid_channel``) and the first pass's
+    second connection (``_grid_spare``)."""
+    return rings + sum(d - 1 for d in dims) + _grid_spare(rings, dims)
 
 
 def _split_channel(rings: int, nb: int, two: int) -> int:
@@ -1184,9 +1244,11 @@ def _split_channel(rings: int, nb: int, two: int) -> int:
 
 
 def _split_pass(out: _Ops, groups: list[list[int]], orders: list[list[int]], qs: range,
-                cf: int, landed: Callable[..., Slot], channel: int) -> dict[int, int]:
-    """The first pass (to the next box) of the crossing reduce-scatter or
-    its switched form for chunks ``qs`` with every chain in two halves that
+                cf: int, landed: Callable[..., Slot], channel: int, k: int = 1,
+                dests: list[int] | None = None) -> dict[int, int]:
+    """The first pass (to the box ``k`` further, or box ``b``'s chunks to
+    box ``dests[b]``, as ``_box_pass``) of the crossing reduce-scatter, its
+    switched form or the grid's for chunks ``qs`` with every chain in two halves that
     meet at its end: one along the chunk's ring, ``G - 1 - (G - 1) // 2``
     steps, the other from the places after the end backwards, ``(G - 1) //
     2`` steps, on a ring of its own (channel ``channel + j`` for the
@@ -1215,9 +1277,9 @@ def _split_pass(out: _Ops, groups: list[list[int]], orders: list[list[int]], qs:
         if t == min(SPLIT_HELD, fwd - 1):
             held_from = len(out.ops)
         for b, members in enumerate(groups):
-            dest = groups[(b + 1) % nb]
+            dest = groups[(b + k) % nb if dests is None else dests[b]]
             for j, q in enumerate(qs):
-                ring = _scatter_ring(q, 1, cf, rings, nb)
+                ring = _scatter_ring(q, k, cf, rings, nb)
                 order = orders[ring]
                 if t < back:
                     for p in range(size):  # the half backwards, into the end's region 1
@@ -1239,7 +1301,7 @@ def _split_pass(out: _Ops, groups: list[list[int]], orders: list[list[int]], qs:
 
 def _reduce_scatter_grid(out: _Ops, groups: list[list[int]], orders: list[list[list[int]]],
                          cf: int, n: int, dims: tuple[int, ...], scatter: bool = True,
-                         spare: bool = True) -> None:
+                         spare: bool = True, split: int = 0) -> None:
     """The crossing reduce-scatter in stages over a grid of boxes
     (``grid``): the allgather's stages backwards, the last dimension first.
 
@@ -1291,10 +1353,17 @@ def _reduce_scatter_grid(out: _Ops, groups: list[list[int]], orders: list[list[l
     held; x32 166.9 -> 166.5); an allreduce with fewer than
     ``HALF_HELD_AT_ONCE`` (8) passes at once holds only its second pass (x16
     82.1 against 81.9 with the half, x32 79.4 against 79.1; from 8 the half:
-    DGX A100 x64 75.7 -> 76.4, x128 74.3 -> 75.2).  Network
+    DGX A100 x64 75.7 -> 76.4, x128 74.3 -> 75.2).  With ``split``
+    (``split_chunks``) the first pass's first chunks run their chains in
+    two halves (``_split_pass``, on the channels after the grid's,
+    ``_grid_split_channel``), its last ``1 / GRID_SPLIT_HELD_PART`` waits
+    until the halves have taken ``SPLIT_HELD`` steps, the rest go whole at
+    once, and the held passes wait for those whole chunks' chains: the
+    network's first byte at 0.49 ms instead of 0.82 (DGX A100 x16
+    allreduce at 1 GiB, 82.1 -> 83.2 GB/s, 32 threadblocks).  Network
     sends and receives on threadblocks of their own: ``R + 2 sum(d_i - 1)``
     per rank, 2 more with the second connection, 2 fewer with a fused last
-    stage (lowered with ``pair_mirrors``; 1 without).
+    stage (lowered with ``pair_mirrors``; 1 without), one per split chunk.
     DGX A100 x16 (4 x 4) at 1 GiB, 8 chunks per shard, 30 threadblocks
     (simulated): 171.2 GB/s (80% of the cut bound: 170.7; rails 162.0);
     170.3 with the last stage landing one place before the owner, 164.9
@@ -1346,18 +1415,29 @@ def _reduce_scatter_grid(out: _Ops, groups: list[list[int]], orders: list[list[l
     def passes(s: int) -> None:  # stage ``s``'s box passes
         gate = None
         for i, x in enumerate(stages[s]):
+            dests = [shifted(b, offsets[x], dims) for b in range(nb)]
+            first = s == len(dims) and i == 0
+            pqs, pgate = qs, gate if s == len(dims) and i in held else None
+            if first and split:  # split chunks, the whole ones, the held ones
+                pgate = _split_pass(out, groups, orders[0], range(split), cf, landed,
+                                    _grid_split_channel(rings, dims), k=ks[x], dests=dests)
+                pqs = range(split, cf - cf // GRID_SPLIT_HELD_PART)
             start = len(out.ops)
-            _box_pass(out, groups, orders, qs, cf, ks[x], landed,
-                      dests=[shifted(b, offsets[x], dims) for b in range(nb)],
+            _box_pass(out, groups, orders, pqs, cf, ks[x], landed, dests=dests,
                       last=before(2 if fused and s == 1 else s),
-                      gate=gate if s == len(dims) and i in held else None,
+                      gate=None if first and split else pgate,
                       to_place=x in homes or x in forwarded)
-            if s == len(dims) and i == 0:
+            if first:
                 # the held passes' chains start on a rank once the first's
-                # are ``GRID_HELD`` steps from their ends there
-                steps = (len(out.ops) - start) // (len(groups[0]) - 1)
-                gate = {op.dst.rank: op.op_id
-                        for op in out.ops[start:len(out.ops) - GRID_HELD * steps]}
+                # (with ``split``, its whole chunks') are ``GRID_HELD`` steps
+                # from their ends there
+                end = len(out.ops)
+                steps = (end - start) // (len(groups[0]) - 1)
+                gate = {op.dst.rank: op.op_id for op in out.ops[start:end - GRID_HELD * steps]}
+            if first and split:
+                _box_pass(out, groups, orders, range(pqs.stop, cf), cf, ks[x], landed,
+                          dests=dests, last=before(s), gate=pgate,
+                          to_place=x in homes or x in forwarded)
 
     def crossings(s: int, i: int, x: int) -> None:  # the crossings of stage ``s``'s pass ``x``
         t = offsets[x][s - 1]
@@ -1545,8 +1625,10 @@ def narrowed(topo: Topology, groups: list[list[int]], collective: Collective,
       + 2 (B - 1)``, and two per such connection (below ``R + 2 (B - 1)``
       the lowering pairs the network sends and receives, and each would
       take one more), ``second_connections``;
-    * the switched reduce-scatter's split chains' rings (``split_chunks``)
-      at every budget below ``R + 4 (B - 1) + SPLIT_CHUNKS``.
+    * the split chains' rings (``split_chunks``) at every budget below
+      the form's own and its split chunks': the switched reduce-scatter's
+      ``R + 4 (B - 1) + SPLIT_CHUNKS``, the grid's ``R + 2 sum(d_i - 1)``
+      (and two with ``_grid_spare``) ``+ SPLIT_LEAST``.
 
     DGX A100 x128 at 31 threadblocks, 1 GiB (simulated): 151.6 GB/s
     without the allgather's (31 threadblocks), 84.2 with it (lowered
@@ -1626,9 +1708,9 @@ def narrowing_budget(topo: Topology, groups: list[list[int]], collective: Collec
     with (``Compiler._narrowing``): 0 where ``budget`` narrows nothing
     (``narrowed``); the grid allgather's, ``budget``; the crossing
     reduce-scatter's, the least budget with as many second connections
-    (``second_connections``; 1 for none), the switched one's, the least
-    with as many split chunks (``split_chunks``; 1 for none), so the
-    budgets that build one schedule share it.
+    (``second_connections``; 1 for none) and split chunks
+    (``split_chunks``; in the switched and grid forms too), so the budgets
+    that build one schedule share it.
 
     >>> from colc.frontends.families import mi250
     >>> m = mi250(4)
@@ -1650,9 +1732,7 @@ def narrowing_budget(topo: Topology, groups: list[list[int]], collective: Collec
         return 0
     if not two and not split:
         return 1
-    rings, nb = crossing_rings(groups, collective, chunks), len(groups)
-    return _unpaired_threadblocks(rings, nb, _split_form(topo, groups, collective, chunks,
-                                                         budget)[1]) + split
+    return _split_form(topo, groups, collective, chunks, budget)[2] + split
 
 
 def next_box_twice(topo: Topology, groups: list[list[int]], collective: Collective,
