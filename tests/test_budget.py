@@ -281,3 +281,33 @@ def test_compilers_of_one_process_share_the_schedules_a_budget_does_not_change(
     assert compiler(topo, 8).schedule("trees", 16) is kept
     pipeline.ALGORITHMS["trees"] = lambda *args, **kwargs: real(*args, **kwargs)
     assert compiler(topo, 8).schedule("trees", 16) is not kept
+
+
+@pytest.mark.parametrize("family,nboxes", [("mi250", 2), ("dgx-a100", 4)])
+def test_variants_rank_each_split_file_beside_its_fewer_split_ones(family, nboxes) -> None:
+    """A rings2d Simple file whose first pass splits chains (``split_chunks``)
+    can lose to the file with fewer split chunks at some sizes (MI250 x2
+    reduce-scatter at 1 GiB, DGX A100 x4 at 512 MiB), so the variants also
+    carry it for every smaller budget that splits fewer, down to none, each
+    the least such budget: a larger budget never predicts slower.  The LL
+    files, which never split, carry none."""
+    from colc.compiler.rings.rings2d import split_chunks
+    from colc.frontends.families import mi250
+    from colc.ir.core import Protocol
+    from colc.ir.topology import boxes
+
+    topo = (mi250 if family == "mi250" else dgx_a100)(nboxes)
+    coll = Collective.REDUCESCATTER
+    comp = Compiler(topo, CompileOptions(collective=coll, algorithm="rings2d"))
+    found = variants(comp, (Protocol.SIMPLE, Protocol.LL))
+    extra = [v for v in found if v.budget]
+    assert extra and all(v.protocol is Protocol.SIMPLE for v in extra)
+    groups = boxes(topo)
+    for c in {v.chunks for v in found}:
+        split = split_chunks(topo, groups, coll, c, comp.budget)
+        levels = sorted(v.budget for v in extra if v.chunks == c)
+        assert [split_chunks(topo, groups, coll, c, b) for b in levels] == \
+            ([0, *range(2, split)] if split else [])
+        # each split level the least budget with as many split chunks
+        assert all(split_chunks(topo, groups, coll, c, b - 1) < split_chunks(topo, groups, coll, c, b)
+                   for b in levels[1:])
