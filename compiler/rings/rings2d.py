@@ -1417,15 +1417,15 @@ def _reduce_scatter_grid(out: _Ops, groups: list[list[int]], orders: list[list[l
         for i, x in enumerate(stages[s]):
             dests = [shifted(b, offsets[x], dims) for b in range(nb)]
             first = s == len(dims) and i == 0
-            pqs, pgate = qs, gate if s == len(dims) and i in held else None
+            pqs = qs
             if first and split:  # split chunks, the whole ones, the held ones
-                pgate = _split_pass(out, groups, orders[0], range(split), cf, landed,
-                                    _grid_split_channel(rings, dims), k=ks[x], dests=dests)
+                halves = _split_pass(out, groups, orders[0], range(split), cf, landed,
+                                     _grid_split_channel(rings, dims), k=ks[x], dests=dests)
                 pqs = range(split, cf - cf // GRID_SPLIT_HELD_PART)
             start = len(out.ops)
             _box_pass(out, groups, orders, pqs, cf, ks[x], landed, dests=dests,
                       last=before(2 if fused and s == 1 else s),
-                      gate=None if first and split else pgate,
+                      gate=gate if s == len(dims) and i in held else None,
                       to_place=x in homes or x in forwarded)
             if first:
                 # the held passes' chains start on a rank once the first's
@@ -1436,7 +1436,7 @@ def _reduce_scatter_grid(out: _Ops, groups: list[list[int]], orders: list[list[l
                 gate = {op.dst.rank: op.op_id for op in out.ops[start:end - GRID_HELD * steps]}
             if first and split:
                 _box_pass(out, groups, orders, range(pqs.stop, cf), cf, ks[x], landed,
-                          dests=dests, last=before(s), gate=pgate,
+                          dests=dests, last=before(s), gate=halves,
                           to_place=x in homes or x in forwarded)
 
     def crossings(s: int, i: int, x: int) -> None:  # the crossings of stage ``s``'s pass ``x``
