@@ -169,7 +169,7 @@ RING_FAMILY = ("ring", "rings2d", "nccl-rings")
 #: and reduce-scatter 96.3 with 4 chunks per shard in one stage, against
 #: rails' 89.8 and 73.8 (over a grid of boxes: allgather 137.6,
 #: reduce-scatter 127.7, 133.1 with its passes on all the box's cycles,
-#: ``rings2d._landing_places``); its allreduce over all the boxes only
+#: ``rings2d.placement._landing_places``); its allreduce over all the boxes only
 #: fits 2 chunks there (29.7 against rails' 37.5), so an allreduce goes
 #: in paired halves (``PAIRED_MESH_CHUNKINGS``).
 MESH_CROSSING_CHUNKINGS = (2, 4)
@@ -180,7 +180,7 @@ MESH_CROSSING_CHUNKINGS = (2, 4)
 #: MI250 x16 with 4 chunks per shard (simulated, 32 threadblocks): 45.9 /
 #: 59.5 GB/s at 16 MiB / 1 GiB against rails' 27.4 / 37.5; x32 with 2:
 #: 55.6 / 58.7 at 128 MiB / 1 GiB against 31.0 / 35.3 (with one cycle of
-#: the box per chunk, before ``rings2d._landing_places``: x16 43.3 / 54.1,
+#: the box per chunk, before ``rings2d.placement._landing_places``: x16 43.3 / 54.1,
 #: x32 35.6 / 36.3).
 PAIRED_MESH_CHUNKINGS = (2, 4)
 #: Past ``GRID_EVERY_SIZE_RANKS`` ranks on such boxes one chunk per shard
@@ -460,7 +460,7 @@ UNPAIRED_RAILS_CHUNKINGS = (8, 16)
 CROSSING_RINGS = (*FUSED[1:], FUSED[0])
 #: rings2d's crossing reduce-scatter: the same, unpaired but for a relay's
 #: way back, which shares its threadblock (``pair_mirrors``: the grid's fused
-#: last stage, ``rings2d._fuses_last``, DGX A100 x64 and x128 take 30
+#: last stage, ``rings2d.placement._fuses_last``, DGX A100 x64 and x128 take 30
 #: threadblocks, not 31, and the plain unpaired lowering is not tried for
 #: them).  The other forms have no mirror and lower exactly as with
 #: ``CROSSING_RINGS``; the plain unpaired lowering is not listed again, as

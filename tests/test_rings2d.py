@@ -235,7 +235,8 @@ def test_switched_reduce_scatter_splits_its_first_chains_within_the_budget() -> 
     32 the 1 GiB file reaches 80% of the cut bound (213.4 GB/s,
     simulated)."""
     from colc.compiler.pipeline import Compiler, Variant
-    from colc.compiler.rings.rings2d import SPLIT_FREE_PART, split_chunks
+    from colc.compiler.rings.rings2d import split_chunks
+    from colc.compiler.rings.rings2d.split import SPLIT_FREE_PART
 
     topo, cf = dgx_a100(4), 32
     groups = boxes(topo)
@@ -326,7 +327,8 @@ def test_crossing_sends_the_partials_of_the_least_shared_rings_first() -> None:
     reduce-scatter sends each pass's partials in the order of their rings'
     share of their most shared link (``ring_shares``), so the network starts
     with the partial of the one ring that shares no link three ways."""
-    from colc.compiler.rings.rings2d import RINGS, _scatter_ring, ring_shares
+    from colc.compiler.rings.rings2d import RINGS, ring_shares
+    from colc.compiler.rings.rings2d.placement import _scatter_ring
 
     topo, cf = mi250(4), 16
     sched = rings2d_schedule(topo, Collective.REDUCESCATTER, cf)
@@ -800,8 +802,11 @@ def test_grid_of_twos_sends_its_last_stage_on_two_connections() -> None:
     sends and the form takes one threadblock more, not two.  The schedule
     is proved and its lowering checked like every other."""
     from colc.compiler.lowering.lower_to_program import LoweringOptions, lower_to_program
-    from colc.compiler.rings.rings2d import (RINGS, _allgather_grid, _grid_channel, _layout,
-                                             _Ops, _schedule)
+    from colc.compiler.rings.rings2d import RINGS
+    from colc.compiler.rings.rings2d.box_rings import _layout
+    from colc.compiler.rings.rings2d.gather import _allgather_grid
+    from colc.compiler.rings.rings2d.placement import _grid_channel, _Ops
+    from colc.compiler.rings.rings2d.schedule import _schedule
 
     topo, cf, dims = dgx_a100(8), 2, (2, 2, 2)
     groups, orders = _layout(topo, RINGS, True)
@@ -833,8 +838,11 @@ def test_a_budget_one_short_takes_the_second_connection_away() -> None:
     compiler keys that schedule on the budget, and on nothing at others."""
     from colc.compiler.lowering.lower_to_program import LoweringOptions, lower_to_program
     from colc.compiler.pipeline import Compiler, Variant
-    from colc.compiler.rings.rings2d import (RINGS, _allgather_grid, _grid_channel, _layout,
-                                             _Ops, _schedule)
+    from colc.compiler.rings.rings2d import RINGS
+    from colc.compiler.rings.rings2d.box_rings import _layout
+    from colc.compiler.rings.rings2d.gather import _allgather_grid
+    from colc.compiler.rings.rings2d.placement import _grid_channel, _Ops
+    from colc.compiler.rings.rings2d.schedule import _schedule
 
     topo, cf, dims = dgx_a100(8), 2, (2, 2, 2)
     groups, orders = _layout(topo, RINGS, True)
@@ -942,8 +950,11 @@ def test_grid_reduce_scatter_forwards_its_last_stage_as_it_lands() -> None:
     interpreter; at 1 GiB (simulated) DGX A100 x128 160.3 -> 161.3 GB/s
     with 32 -> 30 threadblocks, x64 164.0 -> 164.1 with 32 -> 30."""
     from colc.compiler.lowering.lower_to_program import LoweringOptions, lower_to_program
-    from colc.compiler.rings.rings2d import (RINGS, _grid_channel, _layout, _Ops,
-                                             _reduce_scatter_grid, _schedule)
+    from colc.compiler.rings.rings2d import RINGS
+    from colc.compiler.rings.rings2d.box_rings import _layout
+    from colc.compiler.rings.rings2d.grid_scatter import _reduce_scatter_grid
+    from colc.compiler.rings.rings2d.placement import _grid_channel, _Ops
+    from colc.compiler.rings.rings2d.schedule import _schedule
     from colc.ir.program import StepKind
 
     topo, cf, dims = dgx_a100(8), 2, (2, 2, 2)
@@ -1044,7 +1055,7 @@ def test_crossing_passes_spread_over_the_box_cycles(coll, nboxes, cf) -> None:
     for Simple variants only.  Proved by the chunk checker and the
     interpreter."""
     from colc.compiler.pipeline import Compiler, Variant
-    from colc.compiler.rings.rings2d import _box_rings, _link_widths
+    from colc.compiler.rings.rings2d.box_rings import _box_rings, _link_widths
 
     topo = mi250(nboxes)
     members = boxes(topo)[0]

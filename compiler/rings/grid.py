@@ -16,7 +16,7 @@ each box and every rank still sends ``B - 1`` shards, on
 
 This module is the geometry only (``grid_dims``, ``stage_sends``,
 ``landing_order``, ``landing_times``: when each chunk lands, estimated);
-``rings2d._allgather_grid`` writes the ops.
+``rings2d.gather._allgather_grid`` writes the ops.
 
 Complexity: ``grid_dims`` enumerates the ordered factorisations of ``B``
 (a few hundred for ``B <= 1024``); ``landing_times`` is ``O(B cf sum(d_i - 1))``;
@@ -158,7 +158,7 @@ def landing_times(dims: tuple[int, ...], cf: int,
     ``q`` to the time, in chunks sent by a whole NIC.
 
     Every connection (a stage and a distance) sends its chunks in the
-    order ``rings2d._allgather_grid`` lists them (chunk by chunk, the
+    order ``rings2d.gather._allgather_grid`` lists them (chunk by chunk, the
     sources in ``landing_order``), a chunk only once it has landed at the
     sender (the same time as at this rank: every box is alike), and the
     connections with a chunk to send share the NIC equally.  ``two_last``:
