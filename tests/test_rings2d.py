@@ -429,6 +429,42 @@ def test_crossing_reduce_scatter_splits_its_first_chains_within_the_budget(nboxe
         assert figures[spare][0] >= 1.1 * simulate(ring, topo, model_for(topo), 1 << 30).algbw
 
 
+def test_crossing_allreduce_splits_up_to_four_chains_from_three_boxes() -> None:
+    """An allreduce's crossing reduce-scatter on three or more boxes of
+    direct links splits up to four of its first pass's chains
+    (``CROSSING_ALLREDUCE_SPLIT_CHUNKS``), one threadblock each, as many as
+    the budget holds; each count is keyed by its least budget, so the
+    portfolio ranks every count.  MI250 x3 with 8 chunks per shard: the
+    file with four is faster at 1 GiB than the file with two (simulated);
+    behind box switches (DGX A100 x4) the allreduce keeps two."""
+    from colc.compiler.pipeline import Compiler, Variant
+    from colc.compiler.rings.rings2d import fewer_split_budgets, split_chunks
+    from colc.frontends.families import dgx_a100
+
+    topo, cf, coll = mi250(3), 8, Collective.ALLREDUCE
+    groups = boxes(topo)
+    assert [split_chunks(topo, groups, coll, cf, b) for b in (25, 26, 27, 28, 32, 0)] == \
+        [0, 2, 3, 4, 4, 4]
+    assert fewer_split_budgets(topo, groups, coll, cf, 32) == (24, 26, 27)
+    sched = rings2d_schedule(topo, coll, cf, simple=True)
+    box_of = {r: i for i, g in enumerate(groups) for r in g}
+    starts: dict[int, set[int]] = {}  # channel -> chunks whose chains start there
+    for op in sched.ops:
+        if op.src.buffer is Buffer.INPUT and box_of[op.src.rank] == box_of[op.dst.rank]:
+            starts.setdefault(op.channel, set()).add(op.src.index % cf)
+    assert [starts[ch] for ch in sorted(starts) if ch >= 16] == [{0}, {1}, {2}, {3}]
+    v = Variant("rings2d", cf, Protocol.SIMPLE)
+    figures = {}
+    for budget in (26, 28):
+        comp = Compiler(topo, CompileOptions(algorithm="rings2d", jobs=1, max_threadblocks=budget,
+                                             collective=coll))
+        assert comp.program(v).max_threadblocks == budget
+        figures[budget] = comp.simulate(v, 1 << 30).algbw
+    assert figures[28] > figures[26], figures
+    dgx = dgx_a100(4)
+    assert split_chunks(dgx, boxes(dgx), coll, 16, 32) == 2
+
+
 def _switched_boxes(nb: int, gpus: int) -> Topology:
     """``nb`` boxes of ``gpus`` GPUs behind a box switch each, on one network switch."""
     nodes, links = [Node("ib", "switch", net=True)], []

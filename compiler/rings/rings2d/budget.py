@@ -25,7 +25,8 @@ from colc.compiler.rings.rings2d.placement import (DEFAULT_CHUNKS, MAX_CHANNELS,
                                                    _grid_split_channel, _ring_groups,
                                                    _split_channel, _two_last,
                                                    _unpaired_threadblocks)
-from colc.compiler.rings.rings2d.split import (CROSSING_SPLIT_CHUNKS, GRID_SPLIT_CHUNKS,
+from colc.compiler.rings.rings2d.split import (CROSSING_ALLREDUCE_SPLIT_CHUNKS,
+                                               CROSSING_SPLIT_CHUNKS, GRID_SPLIT_CHUNKS,
                                                SPLIT_CHUNKS, SPLIT_LEAST)
 from colc.ir.core import Collective
 from colc.ir.topology import Topology, boxes
@@ -92,8 +93,10 @@ def split_chunks(topo: Topology, groups: list[list[int]], collective: Collective
     """How many chunks of the first pass of the crossing reduce-scatter (an
     allreduce's first half) or its switched form run their chains in two
     halves (``_split_pass``) within ``budget`` (0: no limit): up to
-    ``CROSSING_SPLIT_CHUNKS`` (switched, with two groups of chunks a pass,
-    where every distance crosses on two connections: ``SPLIT_CHUNKS``) and
+    ``CROSSING_SPLIT_CHUNKS`` (an allreduce's from three boxes of direct
+    links: ``CROSSING_ALLREDUCE_SPLIT_CHUNKS``; switched, with two groups of chunks
+    a pass, where every distance crosses on two connections:
+    ``SPLIT_CHUNKS``) and
     at least ``SPLIT_LEAST``, each a threadblock and a channel beyond the
     form's (``_split_form``), on boxes of three places or more; in the
     grid's reduce-scatter (``_reduce_scatter_grid``; not in paired halves)
@@ -111,8 +114,8 @@ def split_chunks(topo: Topology, groups: list[list[int]], collective: Collective
     0
     >>> [split_chunks(m, boxes(m), Collective.REDUCESCATTER, 16, b) for b in (0, 24, 25, 26)]
     [2, 0, 0, 2]
-    >>> [split_chunks(m, boxes(m), Collective.ALLREDUCE, 8, b) for b in (28, 30)]
-    [0, 2]
+    >>> [split_chunks(m, boxes(m), Collective.ALLREDUCE, 8, b) for b in (28, 30, 31, 32)]
+    [0, 2, 3, 4]
     >>> split_chunks(m, boxes(m), Collective.ALLGATHER, 16)
     0
     >>> m2 = mi250(2)
@@ -175,7 +178,9 @@ def _split_form(topo: Topology, groups: list[list[int]], collective: Collective,
         two = nb - 1 if len(_ring_groups(chunks, rings)) > 1 else 0
         most = SPLIT_CHUNKS if two else 0
     else:
-        most = CROSSING_SPLIT_CHUNKS
+        most = (CROSSING_ALLREDUCE_SPLIT_CHUNKS
+                if collective is Collective.ALLREDUCE and nb >= 3
+                and _link_widths(topo, groups[0]) is not None else CROSSING_SPLIT_CHUNKS)
         two = second_connections(topo, groups, collective, chunks, budget)
     return most, _split_channel(rings, nb, two), _unpaired_threadblocks(rings, nb, two)
 
@@ -275,8 +280,8 @@ def narrowing_budget(topo: Topology, groups: list[list[int]], collective: Collec
 
     >>> from colc.frontends.families import mi250
     >>> m = mi250(4)
-    >>> [narrowing_budget(m, boxes(m), Collective.ALLREDUCE, 8, b) for b in (0, 16, 23, 26, 28, 30)]
-    [0, 1, 1, 26, 28, 0]
+    >>> [narrowing_budget(m, boxes(m), Collective.ALLREDUCE, 8, b) for b in (0, 16, 26, 28, 30, 31, 32)]
+    [0, 1, 26, 28, 30, 31, 0]
     >>> from colc.frontends.families import dgx_a100
     >>> t = dgx_a100(4)
     >>> [narrowing_budget(t, boxes(t), Collective.REDUCESCATTER, 32, b) for b in (24, 30, 32)]
