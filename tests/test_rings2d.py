@@ -89,17 +89,17 @@ def test_two_boxes_cross_once_and_land() -> None:
 def test_two_boxes_within_forestcolls_count() -> None:
     """At ForestColl's own 25 threadblocks (seed 004, DGX A100 x2
     reduce-scatter: 185 / 247 GB/s measured at 128M / 1G) the two-box
-    rings take 22 (20 without the first pass's split chunks,
-    ``split_chunks``) and pass both (LL128 at 128M, Simple at 1G);
-    ``rails`` there is held to 17 (its reduce-scatter splits lanes evenly:
-    167.9 / 213.5)."""
+    rings take 24 (20 without the first pass's four split chunks,
+    ``split_chunks``, which only the Simple file takes) and pass both
+    (LL128 at 128M, Simple at 1G); ``rails`` there is held to 17 (its
+    reduce-scatter splits lanes evenly: 167.9 / 213.5)."""
     from colc.compiler.pipeline import Compiler, Variant
 
     comp = Compiler(dgx_a100(2), CompileOptions(algorithm="rings2d", max_threadblocks=25,
                                                 collective=Collective.REDUCESCATTER, jobs=1))
     at_128m = Variant("rings2d", 32, Protocol.LL128)
     at_1g = Variant("rings2d", 32, Protocol.SIMPLE)
-    assert max(comp.program(v).max_threadblocks for v in (at_128m, at_1g)) <= 22
+    assert [comp.program(v).max_threadblocks for v in (at_128m, at_1g)] == [20, 24]
     assert comp.simulate(at_128m, 128 << 20).algbw >= 185
     assert comp.simulate(at_1g, 1 << 30).algbw >= 247
 
@@ -429,14 +429,15 @@ def test_crossing_reduce_scatter_splits_its_first_chains_within_the_budget(nboxe
         assert figures[spare][0] >= 1.1 * simulate(ring, topo, model_for(topo), 1 << 30).algbw
 
 
-def test_crossing_allreduce_splits_up_to_four_chains_from_three_boxes() -> None:
-    """An allreduce's crossing reduce-scatter on three or more boxes of
-    direct links splits up to four of its first pass's chains
-    (``CROSSING_ALLREDUCE_SPLIT_CHUNKS``), one threadblock each, as many as
-    the budget holds; each count is keyed by its least budget, so the
-    portfolio ranks every count.  MI250 x3 with 8 chunks per shard: the
-    file with four is faster at 1 GiB than the file with two (simulated);
-    behind box switches (DGX A100 x4) the allreduce keeps two."""
+def test_crossing_form_splits_up_to_four_chains_where_they_pay() -> None:
+    """The crossing reduce-scatter splits up to four of its first pass's
+    chains (``CROSSING_WIDE_SPLIT_CHUNKS``), one threadblock each, as many
+    as the budget holds, on two boxes behind box switches and in an
+    allreduce from three boxes of direct links; elsewhere two.  Each count
+    is keyed by its least budget, so the portfolio ranks every count.
+    MI250 x3 allreduce (8 chunks): four split channels, one chunk each;
+    DGX A100 x2 allreduce (16 chunks): the file with four is faster at
+    1 GiB than the file with two (simulated)."""
     from colc.compiler.pipeline import Compiler, Variant
     from colc.compiler.rings.rings2d import fewer_split_budgets, split_chunks
     from colc.frontends.families import dgx_a100
@@ -453,16 +454,21 @@ def test_crossing_allreduce_splits_up_to_four_chains_from_three_boxes() -> None:
         if op.src.buffer is Buffer.INPUT and box_of[op.src.rank] == box_of[op.dst.rank]:
             starts.setdefault(op.channel, set()).add(op.src.index % cf)
     assert [starts[ch] for ch in sorted(starts) if ch >= 16] == [{0}, {1}, {2}, {3}]
+    m2, m4, d4 = mi250(2), mi250(4), dgx_a100(4)  # two elsewhere
+    assert split_chunks(m2, boxes(m2), coll, 16) == 2
+    assert split_chunks(m4, boxes(m4), Collective.REDUCESCATTER, 16) == 2
+    assert split_chunks(d4, boxes(d4), coll, 16) == 2
+    dgx, cf = dgx_a100(2), 16
+    for c in (coll, Collective.REDUCESCATTER):
+        assert split_chunks(dgx, boxes(dgx), c, cf, 32) == 4
     v = Variant("rings2d", cf, Protocol.SIMPLE)
     figures = {}
-    for budget in (26, 28):
-        comp = Compiler(topo, CompileOptions(algorithm="rings2d", jobs=1, max_threadblocks=budget,
-                                             collective=coll))
+    for budget in (22, 24):
+        comp = Compiler(dgx, CompileOptions(algorithm="rings2d", jobs=1, max_threadblocks=budget,
+                                            collective=coll))
         assert comp.program(v).max_threadblocks == budget
         figures[budget] = comp.simulate(v, 1 << 30).algbw
-    assert figures[28] > figures[26], figures
-    dgx = dgx_a100(4)
-    assert split_chunks(dgx, boxes(dgx), coll, 16, 32) == 2
+    assert figures[24] > figures[22], figures
 
 
 def _switched_boxes(nb: int, gpus: int) -> Topology:

@@ -25,8 +25,8 @@ from colc.compiler.rings.rings2d.placement import (DEFAULT_CHUNKS, MAX_CHANNELS,
                                                    _grid_split_channel, _ring_groups,
                                                    _split_channel, _two_last,
                                                    _unpaired_threadblocks)
-from colc.compiler.rings.rings2d.split import (CROSSING_ALLREDUCE_SPLIT_CHUNKS,
-                                               CROSSING_SPLIT_CHUNKS, GRID_SPLIT_CHUNKS,
+from colc.compiler.rings.rings2d.split import (CROSSING_SPLIT_CHUNKS,
+                                               CROSSING_WIDE_SPLIT_CHUNKS, GRID_SPLIT_CHUNKS,
                                                SPLIT_CHUNKS, SPLIT_LEAST)
 from colc.ir.core import Collective
 from colc.ir.topology import Topology, boxes
@@ -93,8 +93,9 @@ def split_chunks(topo: Topology, groups: list[list[int]], collective: Collective
     """How many chunks of the first pass of the crossing reduce-scatter (an
     allreduce's first half) or its switched form run their chains in two
     halves (``_split_pass``) within ``budget`` (0: no limit): up to
-    ``CROSSING_SPLIT_CHUNKS`` (an allreduce's from three boxes of direct
-    links: ``CROSSING_ALLREDUCE_SPLIT_CHUNKS``; switched, with two groups of chunks
+    ``CROSSING_SPLIT_CHUNKS`` (``CROSSING_WIDE_SPLIT_CHUNKS`` on two boxes
+    behind box switches and in an allreduce from three boxes of direct
+    links; switched, with two groups of chunks
     a pass, where every distance crosses on two connections:
     ``SPLIT_CHUNKS``) and
     at least ``SPLIT_LEAST``, each a threadblock and a channel beyond the
@@ -178,9 +179,9 @@ def _split_form(topo: Topology, groups: list[list[int]], collective: Collective,
         two = nb - 1 if len(_ring_groups(chunks, rings)) > 1 else 0
         most = SPLIT_CHUNKS if two else 0
     else:
-        most = (CROSSING_ALLREDUCE_SPLIT_CHUNKS
-                if collective is Collective.ALLREDUCE and nb >= 3
-                and _link_widths(topo, groups[0]) is not None else CROSSING_SPLIT_CHUNKS)
+        switches = _link_widths(topo, groups[0]) is None
+        wide = nb == 2 if switches else collective is Collective.ALLREDUCE and nb >= 3
+        most = CROSSING_WIDE_SPLIT_CHUNKS if wide else CROSSING_SPLIT_CHUNKS
         two = second_connections(topo, groups, collective, chunks, budget)
     return most, _split_channel(rings, nb, two), _unpaired_threadblocks(rings, nb, two)
 
@@ -280,7 +281,8 @@ def narrowing_budget(topo: Topology, groups: list[list[int]], collective: Collec
 
     >>> from colc.frontends.families import mi250
     >>> m = mi250(4)
-    >>> [narrowing_budget(m, boxes(m), Collective.ALLREDUCE, 8, b) for b in (0, 16, 26, 28, 30, 31, 32)]
+    >>> budgets = (0, 16, 26, 28, 30, 31, 32)
+    >>> [narrowing_budget(m, boxes(m), Collective.ALLREDUCE, 8, b) for b in budgets]
     [0, 1, 26, 28, 30, 31, 0]
     >>> from colc.frontends.families import dgx_a100
     >>> t = dgx_a100(4)

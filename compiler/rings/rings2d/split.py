@@ -42,20 +42,28 @@ SPLIT_HELD = 2
 #: gave 166.9, 8 169.6.  Splitting the chunks whose rings share their
 #: links least instead (``ring_shares``) lost (166.4).
 CROSSING_SPLIT_CHUNKS = 2
-#: An allreduce's crossing reduce-scatter from three boxes of direct links
-#: splits up to this many (``split_chunks``; a budget that holds fewer
-#: splits fewer, and the portfolio ranks each count, ``fewer_split_budgets``):
-#: its 8 chunks per shard are 2 MiB at 1 GiB, so its chains hold the NIC
-#: longer than the reduce-scatter's.  MI250 x4, 8 chunks, 16 MiB / 128 MiB /
-#: 256 MiB / 1 GiB (simulated): 54.4 / 71.4 / 71.9 / 72.0 GB/s with 2 (30
-#: threadblocks), 50.2 / 74.1 / 74.2 / 73.8 with 3 (31), 48.8 / 73.5 / 74.3
-#: / 73.9 with 4 (32); MI250 x3 16 MiB / 128 MiB / 1 GiB 50.9 / 69.5 / 75.5
-#: -> 52.8 / 70.1 / 76.4 with 4; on two boxes 4 lost (MI250 x2, 16 chunks:
-#: 97.5 / 99.4 -> 94.7 / 97.0 at 128 MiB / 1 GiB).  Behind box switches
-#: (DGX A100 x4, 16 chunks) 4 gained the rings2d file at 1 GiB, 93.6 ->
-#: 96.6, but rails' 107.7 serves there and the portfolio took 217 s to
-#: build instead of 174, so not there.
-CROSSING_ALLREDUCE_SPLIT_CHUNKS = 4
+#: The crossing reduce-scatter splits up to this many chains instead
+#: (``split_chunks``; a budget that holds fewer splits fewer, and the
+#: portfolio ranks each count, ``fewer_split_budgets``) on two boxes behind
+#: box switches and in an allreduce from three boxes of direct links, where
+#: its 8 chunks per shard are 2 MiB at 1 GiB and its chains hold the NIC
+#: longer than the reduce-scatter's.  Simulated (Simple), 128 MiB / 512 MiB
+#: / 1 GiB: DGX A100 x2 reduce-scatter (32 chunks) 194.3 / 252.4 / 255.5 GB/s
+#: with 2 (22 threadblocks), 189.5 / 254.6 / 257.7 with 3, 185.2 / 256.6 /
+#: 259.7 with 4, 6 and 8 lost (253.3, 247.2 at 1 GiB); DGX A100 x2
+#: allreduce (16 chunks) 101.3 / 116.2 / 125.9 with 2, 104.6 / 121.0 / 128.8
+#: with 4 (24); MI250 x4 allreduce (8 chunks), 16 MiB / 128 MiB / 256 MiB /
+#: 1 GiB: 54.4 / 71.4 / 71.9 / 72.0 with 2 (30), 50.2 / 74.1 / 74.2 / 73.8
+#: with 3 (31), 48.8 / 73.5 / 74.3 / 73.9 with 4 (32); MI250 x3 allreduce
+#: 128 MiB / 1 GiB 69.5 / 75.5 -> 70.1 / 76.4 with 4.  Elsewhere 4 lost:
+#: MI250 x2 reduce-scatter (32 chunks) 217.3 / 221.5 / 222.3 -> 200.8 /
+#: 214.1 / 214.7, allreduce (16 chunks) 97.5 / 99.4 -> 94.7 / 97.0 at 128
+#: MiB / 1 GiB, MI250 x4 reduce-scatter 170.7 / 159.1 -> 168.3 / 152.7 at 1
+#: GiB / 128 MiB.  Behind box switches from three boxes an allreduce's
+#: rings2d file gains too (DGX A100 x4, 16 chunks: 93.6 -> 96.6 at 1 GiB),
+#: but rails' 107.7 serves there and the portfolio took 217 s to build
+#: instead of 174, so not there.
+CROSSING_WIDE_SPLIT_CHUNKS = 4
 #: Fewest split chunks a reduce-scatter takes (``split_chunks``):
 #: one alone lost (DGX A100 x4 at 1 GiB, 29 threadblocks: 210.6 GB/s
 #: against 211.2 without); two gain at every size from 128 MiB (116.8 ->
