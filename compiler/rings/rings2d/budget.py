@@ -95,10 +95,9 @@ def split_chunks(topo: Topology, groups: list[list[int]], collective: Collective
     halves (``_split_pass``) within ``budget`` (0: no limit): up to
     ``CROSSING_SPLIT_CHUNKS`` (``CROSSING_WIDE_SPLIT_CHUNKS`` on two boxes
     behind box switches and in an allreduce from three boxes of direct
-    links; switched, with two groups of chunks
-    a pass, where every distance crosses on two connections:
-    ``SPLIT_CHUNKS``) and
-    at least ``SPLIT_LEAST``, each a threadblock and a channel beyond the
+    links; switched, with two groups of chunks a pass, where every distance
+    crosses on two connections: ``SPLIT_CHUNKS``) and at least
+    ``SPLIT_LEAST``, each a threadblock and a channel beyond the
     form's (``_split_form``), on boxes of three places or more; in the
     grid's reduce-scatter (``_reduce_scatter_grid``; not in paired halves)
     ``SPLIT_LEAST`` of its first pass's chunks where it has at least

@@ -45,9 +45,9 @@ CROSSING_SPLIT_CHUNKS = 2
 #: The crossing reduce-scatter splits up to this many chains instead
 #: (``split_chunks``; a budget that holds fewer splits fewer, and the
 #: portfolio ranks each count, ``fewer_split_budgets``) on two boxes behind
-#: box switches and in an allreduce from three boxes of direct links, where
-#: its 8 chunks per shard are 2 MiB at 1 GiB and its chains hold the NIC
-#: longer than the reduce-scatter's.  Simulated (Simple), 128 MiB / 512 MiB
+#: box switches and in an allreduce from three boxes of direct links (whose
+#: 8 chunks per shard are 2 MiB at 1 GiB, so its whole chains hold the NIC
+#: longer than the reduce-scatter's).  Simulated (Simple), 128 MiB / 512 MiB
 #: / 1 GiB: DGX A100 x2 reduce-scatter (32 chunks) 194.3 / 252.4 / 255.5 GB/s
 #: with 2 (22 threadblocks), 189.5 / 254.6 / 257.7 with 3, 185.2 / 256.6 /
 #: 259.7 with 4, 6 and 8 lost (253.3, 247.2 at 1 GiB); DGX A100 x2
