@@ -86,6 +86,17 @@ def test_two_boxes_cross_once_and_land() -> None:
     assert sent == [cf] * topo.num_ranks
 
 
+def _chain_starts(groups: list[list[int]], sched, cf: int) -> dict[int, set[int]]:
+    """Channel -> the chunks (mod ``cf``) whose box chains start there: the
+    chains' first sends, from the input, to a rank of the same box."""
+    box_of = {r: i for i, g in enumerate(groups) for r in g}
+    starts: dict[int, set[int]] = {}
+    for op in sched.ops:
+        if op.src.buffer is Buffer.INPUT and box_of[op.src.rank] == box_of[op.dst.rank]:
+            starts.setdefault(op.channel, set()).add(op.src.index % cf)
+    return starts
+
+
 def test_two_boxes_within_forestcolls_count() -> None:
     """At ForestColl's own 25 threadblocks (seed 004, DGX A100 x2
     reduce-scatter: 185 / 247 GB/s measured at 128M / 1G) the two-box
@@ -243,12 +254,7 @@ def test_switched_reduce_scatter_splits_its_first_chains_within_the_budget() -> 
     assert [split_chunks(topo, groups, Collective.REDUCESCATTER, cf, b)
             for b in (28, 29, 30, 31, 32, 0)] == [0, 0, 2, 3, 4, 4]
     sched = rings2d_schedule(topo, Collective.REDUCESCATTER, cf, simple=True)
-    box_of = {r: i for i, g in enumerate(groups) for r in g}
-    # the chains' first sends (from the input) on each channel below the rails
-    starts: dict[int, set[int]] = {}
-    for op in sched.ops:
-        if op.src.buffer is Buffer.INPUT and box_of[op.src.rank] == box_of[op.dst.rank]:
-            starts.setdefault(op.channel, set()).add(op.src.index % cf)
+    starts = _chain_starts(groups, sched, cf)
     extra = [ch for ch in starts if ch >= 16]
     assert sorted(extra) == [22, 23, 24, 25]  # after the six rail channels
     assert [starts[ch] for ch in sorted(extra)] == [{0}, {1}, {2}, {3}]
@@ -407,11 +413,7 @@ def test_crossing_reduce_scatter_splits_its_first_chains_within_the_budget(nboxe
     assert [split_chunks(topo, groups, Collective.REDUCESCATTER, cf, b)
             for b in (spare - 1, spare, 0)] == [0, 2, 2]
     sched = rings2d_schedule(topo, Collective.REDUCESCATTER, cf, simple=True)
-    box_of = {r: i for i, g in enumerate(groups) for r in g}
-    starts: dict[int, set[int]] = {}  # channel -> chunks whose chains start there
-    for op in sched.ops:
-        if op.src.buffer is Buffer.INPUT and box_of[op.src.rank] == box_of[op.dst.rank]:
-            starts.setdefault(op.channel, set()).add(op.src.index % cf)
+    starts = _chain_starts(groups, sched, cf)
     assert [starts[ch] for ch in sorted(starts) if ch >= 16] == [{0}, {1}]
     v = Variant("rings2d", cf, Protocol.SIMPLE)
     figures = {}
@@ -448,11 +450,7 @@ def test_crossing_form_splits_up_to_four_chains_where_they_pay() -> None:
         [0, 2, 3, 4, 4, 4]
     assert fewer_split_budgets(topo, groups, coll, cf, 32) == (24, 26, 27)
     sched = rings2d_schedule(topo, coll, cf, simple=True)
-    box_of = {r: i for i, g in enumerate(groups) for r in g}
-    starts: dict[int, set[int]] = {}  # channel -> chunks whose chains start there
-    for op in sched.ops:
-        if op.src.buffer is Buffer.INPUT and box_of[op.src.rank] == box_of[op.dst.rank]:
-            starts.setdefault(op.channel, set()).add(op.src.index % cf)
+    starts = _chain_starts(groups, sched, cf)
     assert [starts[ch] for ch in sorted(starts) if ch >= 16] == [{0}, {1}, {2}, {3}]
     m2, m4, d4 = mi250(2), mi250(4), dgx_a100(4)  # two elsewhere
     assert split_chunks(m2, boxes(m2), coll, 16) == 2
