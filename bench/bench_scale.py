@@ -25,7 +25,7 @@ import subprocess
 import sys
 import time
 
-from colc.compiler.pipeline import ONE_CHUNKING_RANKS, scale_chunks
+from colc.compiler.choose_variants import ONE_CHUNKING_RANKS, scale_chunks
 
 
 def one(spec: dict) -> dict:

@@ -36,11 +36,11 @@ from __future__ import annotations
 import dataclasses
 from fractions import Fraction
 
+from colc.compiler.algorithms import load_optional_algorithms
 from colc.compiler.estimate_bandwidth import schedule_algbw, schedule_steps
 from colc.compiler.pipeline import (
     ALGORITHMS,
     DEFAULT_THREADBLOCKS,
-    _load_optional_algorithms,
     rank_limit_problem,
 )
 from colc.errors import ColcError
@@ -245,7 +245,7 @@ def analyze_topology(topo: Topology, *, algorithms: tuple[str, ...] = (),
     jobs : int or None
         Processes the rows are built on (None: ``default_jobs()``).
     """
-    _load_optional_algorithms()
+    load_optional_algorithms()
     for name in algorithms:
         if name not in ALGORITHMS:
             raise ColcError(f"--algorithm: unknown algorithm '{name}'; choose from "
@@ -259,7 +259,9 @@ def analyze_topology(topo: Topology, *, algorithms: tuple[str, ...] = (),
     simulate = simulate and not estimate
     model = model_named(machine) if machine else model_for(topo)
     problem = rank_limit_problem(topo.num_ranks)
-    from colc.compiler.pipeline import builds, scale_skip, threadblock_budget
+    from colc.compiler.algorithms import builds
+    from colc.compiler.choose_variants import scale_skip
+    from colc.compiler.runtime_limits import threadblock_budget
 
     budget = threadblock_budget(max_threadblocks, model)
 

@@ -23,29 +23,59 @@ is for (``CompileOptions.rank_sizes``; default 128 MiB and 1 GiB) and
 returns the best one that verifies; the others are reported in ``notes``.
 ``colc.compiler.portfolio`` builds one file per message-size window with
 the same ``Compiler``.
+
+What it draws on: the generators (``algorithms``), the variants ``auto``
+tries at this scale (``choose_variants``), the options and results
+(``options``; re-exported here) and the limits refused before building
+(``runtime_limits``).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import functools
 import math
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
 from fractions import Fraction
 
-from colc.compiler.lowering.balance_lanes import balance_lanes, plan_lanes
+from colc.compiler.algorithms import (
+    ALGORITHMS,
+    ALLTOALL_ALGORITHMS,
+    CHUNKINGS,
+    THREAD_ALGORITHMS,
+    Generator,
+    available_algorithms,
+    builds,
+    load_optional_algorithms,
+    meshed_boxes,
+)
+from colc.compiler.choose_variants import CHUNK_SCALE_RANKS, SPREAD_TREES, scale_chunks, variants
 from colc.compiler.estimate_bandwidth import schedule_algbw
-from colc.compiler.parallel import jobs_for, prefetch
+from colc.compiler.lowering.balance_lanes import balance_lanes, plan_lanes
 from colc.compiler.lowering.lower_to_program import (
     LoweringOptions,
     LoweringStalled,
     lower_to_program,
 )
 from colc.compiler.lowering.replicate_instances import replicate_instances
-from colc.compiler.rings.ring import ring_schedule
-from colc.compiler.trees.rate_links import rating_differs
+from colc.compiler.options import CompileOptions, CompileResult, Variant
+from colc.compiler.parallel import jobs_for, prefetch
+from colc.compiler.runtime_limits import (
+    DEFAULT_THREADBLOCKS,
+    MSCCL_MAX_RANKS,
+    rank_limit_problem,
+    threadblock_budget,
+)
+from colc.ir.check_chunks import check_schedule
+from colc.ir.chunks import Schedule
+from colc.ir.core import Collective, Protocol
+from colc.ir.interpret import deadlocks
+from colc.ir.load_checks import load_program
+from colc.ir.program import Program
+from colc.ir.runtime_model import RuntimeModel, model_for, model_named
+from colc.ir.simulate import SimResult, SimulationError, selection, simulate
+from colc.ir.topology import Topology, boxes
+
 from colc.errors import (
     ColcError,
     InfeasibleError,
@@ -53,371 +83,7 @@ from colc.errors import (
     UnsupportedError,
     VerificationError,
 )
-from colc.ir.check_chunks import check_schedule
-from colc.ir.chunks import Schedule
-from colc.ir.core import Collective, Protocol
-from colc.ir.interpret import deadlocks
-from colc.ir.load_checks import load_program
-from colc.ir.oneccl import ThreadSchedule
-from colc.ir.program import Program
-from colc.ir.runtime_model import RuntimeModel, model_for, model_named
-from colc.ir.simulate import SimResult, SimulationError, selection, simulate
-from colc.ir.topology import Topology, boxes
 from colc.progress import report as progress_report
-
-#: ``generator(topology, collective, chunks)``; ``chunks`` None = the algorithm's own.
-Generator = Callable[[Topology, Collective, "int | None"], Schedule]
-
-#: Schedule generators by ``--algorithm`` name (optional ones load lazily).
-ALGORITHMS: dict[str, Generator] = {"ring": lambda t, c, _chunks=None: ring_schedule(t, c)}
-
-#: Chunkings tried for one large-message file, per algorithm (chunks per root
-#: shard; None: the generator's own).  Powers of two keep files selectable.
-#: rails' 2 comes last (the first is ``colc analyze``'s representative): it
-#: wins LL at 1 MiB (DGX A100 x8 allgather 17.9 GB/s against 14.9 with 4)
-#: and Simple at 1 GiB on 16 boxes (140.6 against 128.3: its relays lag
-#: less); 16 wins reduce-scatter at 128 MiB and allreduce at 1 GiB on two.
-#: rings2d's 4 (last, likewise) is its crossing allreduce on eight MI250
-#: boxes (both halves on 16 rings within 64 steps; 58.9 GB/s at 1 GiB
-#: against rails' 29.2) and its crossing allgather there at 1M and 16M.
-#: nccl-rings' chunks are its rings: 32 where they fit the budget (a
-#: reduce-scatter ring of up to 65 ranks takes one threadblock; DGX A100 x8
-#: at 128 MiB, LL128: 157.1 GB/s against 144.9 with the crossing form).
-CHUNKINGS: dict[str, tuple[int | None, ...]] = {
-    "ring": (None,), "bfb": (None, 16, 4, 1), "trees": (16, 32, 64),
-    "trees-rated": (16, 32, 64), "hier": (16, 32, 64),
-    "rings2d": (8, 16, 32, 4), "dimrings": (None, 2), "rails": (4, 8, 16, 2),
-    "nccl-rings": (None, 32)}
-
-#: Algorithms that build all-to-all (``compiler/alltoall/``), and their
-#: chunkings for it (rails: None sends one network message per rail peer and
-#: box, 1 and 2 one per block or half block as soon as it is gathered).  No other algorithm
-#: builds it, and these build nothing else (``rails`` builds both).
-ALLTOALL_ALGORITHMS = frozenset({"direct", "rails", "mcf", "mcf-hops"})
-#: rails' 2 wins 1 GiB on DGX A100 x4 (28.8 GB/s against 28.1 with 1).
-#: mcf's 2 keeps the relays within 32 threadblocks where 8 chunks per block
-#: need more lanes (torus 8x8: 33, 96.5% of the LP with 2 at 25 threadblocks;
-#: hypercube 6: 37).
-ALLTOALL_CHUNKINGS: dict[str, tuple[int | None, ...]] = {"direct": (1,), "rails": (None, 1, 2),
-                                                         "mcf": (None, 2), "mcf-hops": (None, 2)}
-
-
-def builds(algorithm: str, collective: Collective) -> bool:
-    """Whether ``algorithm`` builds ``collective`` at all (all-to-all has its own).
-
-    >>> builds("rails", Collective.ALLTOALL), builds("ring", Collective.ALLTOALL)
-    (True, False)
-    >>> builds("direct", Collective.ALLGATHER)
-    False
-    """
-    if collective is Collective.ALLTOALL:
-        return algorithm in ALLTOALL_ALGORITHMS
-    return algorithm not in ALLTOALL_ALGORITHMS - {"rails"}
-
-
-#: Ranks above which bfb and dimrings try one chunking, one chunk per shard:
-#: each further chunking is a whole job more, and a chunk per shard costs
-#: little there (hypercube dim 9 bfb bandwidth-only: 220.7 GB/s at 1 chunk,
-#: 225.4 at the LP's own 9) while the simulation and the verifier run a call
-#: per chunk (9 times as many at 9 chunks).  dimrings' blocks on large tori
-#: are long enough to split evenly anyway.  rails too: at 128 DGX boxes a
-#: carrier relays 16 blocks to each box peer, and only one chunk per shard
-#: keeps those relays within 64 steps per threadblock in pieces the LL128
-#: FIFO holds (DGX A100 x128 allgather: 98.5 GB/s at 1 GiB; 4 chunks per
-#: shard deadlock).
-ONE_CHUNKING_RANKS = 256
-
-#: Ranks up to which tree chunkings are used as listed; above, they shrink in
-#: proportion (``scale_chunks``) so a chunk keeps its size and the steps per
-#: connection stay within the runtime's limits as trees pass more peers.
-CHUNK_SCALE_RANKS = 32
-
-
-#: Ranks above which ``auto`` leaves ring-shaped schedules (``RING_FAMILY``)
-#: out on boxes that ``rails`` serves: a ring of N ranks is N - 1 dependent
-#: hops per call (DGX A100 x128: 1023 hops, 10 ms of hop latency alone) and
-#: within 64 steps per threadblock one ring takes N/64 threadblocks per rank,
-#: so a budget of 32 holds one ring.  Building them costs minutes and
-#: gigabytes (x128: 83 s for ``ring``'s schedule alone; the x32 portfolio
-#: passed 14 GB with them).  ``--algorithm ring`` still builds it.
-RING_RANKS = 128
-#: Ranks from which ``auto`` tries ``rails`` on boxes without a switch (MI250):
-#: below, its relays along spanning trees of the box lose to trees, rings2d
-#: and RCCL's rings (MI250 x2 allgather at 1 GiB: 97.9 GB/s against trees'
-#: 158.3; x4: 96.0 against the ring's 146.6), and building it costs time;
-#: from 8 boxes RCCL's 16 rings no longer fit the GPU and one ring is left.
-MESH_RAILS_RANKS = 128
-#: Its chunkings there: a lane's steps grow with the trees sharing a link, so
-#: more chunks mean longer pieces, not more of them (MI250 x8 allgather at 1
-#: GiB: 74.8 / 67.3 / 53.7 GB/s at 1 / 2 / 4 chunks per shard).
-MESH_RAILS_CHUNKINGS = (1, 2)
-#: rails' chunkings past ``RING_RANKS`` ranks behind box switches (DGX A100
-#: x17 to x32; one chunk only past ``ONE_CHUNKING_RANKS``).  The lanes' 24
-#: transfers per peer make pieces of a whole shard there whatever the
-#: chunking, and a piece of several chunks is several calls in the FIFO:
-#: DGX A100 x32 at 1 GiB (Simple, 30 threadblocks), 1 / 2 chunks per shard
-#: allgather 140.6 / 128.3 GB/s, reduce-scatter 136.3 / 112.3, allreduce
-#: 61.9 / 61.0; 4 and more hang in Simple's FIFO of 2 calls; LL and LL128
-#: simulate the same at every chunking (16 MiB, 128 MiB).
-LARGE_RAILS_CHUNKINGS = (1, 2)
-#: Algorithms whose threadblocks each serve one ring.
-RING_FAMILY = ("ring", "rings2d", "nccl-rings")
-#: rings2d's chunkings past ``RING_RANKS`` ranks on boxes without a switch
-#: (``large_rings2d_chunks``): its rings stay inside a box there, and its
-#: crossing form's network threadblocks serve a send and a receive each.
-#: MI250 x16 at 1 GiB (simulated, 32 threadblocks): allgather 113.2 GB/s
-#: and reduce-scatter 96.3 with 4 chunks per shard in one stage, against
-#: rails' 89.8 and 73.8 (over a grid of boxes: allgather 137.6,
-#: reduce-scatter 127.7, 133.1 with its passes on all the box's cycles,
-#: ``rings2d.placement._landing_places``); its allreduce over all the boxes only
-#: fits 2 chunks there (29.7 against rails' 37.5), so an allreduce goes
-#: in paired halves (``PAIRED_MESH_CHUNKINGS``).
-MESH_CROSSING_CHUNKINGS = (2, 4)
-#: rings2d's chunkings of an allreduce past ``RING_RANKS`` ranks on boxes
-#: without a switch: those in which it goes in paired halves
-#: (``rings2d.paired_halves``; its grid form over all the boxes fits 2
-#: chunks per shard on MI250 x16, 29.7 GB/s at 1 GiB against rails' 37.5).
-#: MI250 x16 with 4 chunks per shard (simulated, 32 threadblocks): 45.9 /
-#: 59.5 GB/s at 16 MiB / 1 GiB against rails' 27.4 / 37.5; x32 with 2:
-#: 55.6 / 58.7 at 128 MiB / 1 GiB against 31.0 / 35.3 (with one cycle of
-#: the box per chunk, before ``rings2d.placement._landing_places``: x16 43.3 / 54.1,
-#: x32 35.6 / 36.3).
-PAIRED_MESH_CHUNKINGS = (2, 4)
-#: Past ``GRID_EVERY_SIZE_RANKS`` ranks on such boxes one chunk per shard
-#: (the only chunking within 64 steps per ring there; an allreduce in
-#: paired halves), ranked from ``GRID_LEAST_SIZE`` only: MI250 x64 (1024
-#: GCDs) at 1 GiB, simulated, allgather 103.3 GB/s with 31 threadblocks
-#: against rails' 96.2, reduce-scatter 121.0 with 32 against 82.8,
-#: allreduce 51.9 with 32 against 38.2 (with one cycle of the box per
-#: chunk the reduce-scatter gave 42.3: every ring on one cycle's links).
-LARGE_MESH_CROSSING_CHUNKINGS = (1,)
-#: rings2d's chunkings past ``RING_RANKS`` ranks behind box switches
-#: (``large_rings2d_chunks``): the crossing allgather and reduce-scatter
-#: over a grid of boxes (``rings2d.box_grid``), 16 rings, the chunkings
-#: whose passes fit 64 steps per ring.  DGX A100 at 1 GiB (simulated, at
-#: most 31 threadblocks): allgather x32 (2 x 4 x 4) 156.3 GB/s with 4
-#: chunks per shard, x64 (2 x 2 x 2 x 2 x 4) 146.1 with 2 (126.7 with 1),
-#: x128 (2^7) 151.6 with 1, against rails' 140.6, 138.9 and 115.2;
-#: reduce-scatter x32 165.4 with 4 (80% of the cut bound: 165.2), x64
-#: 156.8 with 2, x128 156.1 with 1 (rails: 144.7, 143.7, 126.7).  An
-#: allreduce takes the most that fit (``large_rings2d_chunks``), over all
-#: the boxes or in paired halves (``rings2d.paired_halves``): DGX A100 at
-#: 128 MiB / 1 GiB x32 65.3 / 79.4 with 4 in halves (2 over all the boxes:
-#: 59.0 / 72.5), x64 57.7 / 71.8 with 2 in halves (1 over all: 54.8 with
-#: rails at 128 MiB, 67.7), x128 70.0 at 1 GiB with 1 in halves (rails
-#: 58.1); every chunking ranked took the x64 portfolio 935 s to build.
-GRID_CROSSING_CHUNKINGS = (1, 2, 4)
-#: Protocols ``auto`` tries those in: Simple (its 1 MiB chunks at 1 GiB; at
-#: 128 MiB rails' LL128 files win, DGX A100 x16 allgather 132.2 GB/s
-#: against 124.6).  Each protocol more lowers, checks and simulates a
-#: schedule of a million ops at 1024 GPUs: with all three the x128
-#: allgather portfolio took more than 13 minutes.
-GRID_PROTOCOLS = (Protocol.SIMPLE,)
-#: Ranks up to which the portfolio ranks the grid form behind box switches
-#: at every size its protocol serves; past them only from ``GRID_LEAST_SIZE``
-#: (``least_size``).  At 1024 GPUs one lowering, proof and simulation of its
-#: million-op schedule takes minutes: ranked at every Simple size, the x128
-#: allgather portfolio built for more than 12 minutes (rails alone 340 s),
-#: and there it only leads at the largest size (DGX A100 x128 allgather,
-#: simulated: 40.6 GB/s at 64 MiB and 151.6 at 1 GiB; rails' files 87.6 at
-#: 128 MiB and 115.2 at 1 GiB).  Since the twenty-fifth session (its last
-#: stage on two connections) the grid gives 63.8 / 101.3 / 162.4 at 64 /
-#: 128 MiB / 1 GiB, and it leads from 128 MiB: the portfolio's sizes past
-#: 512 ranks go 64 MiB, 1 GiB, and the midpoint between them goes to the
-#: faster neighbour (``portfolio._coarse_rivals``, twenty-sixth session).
-GRID_EVERY_SIZE_RANKS = 512
-#: The least size the portfolio ranks the grid form at past
-#: ``GRID_EVERY_SIZE_RANKS`` ranks.
-GRID_LEAST_SIZE = 1 << 30
-#: Tree algorithms: they spread over every rail peer on boxes behind a box
-#: switch, are lowered decoupled first and take the portfolio's tree chunkings.
-SPREAD_TREES = ("trees", "trees-rated", "hier")
-#: ``trees-rated`` is tried where the runtime reaches a NIC's bandwidth less
-#: than this share as well as a GPU link's (MI250: 0.577 against 0.859;
-#: DGX A100: 0.887 against 0.8, where rated trees lose: x2 allgather at 1
-#: GiB 182.9 against 222.7 GB/s).
-RATED_TREES_BELOW = 0.75
-#: On boxes without a switch, from ``MESH_RAILS_RANKS`` ranks, ``auto`` tries
-#: those trees only within this many threadblocks per box and rail peer:
-#: their relays inside the box add lanes and steps (MI250 x8 allgather, 22
-#: box and rail peers: trees need 40 threadblocks, refused at 32 after 5 min
-#: 19 s and 1.6 GB; hier 41 at 4 chunks, 81 at 8), and at x16 their packings
-#: took half of the allreduce portfolio's first 10 minutes (py-spy; it had
-#: not finished in 40).
-MESH_TREE_LANES_PER_PEER = 2
-
-
-def large_rings2d_chunks(topo: Topology, collective: Collective | None,
-                         budget: int) -> tuple[int, ...]:
-    """rings2d's chunkings past ``RING_RANKS`` ranks: its crossing allgather
-    and reduce-scatter, and its allreduce behind box switches (over a grid
-    of boxes or in paired halves) and, on boxes without a switch, in paired
-    halves (``rings2d.paired_halves``).
-
-    Parameters
-    ----------
-    topo : Topology
-    collective : Collective or None
-        Allgather, reduce-scatter and allreduce take them; None takes none.
-    budget : int
-        Threadblocks per rank: the crossing form's least
-        (``rings2d.crossing_threadblocks``, network sends and receives
-        paired) must fit it.
-
-    Returns
-    -------
-    tuple of int
-        Those of ``MESH_CROSSING_CHUNKINGS`` (an allreduce's
-        ``PAIRED_MESH_CHUNKINGS``; past ``GRID_EVERY_SIZE_RANKS`` ranks
-        ``LARGE_MESH_CROSSING_CHUNKINGS``;
-        ``GRID_CROSSING_CHUNKINGS``
-        behind box switches) in which ``collective`` takes the crossing form
-        within ``budget`` (an allreduce the largest of them); () elsewhere
-        (fewer ranks, boxes of unequal sizes, other collectives).
-
-    Examples
-    --------
-    >>> from colc.frontends.families import build_family
-    >>> m = build_family({"family": "mi250", "boxes": 16}, "x")
-    >>> [large_rings2d_chunks(m, c, 32) for c in (Collective.ALLGATHER, Collective.ALLREDUCE)]
-    [(2, 4), (4,)]
-    >>> large_rings2d_chunks(m, Collective.REDUCESCATTER, 22), large_rings2d_chunks(m, Collective.REDUCESCATTER, 23)
-    ((), (2, 4))
-    >>> t = build_family({"family": "dgx-a100", "boxes": 64}, "x")
-    >>> large_rings2d_chunks(t, Collective.ALLGATHER, 32), large_rings2d_chunks(t, Collective.REDUCESCATTER, 32)
-    ((1, 2), (1, 2))
-    """
-    from colc.compiler.rings.rings2d import crossing_threadblocks, paired_halves
-
-    if collective is None or collective is Collective.ALLTOALL or topo.num_ranks <= RING_RANKS:
-        return ()
-    paired_only = _meshed_boxes(topo) and collective is Collective.ALLREDUCE
-    if _meshed_boxes(topo) and topo.num_ranks > GRID_EVERY_SIZE_RANKS:
-        chunkings = LARGE_MESH_CROSSING_CHUNKINGS
-    elif paired_only:
-        chunkings = PAIRED_MESH_CHUNKINGS
-    elif _meshed_boxes(topo):
-        chunkings = MESH_CROSSING_CHUNKINGS
-    elif _box_switches(topo):
-        chunkings = GRID_CROSSING_CHUNKINGS
-    else:
-        return ()
-    groups = boxes(topo)
-    if len({len(g) for g in groups}) != 1:
-        return ()
-    if paired_only:
-        chunkings = tuple(c for c in chunkings if paired_halves(groups, collective, c))
-    fit = tuple(c for c in chunkings if 0 < crossing_threadblocks(groups, collective, c) <= budget)
-    # an allreduce's chunkings all fill 64 steps per ring with 512 chunks at
-    # most: the most per shard pipeline its stages best
-    return (max(fit),) if fit and collective is Collective.ALLREDUCE else fit
-
-
-def least_size(topo: Topology, variant: Variant) -> int:
-    """The least message size (bytes) the portfolio ranks ``variant`` at: 0, or
-    ``GRID_LEAST_SIZE`` for rings2d past ``GRID_EVERY_SIZE_RANKS`` ranks
-    (where it crosses in stages over a grid of boxes).
-
-    Examples
-    --------
-    >>> from colc.frontends.families import build_family
-    >>> t = build_family({"family": "dgx-a100", "boxes": 128}, "x")
-    >>> v = Variant("rings2d", 1, Protocol.SIMPLE)
-    >>> least_size(t, v) == GRID_LEAST_SIZE, least_size(t, Variant("rails", 1, Protocol.SIMPLE))
-    (True, 0)
-    >>> least_size(build_family({"family": "dgx-a100", "boxes": 64}, "x"), v)
-    0
-    """
-    if variant.algorithm == "rings2d" and topo.num_ranks > GRID_EVERY_SIZE_RANKS:
-        return GRID_LEAST_SIZE
-    return 0
-
-
-def scale_skip(topo: Topology, algorithm: str, budget: int,
-               collective: Collective | None = None) -> str | None:
-    """Why ``auto`` does not try ``algorithm`` for ``collective`` here (before
-    building it), or None.  Without ``collective`` rings2d is judged as the
-    other ring-shaped schedules.
-
-    Trees and hierarchical trees on boxes joined by a network (behind box
-    switches, or on their own links as MI250) take a threadblock per box
-    peer and per rail peer (spread splitting rotates a GPU's trees over
-    every other box: DGX A100 x32, 38 peers per GPU), so ``nb - 1 + G - 1``
-    above the budget rules them out before the packing (minutes and
-    gigabytes past 256 GPUs).  On boxes without a switch from
-    ``MESH_RAILS_RANKS`` ranks, where ``rails`` applies, their relays inside
-    the box need about ``MESH_TREE_LANES_PER_PEER`` threadblocks per peer.
-    Ring-shaped schedules are left out past ``RING_RANKS`` ranks where
-    ``rails`` applies (see there), save rings2d's crossing form, whose
-    rings stay inside a box (``large_rings2d_chunks``).
-
-    Examples
-    --------
-    >>> from colc.frontends.families import build_family
-    >>> t = build_family({"family": "dgx-a100", "boxes": 64}, "x")
-    >>> scale_skip(t, "trees", 32)[:48]
-    'trees take a threadblock per box and rail peer: '
-    >>> scale_skip(t, "rails", 32) is None, scale_skip(t, "trees", 108) is None
-    (True, True)
-    >>> m = build_family({"family": "mi250", "boxes": 8}, "x")
-    >>> scale_skip(m, "hier", 32)[:56], scale_skip(m, "hier", 44) is None
-    ('hier on boxes without a switch relay inside the box and ', True)
-    """
-    if algorithm == "trees-rated" and not rating_differs(topo, model_for(topo),
-                                                         RATED_TREES_BELOW):
-        return ("trees-rated: the runtime reaches every link here about as well as the "
-                "NICs, so the rated trees are the trees (--algorithm trees-rated builds "
-                "them anyway)")
-    if algorithm == "rails" and topo.num_ranks < MESH_RAILS_RANKS and _meshed_boxes(topo):
-        return (f"rails on boxes without a switch relay along trees of the box's links; "
-                f"below {MESH_RAILS_RANKS} ranks trees and rings are faster (--algorithm "
-                f"rails builds it anyway)")
-    if algorithm not in SPREAD_TREES + RING_FAMILY or not (
-            _box_switches(topo) or _meshed_boxes(topo)):
-        return None
-    groups = boxes(topo)
-    if len(groups) < 2 or len({len(g) for g in groups}) != 1:
-        return None
-    peers = len(groups) - 1 + len(groups[0]) - 1
-    if algorithm in SPREAD_TREES and peers > budget:
-        return (f"{algorithm} take a threadblock per box and rail peer: {peers} per GPU "
-                f"here, more than the budget of {budget} (--max-threadblocks)")
-    need = MESH_TREE_LANES_PER_PEER * peers
-    if (algorithm in SPREAD_TREES and need > budget
-            and topo.num_ranks >= MESH_RAILS_RANKS and _meshed_boxes(topo)):
-        return (f"{algorithm} on boxes without a switch relay inside the box and take "
-                f"about {need} threadblocks per GPU here ({MESH_TREE_LANES_PER_PEER} per box "
-                f"and rail peer), more than the budget of {budget} (--max-threadblocks "
-                f"{need} tries them; --algorithm {algorithm} builds them anyway)")
-    if algorithm == "rings2d" and large_rings2d_chunks(topo, collective, budget):
-        return None
-    if algorithm in RING_FAMILY and topo.num_ranks > RING_RANKS:
-        return (f"{algorithm}: a ring of {topo.num_ranks} ranks is {topo.num_ranks - 1} "
-                f"dependent hops per call and takes {-(-topo.num_ranks // 64)} threadblocks "
-                f"per rank and ring; past {RING_RANKS} ranks auto uses rails (--algorithm "
-                f"{algorithm} builds it anyway)")
-    return None
-
-
-def scale_chunks(chunks: tuple[int | None, ...], ngpus: int) -> tuple[int | None, ...]:
-    """Tree chunkings for ``ngpus`` ranks: ``c * 32 // ngpus`` above 32 ranks.
-
-    Examples
-    --------
-    >>> scale_chunks((16, 32, 64), 16), scale_chunks((16, 32, 64), 256)
-    ((16, 32, 64), (2, 4, 8))
-    >>> scale_chunks((1, 4, 16), 1024)
-    (1,)
-    """
-    if ngpus <= CHUNK_SCALE_RANKS:
-        return chunks
-    out: list[int | None] = []
-    for c in chunks:
-        scaled = None if c is None else max(1, c * CHUNK_SCALE_RANKS // ngpus)
-        if scaled not in out:
-            out.append(scaled)
-    return tuple(out)
-
 
 #: Message sizes a single file is ranked at (bytes) when no window is given.
 LARGE_SIZES = (128 << 20, 1 << 30)
@@ -440,19 +106,6 @@ DECOUPLED = ({"fuse": False, "pair_connections": False},
 RAILS = (FUSED[0], {**FUSED[0], "rounds": "separated"}, *FUSED[1:])
 #: rails' unpaired variants (``Variant.unpaired``): the unpaired lowerings only.
 UNPAIRED = FUSED[1:]
-#: Boxes (behind switches) up to which rails is also tried unpaired: its lanes
-#: planned for about half the budget, each lane a sending and a receiving
-#: threadblock (``RailPlan.unpaired``).  DGX A100 x2 reduce-scatter at budget
-#: 32 (simulated, c16 Simple, 32 threadblocks): 214.3 / 254.1 GB/s at 128M /
-#: 1G against the paired file's 177.6 / 234.1.  A paired lane alternates a
-#: send with a receive-reduce, and its NVLink share idles while it reduces;
-#: unpaired, a sending threadblock only sends.  From 4 boxes the halved
-#: plan loses (x4 reduce-scatter at 1 GiB: 157.9 against 201.9).
-UNPAIRED_RAILS_BOXES = 2
-#: Chunks per shard of the unpaired variants (powers of two, so the runtime
-#: selects them at power-of-two sizes; x2 reduce-scatter: c8 202.4 / 254.1,
-#: c16 214.3 / 254.1, c32 214.3 / 232.7 at 128M / 1G).
-UNPAIRED_RAILS_CHUNKINGS = (8, 16)
 #: rings2d's crossing form (``rings2d.crossing_once``): its
 #: network sends and landing receives on threadblocks of their own, so a send
 #: never waits behind a receive (paired, DGX A100 x2 at 1 GiB: 117.4 GB/s
@@ -478,49 +131,6 @@ DECOUPLED_FIRST = frozenset({"dimrings", "bfb"})
 DECOUPLED_FIRST_RANKS = 256
 
 
-#: Threadblocks per GPU a file may take unless the user says otherwise:
-#: NCCL's channel ceiling (32; NCCL's ring takes 16 on a DGX A100).  Every
-#: threadblock holds an SM for the whole call, and training overlaps its
-#: collectives with compute kernels that need the SMs (FSDP, ZeRO).
-DEFAULT_THREADBLOCKS = 32
-
-
-def threadblock_budget(requested: int, model: RuntimeModel) -> int:
-    """Threadblocks per GPU a file may take: ``requested``, or the GPU's own
-    limit (``model.max_threadblocks``: SMs or CUs) for 0.
-
-    Parameters
-    ----------
-    requested : int
-        ``--max-threadblocks``: 0 for the GPU's limit, else 1..that limit.
-    model : RuntimeModel
-
-    Returns
-    -------
-    int
-
-    Raises
-    ------
-    ColcError
-        A negative budget, or one above what the GPU holds at once.
-
-    Examples
-    --------
-    >>> from colc.ir.runtime_model import A100
-    >>> threadblock_budget(0, A100), threadblock_budget(32, A100)
-    (108, 32)
-    """
-    if requested < 0:
-        raise ColcError(f"--max-threadblocks must be 0 (the GPU's limit) or a positive "
-                        f"number of threadblocks per GPU, got {requested}")
-    if requested > model.max_threadblocks:
-        raise ColcError(f"--max-threadblocks {requested} is more than the "
-                        f"{model.max_threadblocks} threadblocks a GPU of machine {model.name} "
-                        f"runs at once (the runtime needs all of a rank's threadblocks "
-                        f"resident); use at most {model.max_threadblocks}, or 0 for that limit")
-    return requested or model.max_threadblocks
-
-
 def register_algorithm(name: str, generator: Generator) -> None:
     """Make ``generator`` available as ``--algorithm name``."""
     ALGORITHMS[name] = generator
@@ -539,239 +149,6 @@ UNBALANCED = frozenset({"rings2d", "rails", "nccl-rings"})
 BUDGETED = frozenset({"rails", "nccl-rings"})
 
 
-#: Most ranks an MSCCL file can hold: the executor's XML reader keeps at most
-#: 1024 children per element (``MAX_SUBS``, unchecked: it writes past its
-#: array beyond that), and every rank is a ``<gpu>`` child of ``<algo>``.
-#: Within it the node limit (4096 per rank: ``algo``, every ``gpu``, the
-#: rank's own threadblocks and steps) leaves 3071 for threadblocks and steps,
-#: more than a step per foreign shard needs even in allreduce (2046 at 1024
-#: ranks), so the per-shard generators are not refused by it.
-MSCCL_MAX_RANKS = 1024
-
-
-def rank_limit_problem(ngpus: int, backend: str = "msccl") -> str | None:
-    """Why no ``backend`` file can be written for ``ngpus`` ranks, or None.
-
-    Examples
-    --------
-    >>> rank_limit_problem(1024) is None, rank_limit_problem(2500, "oneccl") is None
-    (True, True)
-    >>> rank_limit_problem(1025)[:46]
-    '1025 ranks: an MSCCL file holds at most 1024 r'
-    """
-    if backend != "msccl" or ngpus <= MSCCL_MAX_RANKS:
-        return None
-    return (f"{ngpus} ranks: an MSCCL file holds at most {MSCCL_MAX_RANKS} ranks (the "
-            f"executor's XML reader keeps at most {MSCCL_MAX_RANKS} children per element, "
-            f"MAX_SUBS, one <gpu> per rank); write the oneCCL format instead "
-            f"(-o FILE.oneccl.xml)")
-
-
-def available_algorithms() -> list[str]:
-    """Names accepted by ``--algorithm`` (``auto`` included)."""
-    _load_optional_algorithms()
-    return ["auto", *sorted({*ALGORITHMS, *THREAD_ALGORITHMS})]
-
-
-#: Algorithms lowered straight to oneCCL threads (no chunk schedule, no
-#: threadblock program): a routed all-to-all past what MSCCL's threadblocks
-#: hold (``compiler/alltoall/hop_relay.py``).
-THREAD_ALGORITHMS = frozenset({"hop-relay"})
-
-
-def _load_optional_algorithms() -> None:
-    """Register the generators that live in other modules."""
-    if "trees" in ALGORITHMS:
-        return
-    from colc.compiler.bfb.algorithm import bfb_schedule_for
-
-    from colc.compiler.alltoall.direct import direct_schedule
-    from colc.compiler.alltoall.routed import mcf_hops_schedule, mcf_schedule
-    from colc.compiler.rings.dimrings import dimrings_schedule
-    from colc.compiler.rings.nccl_baseline import nccl_rings_schedule
-    from colc.compiler.rings.rings2d import rings2d_schedule
-
-    ALGORITHMS["trees"] = _trees
-    ALGORITHMS["trees-rated"] = _rated_trees
-    ALGORITHMS["hier"] = _hier
-    ALGORITHMS["bfb"] = bfb_schedule_for
-    ALGORITHMS["rings2d"] = rings2d_schedule
-    ALGORITHMS["dimrings"] = dimrings_schedule
-    ALGORITHMS["rails"] = _rails
-    ALGORITHMS["nccl-rings"] = nccl_rings_schedule
-    ALGORITHMS["direct"] = direct_schedule
-    ALGORITHMS["mcf"] = mcf_schedule
-    ALGORITHMS["mcf-hops"] = mcf_hops_schedule
-
-
-def _box_switches(topo: Topology) -> bool:
-    """Whether some switch is inside a box (an NVSwitch), not a network switch."""
-    return any(not n.is_compute and not n.is_network for n in topo.nodes)
-
-
-def _meshed_boxes(topo: Topology) -> bool:
-    """Whether boxes joined by a network have no switch of their own and are
-    joined inside by links between their ranks (MI250)."""
-    if _box_switches(topo) or not any(n.is_network for n in topo.nodes):
-        return False
-    rank_of = topo.rank_of
-    return any(link.src in rank_of and link.dst in rank_of for link in topo.links)
-
-
-@functools.lru_cache(maxsize=8)
-def _tree_packing(topo: Topology, transposed: bool):
-    from colc.compiler.trees.generate_trees import pack_trees, transpose
-
-    target = transpose(topo) if transposed else topo
-    return pack_trees(target, spread=_box_switches(topo))
-
-
-@functools.lru_cache(maxsize=8)
-def _shallow_packing(topo: Topology):
-    from colc.compiler.trees.shallow_trees import shallow_packing
-
-    return shallow_packing(topo)
-
-
-def _rails(topo: Topology, collective: Collective, chunks: int | None = None,
-           budget: int = DEFAULT_THREADBLOCKS, unpaired: bool = False,
-           simple: bool = False) -> Schedule:
-    """Rail-aligned schedules: ``compiler/hierarchical/rails.py``, all-to-all in
-    ``compiler/alltoall/rails_alltoall.py``."""
-    if collective is Collective.ALLTOALL:
-        from colc.compiler.alltoall.rails_alltoall import rails_alltoall_schedule
-
-        return rails_alltoall_schedule(topo, collective, chunks, budget=budget)
-    from colc.compiler.hierarchical.rails import rails_schedule
-
-    return rails_schedule(topo, collective, chunks, budget=budget, unpaired=unpaired,
-                          simple=simple)
-
-
-def _trees(topo: Topology, collective: Collective, chunks: int | None = None) -> Schedule:
-    """ForestColl trees (optimal packing; shallow by spread splitting behind box switches;
-    on directed topologies reductions run on in-trees, packed on the transpose)."""
-    return _packed_trees(_tree_packing, topo, collective, chunks)
-
-
-def _rated_trees(topo: Topology, collective: Collective, chunks: int | None = None) -> Schedule:
-    """ForestColl trees packed on the links' rated bandwidths (``rate_links``:
-    what the runtime reaches on each link, by the topology's cost model)."""
-    return _packed_trees(_rated_packing, topo, collective, chunks)
-
-
-def _packed_trees(packing: Callable, topo: Topology, collective: Collective,
-                  chunks: int | None) -> Schedule:
-    """The chunk schedule of ``packing(topo, transposed)``'s trees."""
-    from colc.compiler.trees.generate_trees import is_symmetric, lower_packing
-
-    directed = not is_symmetric(topo)
-    flip = collective.reduces and directed  # reduce phases run on in-trees (of G^T)
-    broadcast = (packing(topo, False)
-                 if collective is Collective.ALLREDUCE and directed else None)
-    return lower_packing(packing(topo, flip), collective, chunks_per_root=chunks,
-                         piece=1, broadcast=broadcast)
-
-
-def _rated_packing(topo: Topology, transposed: bool):
-    # ``model_for`` reads the topology's hardware, which its equality leaves out
-    return _rated_packing_on(topo, topo.hardware, transposed)
-
-
-@functools.lru_cache(maxsize=8)
-def _rated_packing_on(topo: Topology, hardware: str, transposed: bool):
-    from colc.compiler.trees.generate_trees import pack_trees, transpose
-    from colc.compiler.trees.rate_links import rate_links
-
-    rated = rate_links(topo, model_for(topo))
-    return pack_trees(transpose(rated) if transposed else rated, spread=_box_switches(topo))
-
-
-def _hier(topo: Topology, collective: Collective, chunks: int | None = None) -> Schedule:
-    """Hierarchical shallow trees (``compiler/trees/shallow_trees.py``)."""
-    from colc.compiler.trees.generate_trees import is_symmetric, lower_packing
-
-    if collective.reduces and not is_symmetric(topo):
-        raise UnsupportedError("hierarchical trees need symmetric link bandwidths")
-    return lower_packing(_shallow_packing(topo), collective, chunks_per_root=chunks or 16,
-                         piece=1)
-
-
-@dataclass(frozen=True, slots=True)
-class CompileOptions:
-    """Options of the main job; field names match the CLI flags."""
-
-    algorithm: str = "auto"
-    collective: Collective = Collective.ALLREDUCE
-    protocol: Protocol = Protocol.SIMPLE
-    inplace: bool | None = None  # None: whatever the schedule is correct for
-    outofplace: bool | None = None
-    instances: int = 1
-    min_bytes: int = 0
-    max_bytes: int = 0
-    backend: str = "msccl"
-    verify_each: bool = False
-    machine: str | None = None  # cost-model preset; None: from the topology
-    chunks: int | None = None  # chunks per shard; None: try the algorithm's chunkings
-    balance: bool = True  # balance-lanes pass (False: the plain lowering)
-    dtype_bytes: int = 4
-    rank_sizes: tuple[int, ...] = ()  # sizes to rank files at; () = from the window
-    # (protocol, lo, hi): the sizes of ``rank_sizes`` each protocol is ranked at
-    # (the portfolio's ranges); () = every size, whatever the protocol
-    protocol_ranges: tuple[tuple[Protocol, int, int], ...] = ()
-    comment: str = ""
-    jobs: int = 0  # processes for lowering and simulation; 0: every available CPU
-    executor: str = "local"  # "local" (forked processes) or "dask" (a dask.distributed cluster)
-    scheduler: str = ""  # dask scheduler address; "": COLC_DASK_SCHEDULER or a local cluster
-    max_threadblocks: int = DEFAULT_THREADBLOCKS  # per GPU; 0: the GPU's own limit
-    # False: schedules are not proved (``colc analyze``'s predictions; the
-    # program and its simulation do not depend on the proofs, and a compiler
-    # built so refuses to print a file)
-    prove: bool = True
-
-
-@dataclass(frozen=True, slots=True)
-class Variant:
-    """One way to build a file."""
-
-    algorithm: str
-    chunks: int | None = None
-    protocol: Protocol = Protocol.SIMPLE
-    budget: int = 0  # threadblocks its lowering may take; 0: the compiler's budget
-    #: rails only: sends and receives on separate threadblocks, the lanes
-    #: planned for about half the budget (``Compiler.plan_budget``)
-    unpaired: bool = False
-
-    @property
-    def label(self) -> str:
-        """``algorithm[/chunks]/protocol`` (``/unpaired`` for rails' unpaired
-        lowering, ``/tbN`` when lowered for a smaller budget)."""
-        mid = f"/c{self.chunks}" if self.chunks is not None else ""
-        tail = ("/unpaired" if self.unpaired else "") + (f"/tb{self.budget}" if self.budget else "")
-        return f"{self.algorithm}{mid}/{self.protocol.value}{tail}"
-
-
-@dataclass(frozen=True, slots=True)
-class CompileResult:
-    """Everything the main job produced.
-
-    ``algbw`` is the bandwidth-only figure of the schedule (GB/s); ``predicted``
-    maps message sizes to the simulator's results for the written file.
-    """
-
-    schedule: Schedule | None
-    program: Program | None
-    text: str
-    algorithm: str
-    algbw: Fraction
-    notes: tuple[str, ...] = ()
-    predicted: tuple[tuple[int, SimResult], ...] = ()
-    variant: Variant | None = None
-    #: oneCCL threads written directly (``THREAD_ALGORITHMS``; ``schedule`` and
-    #: ``program`` are then None)
-    threads: ThreadSchedule | None = None
-
-
 #: Schedules of at most this many ops are kept for the process's later
 #: compilers (``_SharedSchedules``); larger ones are built again, as before.
 SHARED_SCHEDULE_OPS = 50_000
@@ -785,7 +162,7 @@ class _TopologyKey:
     dataclass hashes every node and link at each lookup); equal when the
     topologies are (name, nodes, links) and their hardware are."""
 
-    __slots__ = ("topo", "_hash")
+    __slots__ = ("_hash", "topo")
 
     def __init__(self, topo: Topology) -> None:
         self.topo = topo
@@ -894,7 +271,7 @@ class Compiler:
     """
 
     def __init__(self, topo: Topology, opts: CompileOptions) -> None:
-        _load_optional_algorithms()
+        load_optional_algorithms()
         self.topo = topo
         self.opts = opts
         self.model: RuntimeModel = model_named(opts.machine) if opts.machine else model_for(topo)
@@ -988,7 +365,7 @@ class Compiler:
                                                  variant.chunks)
             return self._simple[key]
         if (variant.algorithm != "rails" or variant.protocol is not Protocol.SIMPLE
-                or variant.unpaired or _meshed_boxes(self.topo)):  # simple_form says the rest
+                or variant.unpaired or meshed_boxes(self.topo)):  # simple_form says the rest
             return False
         key = ("rails", variant.chunks, self.plan_budget(variant))
         if key not in self._simple:
@@ -1147,7 +524,7 @@ class Compiler:
         if variant.algorithm == "rings2d" and self._crossing_once(variant):
             return (CROSSING_SCATTER if self.opts.collective is Collective.REDUCESCATTER
                     else CROSSING_RINGS)
-        if variant.algorithm == "rails" and _meshed_boxes(self.topo):
+        if variant.algorithm == "rails" and meshed_boxes(self.topo):
             return DECOUPLED  # relays along box trees: paired lanes alternate and wait
         if (variant.algorithm == "rails" and self.opts.instances == 1
                 and self.opts.collective is not Collective.ALLTOALL):
@@ -1380,70 +757,6 @@ class VerificationFailed(InternalError):
     """A generated file failed ``colc verify`` (a compiler bug; the caller may try another)."""
 
 
-def variants(compiler: Compiler, protocols: tuple[Protocol, ...] | None = None,
-             chunkings: tuple[int, ...] | None = None) -> list[Variant]:
-    """Variants to try: algorithms that apply x chunkings x protocols."""
-    opts = compiler.opts
-    names = sorted(ALGORITHMS) if opts.algorithm == "auto" else [opts.algorithm]
-    if opts.algorithm in THREAD_ALGORITHMS:
-        raise UnsupportedError(f"{opts.algorithm} writes one oneCCL file, not threadblock "
-                               "programs to rank or a portfolio; use -o FILE.oneccl.xml")
-    if opts.algorithm != "auto" and opts.algorithm not in ALGORITHMS:
-        raise UnsupportedError(f"unknown algorithm '{opts.algorithm}'; choose from "
-                               f"{', '.join(available_algorithms())}")
-    protocols = protocols or (opts.protocol,)
-    out = []
-    for name in names:
-        name_protocols = protocols
-        if opts.algorithm == "auto" and (
-                scale_skip(compiler.topo, name, compiler.budget, opts.collective)
-                or not builds(name, opts.collective)):
-            continue
-        if opts.chunks is not None:
-            chunks: tuple[int | None, ...] = (opts.chunks,)
-        elif opts.collective is Collective.ALLTOALL:
-            chunks = ALLTOALL_CHUNKINGS.get(name, (None,))
-            if name == "rails":
-                from colc.compiler.alltoall.rails_alltoall import uses_carriers
-
-                if uses_carriers(compiler.topo, compiler.budget):
-                    chunks = (1,)  # through carriers None is one chunk per block too
-        elif chunkings is not None and name in SPREAD_TREES:
-            chunks = scale_chunks(chunkings, compiler.topo.num_ranks)
-        elif name in SPREAD_TREES:
-            chunks = scale_chunks(CHUNKINGS[name], compiler.topo.num_ranks)
-        elif name in ("bfb", "dimrings", "rails") and \
-                compiler.topo.num_ranks > ONE_CHUNKING_RANKS:
-            chunks = (1,)
-        elif name == "rails" and _meshed_boxes(compiler.topo):
-            chunks = MESH_RAILS_CHUNKINGS
-        elif name == "rails" and compiler.topo.num_ranks > RING_RANKS:
-            chunks = LARGE_RAILS_CHUNKINGS
-        elif name == "rings2d" and (large := large_rings2d_chunks(
-                compiler.topo, opts.collective, compiler.budget)):
-            chunks = large
-            if opts.algorithm == "auto" and (_box_switches(compiler.topo) or
-                                             compiler.topo.num_ranks > GRID_EVERY_SIZE_RANKS):
-                name_protocols = tuple(p for p in protocols if p in GRID_PROTOCOLS)
-        else:
-            chunks = CHUNKINGS.get(name, (None,))
-        out += [Variant(name, c, p) for c in chunks for p in name_protocols]
-        if name == "rings2d" and Protocol.SIMPLE in name_protocols:
-            out += [Variant(name, c, Protocol.SIMPLE, budget=b)
-                    for c in chunks for b in compiler.fewer_split_budgets(c)]
-        if name == "rails" and _unpaired_rails(compiler.topo, opts.collective):
-            chunks = (opts.chunks,) if opts.chunks is not None else UNPAIRED_RAILS_CHUNKINGS
-            out += [Variant(name, c, p, unpaired=True) for c in chunks for p in protocols]
-    return out
-
-
-def _unpaired_rails(topo: Topology, collective: Collective) -> bool:
-    """Whether rails is also tried unpaired here (``UNPAIRED_RAILS_BOXES``)."""
-    if collective is Collective.ALLTOALL or not _box_switches(topo):
-        return False  # boxes without a switch lower rails unpaired anyway
-    return 2 <= len(boxes(topo)) <= UNPAIRED_RAILS_BOXES
-
-
 def compile_topology(topo: Topology, opts: CompileOptions) -> CompileResult:
     """Compile ``topo`` to one verified runtime file (see module docstring).
 
@@ -1507,8 +820,8 @@ def _compile_threads(topo: Topology, opts: CompileOptions) -> CompileResult:
     """
     from colc.backends.oneccl_reader import read_oneccl_xml
     from colc.backends.oneccl_xml import print_oneccl_xml
-    from colc.compiler.alltoall.hop_relay import hop_relay_threads
     from colc.compiler.alltoall.balanced_trees import balanced_trees
+    from colc.compiler.alltoall.hop_relay import hop_relay_threads
     from colc.ir.interpret_oneccl import verify_thread_schedule
 
     name = opts.algorithm if opts.algorithm in THREAD_ALGORITHMS else "hop-relay"
@@ -1779,10 +1092,25 @@ def _verify_text(text: str, backend: str):
     return verify_text(text, f"<generated {backend} file>", backend=backend)
 
 
-__all__ = ["ALGORITHMS", "CHUNKINGS", "CHUNK_SCALE_RANKS", "DEFAULT_THREADBLOCKS", "UNBALANCED",
-           "CompileOptions",
-           "CompileResult", "Compiler", "Variant", "available_algorithms",
-           "compile_topology", "register_algorithm", "scale_chunks", "selectable_sizes",
-           "MSCCL_MAX_RANKS", "rank_limit_problem", "smallest_budget", "threadblock_budget",
-           "variants"]
+__all__ = [
+    "ALGORITHMS",
+    "CHUNKINGS",
+    "CHUNK_SCALE_RANKS",
+    "DEFAULT_THREADBLOCKS",
+    "MSCCL_MAX_RANKS",
+    "UNBALANCED",
+    "CompileOptions",
+    "CompileResult",
+    "Compiler",
+    "Variant",
+    "available_algorithms",
+    "compile_topology",
+    "rank_limit_problem",
+    "register_algorithm",
+    "scale_chunks",
+    "selectable_sizes",
+    "smallest_budget",
+    "threadblock_budget",
+    "variants",
+]
 _ = math

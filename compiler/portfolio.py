@@ -41,6 +41,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+from colc.compiler.choose_variants import least_size, scale_skip
 from colc.compiler.parallel import jobs_for, prefetch, simulate_pairs
 from colc.compiler.pipeline import (
     ALGORITHMS,
@@ -48,9 +49,7 @@ from colc.compiler.pipeline import (
     Compiler,
     Variant,
     VerificationFailed,
-    least_size,
     rank_limit_problem,
-    scale_skip,
     smallest_budget,
     variants,
 )

@@ -17,12 +17,12 @@ from fractions import Fraction
 import pytest
 
 from colc.cli import main
+from colc.compiler.algorithms import load_optional_algorithms
 from colc.compiler.lowering.balance_lanes import STEP_BUDGET, balance_lanes, plan_lanes
 from colc.compiler.lowering.lower_to_program import LoweringOptions, lower_to_program
 from colc.compiler.pipeline import (
     ALGORITHMS,
     CompileOptions,
-    _load_optional_algorithms,
     compile_topology,
     selectable_sizes,
 )
@@ -60,7 +60,7 @@ CASES = [("ring", lambda: ring(6, 10, bidirectional=True)), ("bfb", lambda: toru
 @pytest.mark.parametrize("coll", COLLS, ids=lambda c: c.value)
 @pytest.mark.parametrize("name,make", CASES, ids=[f"{n}-{i}" for i, (n, _) in enumerate(CASES)])
 def test_balancing_keeps_the_data_and_the_limits(name, make, coll) -> None:
-    _load_optional_algorithms()
+    load_optional_algorithms()
     topo = make()
     sched = ALGORITHMS[name](topo, coll, 4 if name in ("trees", "hier") else None)
     for model in (A100, GENERIC):
@@ -86,7 +86,7 @@ def test_balancing_keeps_the_data_and_the_limits(name, make, coll) -> None:
 
 def test_lanes_follow_the_threadblock_rates() -> None:
     """A pair carrying 120 GB/s needs >= 6 lanes of 20 GB/s; a 10 GB/s pair one."""
-    _load_optional_algorithms()
+    load_optional_algorithms()
     topo = dgx_a100(2)
     sched = ALGORITHMS["hier"](topo, Collective.ALLGATHER, 16)
     plan = plan_lanes(sched, topo, A100, Protocol.SIMPLE)
@@ -99,7 +99,7 @@ def test_lanes_follow_the_threadblock_rates() -> None:
 
 def test_random_topologies_balance_correctly() -> None:
     rng = random.Random(5)
-    _load_optional_algorithms()
+    load_optional_algorithms()
     for _ in range(6):
         n = rng.randint(3, 6)
         nodes = tuple(Node(f"r{i}", "gpu") for i in range(n))
@@ -467,10 +467,10 @@ def test_large_direct_fabrics_try_one_chunking_lowered_decoupled_first():
     shard (each further chunking is a whole job more, and the simulator and the
     verifier run a call per chunk); their fused lowerings, which hang there at
     one call per chunk, are tried after the decoupled one."""
+    from colc.compiler.choose_variants import ONE_CHUNKING_RANKS
     from colc.compiler.pipeline import (
         DECOUPLED,
         FUSED,
-        ONE_CHUNKING_RANKS,
         CompileOptions,
         Compiler,
         Variant,
@@ -497,11 +497,11 @@ def test_coarse_portfolio_gives_the_midpoint_to_a_grid_form_ranked_above_it(monk
     simulated at the midpoint and the faster serves it (DGX A100 x128 at 128
     MiB: the grid allgather 101.3 GB/s against rails LL128's 87.6).  Here
     the thresholds are lowered so that DGX A100 x2 takes that path."""
-    from colc.compiler import pipeline, portfolio
+    from colc.compiler import choose_variants, portfolio
     from colc.compiler.pipeline import Compiler, Variant
 
     monkeypatch.setattr(portfolio, "COARSE_RANKS", 8)
-    monkeypatch.setattr(pipeline, "GRID_EVERY_SIZE_RANKS", 8)
+    monkeypatch.setattr(choose_variants, "GRID_EVERY_SIZE_RANKS", 8)
     comp = Compiler(dgx_a100(2), CompileOptions(collective=Collective.ALLGATHER, jobs=1))
     mid, lo, hi = 128 << 20, 64 << 20, 1 << 30
     grid = Variant("rings2d", 16, Protocol.SIMPLE)

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import pytest
 
+from colc.compiler.choose_variants import scale_skip
 from colc.compiler.pipeline import (
     CompileOptions,
     Compiler,
     available_algorithms,
     compile_topology,
-    scale_skip,
     variants,
 )
 from colc.errors import ColcError, InfeasibleError

@@ -12,7 +12,7 @@ from fractions import Fraction
 
 import pytest
 
-from colc.compiler import pipeline
+from colc.compiler import algorithms
 from colc.compiler.estimate_bandwidth import schedule_algbw
 from colc.compiler.pipeline import CompileOptions, compile_topology
 from colc.compiler.trees.generate_trees import exact_bounds, is_symmetric, transpose
@@ -35,7 +35,7 @@ def test_directed_allreduce_reaches_its_bound(topo, chunks) -> None:
     if bounds["allreduce_lp"] is not None:  # the trees are a feasible point of the LP
         assert float(bounds["allreduce_lp"]) >= float(trees) * (1 - 1e-6)
     bound = bounds["allreduce_lp"] or trees
-    sched = pipeline._trees(topo, Collective.ALLREDUCE, chunks)
+    sched = algorithms._trees(topo, Collective.ALLREDUCE, chunks)
     assert check_schedule(sched, topo) == []
     assert schedule_algbw(sched, topo) >= Fraction(97, 100) * bound
 
@@ -52,7 +52,7 @@ def test_reduce_phase_uses_in_trees_when_the_transpose_differs() -> None:
     bounds = exact_bounds(skew)
     back = exact_bounds(transpose(skew))
     assert bounds["reducescatter"] == back["allgather"]
-    sched = pipeline._trees(skew, Collective.ALLREDUCE, None)
+    sched = algorithms._trees(skew, Collective.ALLREDUCE, None)
     assert check_schedule(sched, skew) == []
     assert schedule_algbw(sched, skew) == bounds["allreduce_trees"]
 

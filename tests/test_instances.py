@@ -8,7 +8,7 @@ import os
 import pytest
 
 from colc.cli import main
-from colc.compiler.pipeline import ALGORITHMS, _load_optional_algorithms
+from colc.compiler.algorithms import ALGORITHMS, load_optional_algorithms
 from colc.compiler.lowering.replicate_instances import replicate_instances
 from colc.frontends.families import ring, torus
 from colc.ir.check_chunks import check_schedule
@@ -22,7 +22,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
                                        ("ring", ring(5, 10, bidirectional=True)),
                                        ("trees", ring(4, 10, bidirectional=True))])
 def test_replicated_schedules_stay_correct_in_both_modes(name, topo, coll) -> None:
-    _load_optional_algorithms()
+    load_optional_algorithms()
     sched = ALGORITHMS[name](topo, coll, None)
     for inplace in (True, False):
         one = dataclasses.replace(sched, inplace=inplace, outofplace=not inplace)

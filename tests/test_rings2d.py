@@ -690,11 +690,11 @@ def test_grid_ranked_from_1_gib_is_prefetched(monkeypatch) -> None:
     worker beside the small sizes' tasks when there are any; alone here)
     when its bandwidth bound is the best at 1 GiB; a variant it would not
     simulate first stays out."""
-    import colc.compiler.pipeline as pipeline
+    from colc.compiler import choose_variants
     from colc.compiler.pipeline import Compiler, Variant
     from colc.compiler.portfolio import _prefetch
 
-    monkeypatch.setattr(pipeline, "GRID_EVERY_SIZE_RANKS", 128)
+    monkeypatch.setattr(choose_variants, "GRID_EVERY_SIZE_RANKS", 128)
     comp = Compiler(dgx_a100(32), CompileOptions(collective=Collective.ALLGATHER, jobs=2,
                                                  prove=False))
     grid, slow = Variant("rings2d", 1, Protocol.SIMPLE), Variant("rings2d", 2, Protocol.SIMPLE)

@@ -442,14 +442,14 @@ def test_rated_trees_send_less_over_the_slower_nics() -> None:
     """MI250 x2: the runtime reaches 57.7% of a NIC and 85.9% of an xGMI link;
     trees packed on those rates put a smaller share on the NICs than the
     nominal optimum does, and stay a proved allgather."""
-    from colc.compiler.pipeline import ALGORITHMS, _load_optional_algorithms
+    from colc.compiler.algorithms import ALGORITHMS, load_optional_algorithms
     from colc.compiler.trees.rate_links import rate_links
     from colc.frontends.families import mi250
     from colc.ir.core import Collective
     from colc.ir.runtime_model import MI250
     from tests.helpers import validate_schedule
 
-    _load_optional_algorithms()
+    load_optional_algorithms()
     topo = mi250(2)
     rated = rate_links(topo, MI250)
     assert [link.bandwidth for link in rated.links if link.dst == "ib"][0] == Fraction(1154, 125)
@@ -479,7 +479,7 @@ def test_rated_trees_beat_the_published_mi250_figures_within_32() -> None:
 def test_auto_tries_rated_trees_only_where_the_nics_lag() -> None:
     """DGX A100: NICs at 88.7%, NVLink at 80%: the rated trees lose there
     (x2 allgather 182.9 against 222.7 GB/s at 1 GiB), so auto leaves them out."""
-    from colc.compiler.pipeline import scale_skip
+    from colc.compiler.choose_variants import scale_skip
     from colc.frontends.families import dgx_a100, mi250
 
     assert scale_skip(dgx_a100(2), "trees-rated", 32).startswith("trees-rated: the runtime")
@@ -491,9 +491,9 @@ def test_rated_packing_follows_the_topology_hardware() -> None:
     ``Topology.hardware`` picks although topologies compare equal without it:
     the packing cached for MI250 x2 is not the one for the same graph rated
     as A100 links."""
-    from colc.compiler import pipeline
+    from colc.compiler import algorithms
 
     mi = mi250(2)
     as_a100 = replace(mi, hardware="a100")
     assert as_a100 == mi
-    assert pipeline._rated_packing(as_a100, False) != pipeline._rated_packing(mi, False)
+    assert algorithms._rated_packing(as_a100, False) != algorithms._rated_packing(mi, False)
