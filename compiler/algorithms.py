@@ -142,7 +142,7 @@ def _shallow_packing(topo: Topology):
 def _rails(topo: Topology, collective: Collective, chunks: int | None = None,
            budget: int = DEFAULT_THREADBLOCKS, unpaired: bool = False,
            simple: bool = False) -> Schedule:
-    """Rail-aligned schedules: ``compiler/hierarchical/rails.py``, all-to-all in
+    """Rail-aligned schedules: ``compiler/hierarchical/rails/``, all-to-all in
     ``compiler/alltoall/rails_alltoall.py``."""
     if collective is Collective.ALLTOALL:
         from colc.compiler.alltoall.rails_alltoall import rails_alltoall_schedule

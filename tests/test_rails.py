@@ -44,7 +44,7 @@ def test_pieces_of_several_shards_are_proved(coll, monkeypatch) -> None:
     1024 GPUs need): a piece that crosses a rail then holds several owners' data."""
     from colc.compiler.hierarchical import rails
 
-    monkeypatch.setattr(rails, "STEPS_PER_LANE", 2)
+    monkeypatch.setattr(rails.plan, "STEPS_PER_LANE", 2)
     topo = dgx_a100(6)
     plan = plan_rails(topo, 1, 17)
     assert plan.segments == 2 and plan.piece > 1
@@ -403,7 +403,7 @@ def test_carriers_sum_their_box_in_short_chains(coll, monkeypatch) -> None:
     sched = rails_schedule(topo, coll, 2)
     validate_schedule(topo, sched, lower=False)
     assert _first_crossing_depth(topo, sched) == 3
-    monkeypatch.setattr(rails, "SUM_CHAINS", 1)
+    monkeypatch.setattr(rails.plan, "SUM_CHAINS", 1)
     assert _first_crossing_depth(topo, rails_schedule(topo, coll, 2)) == 8
 
 
@@ -441,7 +441,7 @@ def test_short_chains_reach_the_rail_sooner_in_simulation(monkeypatch) -> None:
         return simulate(program, topo, A100, 16 << 20).algbw
 
     split = algbw()
-    monkeypatch.setattr(rails, "SUM_CHAINS", 1)
+    monkeypatch.setattr(rails.plan, "SUM_CHAINS", 1)
     assert split > 1.05 * algbw()
 
 
@@ -504,7 +504,7 @@ def test_even_nics_are_faster_in_simulation(monkeypatch) -> None:
         return simulate(program, topo, A100, 1 << 30).algbw
 
     spread = algbw()
-    monkeypatch.setattr(rails, "_spread_choice", lambda *args: ())
+    monkeypatch.setattr(rails.plan, "_spread_choice", lambda *args: ())
     assert spread > 1.1 * algbw()
 
 
@@ -598,7 +598,7 @@ def test_unpaired_reduce_scatter_runs_the_carriers_ahead(monkeypatch) -> None:
         return simulate(program, topo, A100, 1 << 30).algbw
 
     ahead = algbw()
-    monkeypatch.setattr(rails, "LEAD", 64)  # every carrier piece before any owner's
+    monkeypatch.setattr(rails.scatter, "LEAD", 64)  # every carrier piece before any owner's
     assert ahead > 1.02 * algbw()
 
 
@@ -823,8 +823,8 @@ def test_reduce_scatter_and_allreduce_share_every_lane_with_a_segment_per_place(
     tbs, shared = run(16)
     assert tbs == 29
     split = rails._split_lanes
-    monkeypatch.setattr(rails, "_split_lanes", lambda total, nb, _=False: split(total, nb))
-    monkeypatch.setattr(rails, "SHARED_PHASE_TRANSFERS", rails.STEPS_PER_LANE)
+    monkeypatch.setattr(rails.plan, "_split_lanes", lambda total, nb, _=False: split(total, nb))
+    monkeypatch.setattr(rails.plan, "SHARED_PHASE_TRANSFERS", rails.STEPS_PER_LANE)
     old = plan_rails(x4, 8, 32, 2, True)  # the split plan the portfolio took before
     assert (old.lanes, old.piece) == ((1, 2), 1)
     with pytest.raises(InfeasibleError, match="threadblocks"):
