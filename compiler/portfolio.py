@@ -272,17 +272,26 @@ def _prefetch(compiler: Compiler, cands: list[Variant], sizes: tuple[int, ...]) 
     if jobs <= 1:
         return
     tasks = _large_firsts(compiler, cands, sizes)
+    chunks: dict[Variant, int] = {}
     for v in cands:
         if _least(compiler, v) >= 64 << 20:
             continue
-        lo, hi = PROTOCOL_SIZES[v.protocol]
         try:
             compiler.estimate(v)  # builds the schedule here, shared by the workers
-            nchunks = compiler.variant_schedule(v).nchunks  # the one estimate built
+            chunks[v] = compiler.variant_schedule(v).nchunks  # the one estimate built
         except ColcError:
             continue
+
+    def selectable(v: Variant, s: int) -> bool:
+        return (s // compiler.opts.dtype_bytes) % chunks[v] == 0
+
+    # ``_rank`` simulates the unselectable candidates where none is selectable
+    # (DGX A100 x128 at 1 KiB: rails LL, 19 s alone after the prefetch)
+    unselected = {s for s in sizes if not any(
+        selectable(v, s) for v in chunks if _serves(compiler, v, s, PROTOCOL_SIZES))}
+    for v in chunks:
         mine = tuple(s for s in sizes if _serves(compiler, v, s, PROTOCOL_SIZES)
-                     and s < 64 << 20 and (s // compiler.opts.dtype_bytes) % nchunks == 0)
+                     and s < 64 << 20 and (selectable(v, s) or s in unselected))
         if mine:
             tasks.append((v, mine))
     prefetch(compiler, tasks, jobs)

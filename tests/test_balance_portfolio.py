@@ -12,6 +12,7 @@ import dataclasses
 import importlib.util
 import os
 import random
+from pathlib import Path
 from fractions import Fraction
 
 import pytest
@@ -519,3 +520,66 @@ def test_coarse_portfolio_gives_the_midpoint_to_a_grid_form_ranked_above_it(monk
     assert portfolio._split_midpoints(comp, [(first, [lo]), (rails, [hi])], {}, set()) == [
         (first, [lo], mid), (rails, [hi], 0)]
     assert (rails, mid) not in comp._sims and (first, mid) not in comp._sims
+
+
+def test_prefetch_starts_the_task_whose_hang_check_simulates_the_largest_size() -> None:
+    """A prefetch task's cost is its largest simulation, the lowering's hang
+    check included (``Compiler.hang_size``: the least ranked size with one
+    call per chunk): rails LL128 on DGX A100 x128 simulates 1 GiB there
+    although its own sizes stop at 4 MiB, so it goes before rails LL, whose
+    range has no such size; equal costs keep their order."""
+    from colc.compiler.parallel import _longest_first
+    from colc.compiler.pipeline import Compiler, Variant
+
+    sizes = (1024, 256 << 10, 1 << 30)
+    comp = Compiler(dgx_a100(2), CompileOptions(
+        algorithm="rails", collective=Collective.ALLGATHER, jobs=1, rank_sizes=sizes,
+        protocol_ranges=((Protocol.LL, 0, 256 << 10), (Protocol.LL128, 0, 1 << 30))))
+    ll, ll128 = Variant("rails", 1, Protocol.LL), Variant("rails", 1, Protocol.LL128)
+    nchunks = comp.variant_schedule(ll).nchunks
+    assert nchunks == 16
+    # LL's calls (32 KiB) are larger than a chunk up to 256 KiB: no hang-check size
+    assert comp.hang_size(ll, nchunks) is None
+    assert comp.hang_size(ll128, nchunks) == 1 << 30
+    tasks = [(ll, (1024,)), (ll128, (1024,))]
+    assert _longest_first(comp, tasks) == tasks[::-1]
+    assert _longest_first(comp, [(ll, (1024,)), (ll, (4096,))]) == [(ll, (4096,)), (ll, (1024,))]
+    # a variant whose schedule is not built yet counts by its own sizes only
+    other = Variant("rails", 2, Protocol.LL128)
+    assert _longest_first(comp, [(ll, (4096,)), (other, (1024,))])[0][0] == ll
+
+
+def test_verify_all_answers_in_the_texts_order_whatever_their_lengths() -> None:
+    """``Compiler.verify_all`` verifies the longest texts first on forked
+    workers (which get indices, not texts) and answers in the order given."""
+    from colc.compiler.pipeline import Compiler
+
+    root = Path(__file__).resolve().parent.parent / "golden" / "msccl"
+    short = (root / "ring4-allreduce.xml").read_text()
+    long = (root / "torus-allgather-bfb.xml").read_text()
+    bad = short.replace('ngpus="4"', 'ngpus="5"', 1)
+    assert bad != short and len(long) > len(short)
+    comp = Compiler(ring(4, 25), CompileOptions(jobs=2))
+    assert comp.verify_all([bad, long, short, bad]) == [False, True, True, False]
+    assert comp.verify_all([short, long]) == [True, True]
+
+
+def test_prefetch_simulates_unselectable_sizes_where_nothing_is_selectable(monkeypatch) -> None:
+    """Where no candidate is selectable at a size (three ranks: every file's
+    chunks per loop are a multiple of 3, and no power-of-two size divides),
+    ``_rank`` simulates them all anyway, so the prefetch runs those on its
+    workers too: the ranking in this process simulates nothing itself."""
+    from colc.compiler import pipeline
+
+    calls = []
+    real = pipeline.simulate
+
+    def counted(program, *args, **kwargs):
+        calls.append(os.getpid())
+        return real(program, *args, **kwargs)
+
+    monkeypatch.setattr(pipeline, "simulate", counted)
+    port = build_portfolio(ring(3, 25), CompileOptions(collective=Collective.ALLGATHER, jobs=2),
+                           sizes=(1 << 10, 16 << 10, 256 << 10, 4 << 20))
+    assert port.windows
+    assert os.getpid() not in calls
