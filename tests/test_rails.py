@@ -45,6 +45,7 @@ def test_pieces_of_several_shards_are_proved(coll, monkeypatch) -> None:
     from colc.compiler.hierarchical import rails
 
     monkeypatch.setattr(rails.plan, "STEPS_PER_LANE", 2)
+    monkeypatch.setattr(rails.gather, "STEPS_PER_LANE", 2)  # read there too
     topo = dgx_a100(6)
     plan = plan_rails(topo, 1, 17)
     assert plan.segments == 2 and plan.piece > 1
