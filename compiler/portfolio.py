@@ -307,7 +307,33 @@ def _prefetch(compiler: Compiler, cands: list[Variant], sizes: tuple[int, ...]) 
             top = _first_simulated(compiler, cands, s, STRETCHED_SIZES)
         if top:
             pairs.append((top, s))
-    simulate_pairs(compiler, pairs, jobs)
+    simulate_pairs(compiler, pairs + _midpoint_pairs(compiler, cands, sizes, dict(
+        (s, v) for v, s in pairs)), jobs)
+
+
+def _midpoint_pairs(compiler: Compiler, cands: list[Variant], sizes: tuple[int, ...],
+                    firsts: dict[int, Variant]) -> list[tuple[Variant, int]]:
+    """The simulations ``_coarse_rivals`` is expected to ask for past
+    ``COARSE_RANKS`` ranks: at the midpoint below the least size of a
+    candidate ranked from a large size only (``_large_firsts`` prefetches
+    that candidate there), the variant ``_rank`` simulates first at the
+    evaluated size below (``firsts``, by size: the likely winner there).
+    Run beside ``_prefetch``'s other large-size simulations rather than
+    alone after the ranking (DGX A100 x128 allreduce: rails LL128 at 128
+    MiB, 28 s, beside its 64 MiB).  A wrong guess costs a simulation on a
+    worker, not the result: the ranking simulates what it needs."""
+    if compiler.topo.num_ranks <= COARSE_RANKS:
+        return []
+    out: list[tuple[Variant, int]] = []
+    for v in cands:
+        least = _least(compiler, v)
+        below = [s for s in sizes if s < least]
+        if not below or 2 * below[-1] >= least:
+            continue
+        low = firsts.get(below[-1])
+        if low is not None and low != v and (low, 2 * below[-1]) not in out:
+            out.append((low, 2 * below[-1]))
+    return out
 
 
 def _large_firsts(compiler: Compiler, cands: list[Variant],

@@ -583,3 +583,26 @@ def test_prefetch_simulates_unselectable_sizes_where_nothing_is_selectable(monke
                            sizes=(1 << 10, 16 << 10, 256 << 10, 4 << 20))
     assert port.windows
     assert os.getpid() not in calls
+
+
+def test_prefetch_expects_the_midpoint_below_a_form_ranked_from_a_large_size(monkeypatch) -> None:
+    """Past ``COARSE_RANKS`` ranks ``_coarse_rivals`` simulates, at the
+    midpoint below a form ranked from a large size only, the winner of the
+    evaluated size below; the prefetch runs the variant simulated first
+    there beside its other large-size simulations (thresholds lowered so
+    DGX A100 x2 takes that path; nothing is simulated here)."""
+    from colc.compiler import choose_variants, portfolio
+    from colc.compiler.pipeline import Compiler, Variant
+
+    comp = Compiler(dgx_a100(2), CompileOptions(collective=Collective.ALLGATHER, jobs=1))
+    rails, grid = Variant("rails", 8, Protocol.LL128), Variant("rings2d", 16, Protocol.SIMPLE)
+    sizes, lo, mid, hi = (64 << 20, 1 << 30), 64 << 20, 128 << 20, 1 << 30
+    assert portfolio._midpoint_pairs(comp, [rails, grid], sizes, {lo: rails}) == []  # 16 ranks
+    monkeypatch.setattr(portfolio, "COARSE_RANKS", 8)
+    assert portfolio._midpoint_pairs(comp, [rails, grid], sizes, {lo: rails}) == []  # no least
+    monkeypatch.setattr(choose_variants, "GRID_EVERY_SIZE_RANKS", 8)
+    assert portfolio._least(comp, grid) == hi
+    assert portfolio._midpoint_pairs(comp, [rails, grid, grid], sizes,
+                                     {lo: rails, hi: grid}) == [(rails, mid)]
+    assert portfolio._midpoint_pairs(comp, [rails, grid], sizes, {hi: grid}) == []
+    assert portfolio._midpoint_pairs(comp, [rails, grid], (lo, 256 << 20, hi), {lo: rails}) == []
