@@ -266,34 +266,20 @@ def _with_ll128(compiler: Compiler, cands: list[Variant], size: int, notes: list
 
 
 def _prefetch(compiler: Compiler, cands: list[Variant], sizes: tuple[int, ...]) -> None:
-    """Lower and simulate in parallel what ``_rank`` will surely simulate: every
-    candidate at the selectable sizes of its protocol below the pruned range."""
+    """Lower and simulate in parallel what ``_rank`` will surely simulate: below
+    the pruned range every candidate ``_usable`` gives (the selectable ones,
+    or all where none is: DGX A100 x128 at 1 KiB, rails LL, 19 s alone after
+    the prefetch before), the schedules built here and shared by the workers."""
     jobs = jobs_for(compiler.opts)
     if jobs <= 1:
         return
     tasks = _large_firsts(compiler, cands, sizes)
-    chunks: dict[Variant, int] = {}
-    for v in cands:
-        if _least(compiler, v) >= 64 << 20:
-            continue
-        try:
-            compiler.estimate(v)  # builds the schedule here, shared by the workers
-            chunks[v] = compiler.variant_schedule(v).nchunks  # the one estimate built
-        except ColcError:
-            continue
-
-    def selectable(v: Variant, s: int) -> bool:
-        return (s // compiler.opts.dtype_bytes) % chunks[v] == 0
-
-    # ``_rank`` simulates the unselectable candidates where none is selectable
-    # (DGX A100 x128 at 1 KiB: rails LL, 19 s alone after the prefetch)
-    unselected = {s for s in sizes if not any(
-        selectable(v, s) for v in chunks if _serves(compiler, v, s, PROTOCOL_SIZES))}
-    for v in chunks:
-        mine = tuple(s for s in sizes if _serves(compiler, v, s, PROTOCOL_SIZES)
-                     and s < 64 << 20 and (selectable(v, s) or s in unselected))
-        if mine:
-            tasks.append((v, mine))
+    mine: dict[Variant, list[int]] = {}
+    for s in sizes:
+        if s < 64 << 20:
+            for _, _, v in _usable(compiler, cands, s, PROTOCOL_SIZES)[0]:
+                mine.setdefault(v, []).append(s)
+    tasks += [(v, tuple(mine[v])) for v in cands if v in mine]
     prefetch(compiler, tasks, jobs)
     # The large sizes prune by bandwidth bound, but ``_rank`` always simulates
     # the first candidate it has not seen refused: those run in parallel too
@@ -307,8 +293,8 @@ def _prefetch(compiler: Compiler, cands: list[Variant], sizes: tuple[int, ...]) 
             top = _first_simulated(compiler, cands, s, STRETCHED_SIZES)
         if top:
             pairs.append((top, s))
-    simulate_pairs(compiler, pairs + _midpoint_pairs(compiler, cands, sizes, dict(
-        (s, v) for v, s in pairs)), jobs)
+    simulate_pairs(compiler, pairs + _midpoint_pairs(compiler, cands, sizes,
+                                                     {s: v for v, s in pairs}), jobs)
 
 
 def _midpoint_pairs(compiler: Compiler, cands: list[Variant], sizes: tuple[int, ...],
@@ -322,18 +308,25 @@ def _midpoint_pairs(compiler: Compiler, cands: list[Variant], sizes: tuple[int, 
     alone after the ranking (DGX A100 x128 allreduce: rails LL128 at 128
     MiB, 28 s, beside its 64 MiB).  A wrong guess costs a simulation on a
     worker, not the result: the ranking simulates what it needs."""
-    if compiler.topo.num_ranks <= COARSE_RANKS:
-        return []
     out: list[tuple[Variant, int]] = []
     for v in cands:
-        least = _least(compiler, v)
-        below = [s for s in sizes if s < least]
-        if not below or 2 * below[-1] >= least:
-            continue
-        low = firsts.get(below[-1])
-        if low is not None and low != v and (low, 2 * below[-1]) not in out:
-            out.append((low, 2 * below[-1]))
+        m = _midpoint_below(compiler, v, sizes)
+        low = firsts.get(m // 2) if m else None
+        if low is not None and low != v and (low, m) not in out:
+            out.append((low, m))
     return out
+
+
+def _midpoint_below(compiler: Compiler, v: Variant, sizes: tuple[int, ...]) -> int | None:
+    """Past ``COARSE_RANKS`` ranks, the midpoint between ``v``'s least size
+    and the evaluated size below it, where ``_coarse_rivals`` compares the
+    two neighbours' winners; None when there is none (fewer ranks, no size
+    below, or sizes a factor of 2 apart)."""
+    least = _least(compiler, v)
+    below = [s for s in sizes if s < least]
+    if compiler.topo.num_ranks <= COARSE_RANKS or not below or 2 * below[-1] >= least:
+        return None
+    return 2 * below[-1]
 
 
 def _large_firsts(compiler: Compiler, cands: list[Variant],
@@ -356,12 +349,9 @@ def _large_firsts(compiler: Compiler, cands: list[Variant],
         top = _first_bound(compiler, cands, s) if large and s >= min(large) else None
         if top is not None and _least(compiler, top) >= 64 << 20:
             firsts.setdefault(top, []).append(s)
-    if compiler.topo.num_ranks > COARSE_RANKS:
-        for v, mine in firsts.items():
-            least = _least(compiler, v)
-            below = [s for s in sizes if s < least]
-            if below and 2 * below[-1] < least:
-                mine.append(2 * below[-1])
+    for v, mine in firsts.items():
+        if (m := _midpoint_below(compiler, v, sizes)) is not None:
+            mine.append(m)
     return [(v, tuple(mine)) for v, mine in firsts.items()]
 
 
