@@ -161,8 +161,8 @@ class _Lexer:
             start = self.pos
             m = _PLAIN_TAG.match(text, start)
             if m is not None:
-                pairs = self.pairs
-                attrs = [pairs.setdefault(a, a) for a in _PLAIN_ATTR.findall(m.group(2))]
+                found = _PLAIN_ATTR.findall(m.group(2))
+                attrs = list(map(self.pairs.setdefault, found, found))
                 if len(attrs) <= MAX_ATTRS:
                     self.pos = m.end()
                     return XmlNode(m.group(1), attrs, m.group(3) == "/", start)
@@ -256,14 +256,6 @@ def parse_strtol(s: str) -> tuple[int, bool, bool]:
 
 
 @dataclass(frozen=True, slots=True)
-class StepSource:
-    """Side information of one step the IR does not hold."""
-
-    line: int
-    declared_s: int
-
-
-@dataclass(frozen=True, slots=True)
 class ReadResult:
     """What ``read_msccl`` returns.
 
@@ -272,14 +264,13 @@ class ReadResult:
     ``runnable`` says the program can be interpreted: the runtime loads it,
     or it only fails in ways that hang (see ``LoadedProgram.runnable``).
     ``lines`` maps ``(rank, tb, step)`` (step None for the tb itself) to a
-    1-based line; ``steps`` maps ``(rank, tb, position)`` to ``StepSource``.
+    1-based line.
     """
 
     path: str
     program: Program | None
     diagnostics: tuple[Diagnostic, ...]
     lines: dict[tuple[int, int, int | None], int]
-    steps: dict[tuple[int, int, int], StepSource]
     runnable: bool = False
     loaded: LoadedProgram | None = None
 
@@ -306,7 +297,6 @@ class _Reader:
         self.fatal = False
         self.warned: set[tuple[str, str]] = set()
         self.lines: dict[tuple[int, int, int | None], int] = {}
-        self.steps: dict[tuple[int, int, int], StepSource] = {}
 
     def line(self, offset: int) -> int:
         return bisect_left(self.newlines, offset) + 1
@@ -490,34 +480,28 @@ class _Reader:
 
     def step(self, node: XmlNode, rank: int, tbid: int, pos: int) -> Step | None:
         loc = (rank, tbid, pos)
-        self.check_attrs(node)
         line = self.line(node.offset)
         self.lines.setdefault(loc, line)
         if node.children:
             self.err("<step> with child elements crashes the runtime's parser", node, *loc)
-        ints = {k: self.int_attr(node, k, loc) for k in STEP_ATTRS
-                if k not in ("type", "srcbuf", "dstbuf")}
-        kind = self.enum_attr(node, "type", STEP_TYPES, loc)
-        bufs = [self.enum_attr(node, k, BUFFERS, loc) for k in ("srcbuf", "dstbuf")]
-        if None in ints.values() or kind is None or None in bufs:
-            return None
-        s = ints["s"]
-        self.steps[loc] = StepSource(line, s)
+        fields = _plain_step(node)
+        if fields is None:
+            fields = self.step_fields(node, loc)
+            if fields is None:
+                return None
+        s, kind, srcbuf, srcoff, dstbuf, dstoff, cnt, depid, deps, hasdep = fields
         if not 0 <= s < MAX_STEPS:
             self.err(f"s={s} out of range 0..{MAX_STEPS - 1}", node, *loc)
         elif s != pos:
             self.diags.append(warning(f"s={s} is not the step's position {pos}; the runtime "
                                       "ignores s and numbers steps by position", *loc, line))
         checked = CHECKED_FIELDS[kind]
-        offs = []
-        for name, is_checked in (("srcoff", checked[0]), ("dstoff", checked[1])):
-            off = ints[name]
+        for name, off, is_checked in (("srcoff", srcoff, checked[0]),
+                                      ("dstoff", dstoff, checked[1])):
             if is_checked and off < -1:
                 self.err(f"{name} {off} < -1 (runtime: 'Incorrect offset')", node, *loc)
             if off > INT16_MAX:
                 self.err(f"{name} {off} does not fit in int16", node, *loc)
-            offs.append(None if off == -1 else off)
-        depid, deps, hasdep = ints["depid"], ints["deps"], ints["hasdep"]
         if kind is not StepKind.NOP and hasdep not in (0, 1):
             self.err(f"hasdep={hasdep} must be 0 or 1", node, *loc)
         if not -(1 << 15) <= deps <= INT16_MAX:
@@ -525,8 +509,50 @@ class _Reader:
         if depid < -1:
             self.diags.append(warning(f"depid={depid} < -1 is ignored", *loc, line))
         dep = (depid, deps) if depid >= 0 else None
-        return Step(kind, Loc(bufs[0], offs[0]), Loc(bufs[1], offs[1]), ints["cnt"], dep,
-                    hasdep == 1)
+        return Step(kind, Loc(srcbuf, None if srcoff == -1 else srcoff),
+                    Loc(dstbuf, None if dstoff == -1 else dstoff), cnt, dep, hasdep == 1)
+
+    def step_fields(self, node: XmlNode, loc: tuple[int, int, int]) -> tuple | None:
+        """A step's values in ``STEP_ATTRS`` order, each attribute checked and
+        reported as the runtime reads it; None when one is unusable."""
+        self.check_attrs(node)
+        ints = {k: self.int_attr(node, k, loc) for k in STEP_ATTRS
+                if k not in ("type", "srcbuf", "dstbuf")}
+        kind = self.enum_attr(node, "type", STEP_TYPES, loc)
+        bufs = [self.enum_attr(node, k, BUFFERS, loc) for k in ("srcbuf", "dstbuf")]
+        if None in ints.values() or kind is None or None in bufs:
+            return None
+        return (ints["s"], kind, bufs[0], ints["srcoff"], bufs[1], ints["dstoff"], ints["cnt"],
+                ints["depid"], ints["deps"], ints["hasdep"])
+
+
+_PLAIN_INT = re.compile(r"-?(?:0|[1-9][0-9]{0,8})")  # decimal, |value| < 10**9: fits 32 bits
+
+
+@lru_cache(maxsize=1 << 16)
+def _plain_int(s: str) -> int | None:
+    """``s`` as an int when ``strtol`` reads all of it the obvious way, else None."""
+    return int(s) if _PLAIN_INT.fullmatch(s) else None
+
+
+def _plain_step(node: XmlNode) -> tuple | None:
+    """A step's values when it has exactly the ``STEP_ATTRS`` in that order,
+    each a plain decimal or a known name (every file colc writes); None sends
+    the step to ``_Reader.step_fields``, which reads and reports each one.
+
+    Gives the values ``step_fields`` gives for such a step, without its
+    per-attribute lookups (a 1024-rank file has about a million steps).
+    """
+    if node.dropped or len(node.attrs) != len(STEP_ATTRS):
+        return None
+    keys, values = zip(*node.attrs)
+    if keys != STEP_ATTRS:
+        return None
+    s, kind, srcbuf, srcoff, dstbuf, dstoff, cnt, depid, deps, hasdep = values
+    fields = (_plain_int(s), STEP_TYPES.get(kind), BUFFERS.get(srcbuf), _plain_int(srcoff),
+              BUFFERS.get(dstbuf), _plain_int(dstoff), _plain_int(cnt), _plain_int(depid),
+              _plain_int(deps), _plain_int(hasdep))
+    return None if None in fields else fields
 
 
 def read_msccl(text: str, path: str) -> ReadResult:
@@ -558,10 +584,10 @@ def read_msccl(text: str, path: str) -> ReadResult:
         roots = parse_tree(text)
     except _Syntax as exc:
         d = error(exc.msg, line=reader.line(exc.offset))
-        return ReadResult(path, None, (d,), {}, {})
+        return ReadResult(path, None, (d,), {})
     program = reader.read(roots)
     diags = reader.diags
-    result = ReadResult(path, program, (), reader.lines, reader.steps)
+    result = ReadResult(path, program, (), reader.lines)
     runnable = False
     if program is not None:
         loaded = load_program(program)

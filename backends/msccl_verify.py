@@ -20,7 +20,7 @@ modes run on forked processes at once for large programs (``PARALLEL_STEPS``).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from colc.backends.msccl_reader import read_msccl
 from colc.forked import default_jobs, fork_map
@@ -48,6 +48,7 @@ class VerifyReport:
     warnings: tuple[str, ...]
     diagnostics: tuple[Diagnostic, ...]
     program: Program | None
+    twin: str = ""  # the earlier file whose runs this file's would repeat (``MscclVerifier``)
 
 
 def verify_program(program: Program,
@@ -75,25 +76,39 @@ def verify_program(program: Program,
     """
     if loaded is None:
         loaded = load_program(program)
-    found: list[Diagnostic] = list(loaded.diagnostics)
-    if loaded.runnable:
-        modes = [m for m, on in ((True, program.inplace), (False, program.outofplace)) if on]
-        if not modes:
-            found.append(error("inplace=0 and outofplace=0: the runtime never selects this "
-                               "algorithm"))
-        depth = program.protocol.fifo_depth
+    return _unique(list(loaded.diagnostics) + run_findings(program, loaded, jobs), locate)
 
-        def run(inplace: bool) -> list[Diagnostic]:
-            diags = interpret(program, fifo_depth=depth, inplace=inplace, loaded=loaded)
-            if any(d.message.startswith("deadlock") for d in diags):
-                diags += _unbounded_rerun(program, loaded, inplace, depth, diags)
-            return diags
 
-        steps = sum(len(tb.steps) for rp in program.ranks for tb in rp.threadblocks)
-        if jobs is None:
-            jobs = default_jobs() if steps >= PARALLEL_STEPS else 1
-        for diags in fork_map(run, modes, jobs):
-            found.extend(diags)
+def run_findings(program: Program, loaded: LoadedProgram,
+                 jobs: int | None = None) -> list[Diagnostic]:
+    """What running ``program`` in its modes finds beyond ``loaded``'s diagnostics
+    (nothing when the runtime would not load it); ``jobs`` as in ``verify_program``."""
+    if not loaded.runnable:
+        return []
+    found: list[Diagnostic] = []
+    modes = [m for m, on in ((True, program.inplace), (False, program.outofplace)) if on]
+    if not modes:
+        found.append(error("inplace=0 and outofplace=0: the runtime never selects this "
+                           "algorithm"))
+    depth = program.protocol.fifo_depth
+
+    def run(inplace: bool) -> list[Diagnostic]:
+        diags = interpret(program, fifo_depth=depth, inplace=inplace, loaded=loaded)
+        if any(d.message.startswith("deadlock") for d in diags):
+            diags += _unbounded_rerun(program, loaded, inplace, depth, diags)
+        return diags
+
+    steps = sum(len(tb.steps) for rp in program.ranks for tb in rp.threadblocks)
+    if jobs is None:
+        jobs = default_jobs() if steps >= PARALLEL_STEPS else 1
+    known = {str(d) for d in loaded.diagnostics}
+    for diags in fork_map(run, modes, jobs):
+        found.extend(d for d in diags if str(d) not in known)
+    return found
+
+
+def _unique(found: list[Diagnostic],
+            locate: Callable[[Diagnostic], Diagnostic] | None) -> list[Diagnostic]:
     seen: set[str] = set()
     unique = []
     for d in found:
@@ -104,6 +119,19 @@ def verify_program(program: Program,
             seen.add(key)
             unique.append(d)
     return unique
+
+
+def runs_alike(a: Program, b: Program) -> bool:
+    """Whether the interpreter runs ``a`` and ``b`` alike: the same program but
+    for name, comment, size window and a protocol of the same FIFO depth (a
+    portfolio's LL and LL128 windows of one schedule).
+
+    None of those fields reaches ``load_program`` or ``interpret``; the
+    protocol only through its FIFO depth.  O(steps).
+    """
+    return a.protocol.fifo_depth == b.protocol.fifo_depth and a == replace(
+        b, name=a.name, comment=a.comment, protocol=a.protocol, min_bytes=a.min_bytes,
+        max_bytes=a.max_bytes)
 
 
 def _unbounded_rerun(program: Program, loaded: LoadedProgram, inplace: bool, depth: int,
@@ -121,6 +149,43 @@ def _unbounded_rerun(program: Program, loaded: LoadedProgram, inplace: bool, dep
         out.append(error(f"the deadlock ({mode}) is caused by the FIFO depth {depth} of "
                          f"{program.protocol.value}: with unbounded FIFOs the schedule completes"))
     return out
+
+
+class MscclVerifier:
+    """``colc verify`` over files in turn (a portfolio, an ``MSCCL_ALGO_DIR``).
+
+    Every file is read and load-checked.  A file whose program ``runs_alike``
+    the previous file's, whose runs found nothing, is not run again: the
+    interpreter would repeat the same steps to the same end (a 1024-rank
+    file's two runs take about 40 s).  Its report names that file
+    (``VerifyReport.twin``).  Holds one program between files.
+    """
+
+    def __init__(self) -> None:
+        self._clean: tuple[str, Program] | None = None
+
+    def verify(self, text: str, path: str) -> VerifyReport:
+        """Verify one file (see ``verify_msccl_text``)."""
+        res = read_msccl(text, path)
+        diags = list(res.diagnostics)
+        twin = ""
+        program, clean = res.program, self._clean
+        self._clean = None
+        if res.runnable and program is not None and res.loaded is not None:
+            if clean is not None and runs_alike(clean[1], program):
+                twin, found = clean[0], []
+            else:
+                found = run_findings(program, res.loaded)
+            known = {str(x) for x in diags}
+            for d in _unique(found, res.locate):
+                if str(d) not in known:
+                    known.add(str(d))
+                    diags.append(d)
+            if not found:
+                self._clean = (twin or path, clean[1] if twin else program)
+        errors = tuple(str(d) for d in diags if d.is_error)
+        warnings = tuple(str(d) for d in diags if not d.is_error)
+        return VerifyReport(path, not errors, errors, warnings, tuple(diags), program, twin)
 
 
 def verify_msccl_text(text: str, path: str) -> VerifyReport:
@@ -142,12 +207,4 @@ def verify_msccl_text(text: str, path: str) -> VerifyReport:
     >>> verify_msccl_text('<algo name="x">', "x.xml").errors
     ('unterminated <algo> [line 1]',)
     """
-    res = read_msccl(text, path)
-    diags = list(res.diagnostics)
-    if res.runnable and res.program is not None:
-        for d in verify_program(res.program, res.locate, res.loaded):
-            if str(d) not in {str(x) for x in diags}:
-                diags.append(d)
-    errors = tuple(str(d) for d in diags if d.is_error)
-    warnings = tuple(str(d) for d in diags if not d.is_error)
-    return VerifyReport(path, not errors, errors, warnings, tuple(diags), res.program)
+    return MscclVerifier().verify(text, path)

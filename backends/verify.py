@@ -53,16 +53,42 @@ def verify_text(text: str, path: str, backend: str | None = None) -> VerifyRepor
     -------
     VerifyReport
     """
-    backend = backend or detect_backend(text)
-    if backend == "oneccl":
-        from colc.backends.oneccl_verify import verify_oneccl_text as verify
-    else:
-        from colc.backends.msccl_verify import verify_msccl_text as verify
-    report = verify(text, path)
-    program = getattr(report, "program", None)
-    summary = getattr(report, "summary", "") or (_summary(program) if program else "")
-    return VerifyReport(bool(report.ok), tuple(str(e) for e in report.errors),
-                        tuple(str(w) for w in report.warnings), summary, program)
+    return Verifier().text(text, path, backend)
+
+
+class Verifier:
+    """``verify_text`` and ``verify_file`` over several files in turn.
+
+    MSCCL files go through one ``MscclVerifier``, so a file whose program
+    runs like the previous one's (a portfolio's LL and LL128 windows of one
+    schedule) is read and load-checked but not run again; its summary names
+    the file whose runs it shares.
+    """
+
+    def __init__(self) -> None:
+        from colc.backends.msccl_verify import MscclVerifier
+
+        self._msccl = MscclVerifier()
+
+    def text(self, text: str, path: str, backend: str | None = None) -> VerifyReport:
+        """Verify ``text`` (see ``verify_text``)."""
+        backend = backend or detect_backend(text)
+        if backend == "oneccl":
+            from colc.backends.oneccl_verify import verify_oneccl_text
+
+            report = verify_oneccl_text(text, path)
+        else:
+            report = self._msccl.verify(text, path)
+        program = getattr(report, "program", None)
+        summary = getattr(report, "summary", "") or (_summary(program) if program else "")
+        if getattr(report, "twin", ""):
+            summary += f"; its runs are those of {report.twin} (the same steps)"
+        return VerifyReport(bool(report.ok), tuple(str(e) for e in report.errors),
+                            tuple(str(w) for w in report.warnings), summary, program)
+
+    def file(self, path: str, backend: str | None = None) -> VerifyReport:
+        """Read ``path`` and verify it (see ``verify_file``)."""
+        return self.text(*_read_text(path, backend))
 
 
 def _summary(program) -> str:
@@ -85,6 +111,11 @@ def verify_file(path: str, backend: str | None = None) -> VerifyReport:
     streaming rank by rank.  The format is told from the file's first
     kilobytes before the rest is read.
     """
+    return Verifier().file(path, backend)
+
+
+def _read_text(path: str, backend: str | None) -> tuple[str, str, str]:
+    """``(text, path, backend)`` of the file at ``path`` (``verify_file``'s limits)."""
     from colc.backends.oneccl_xml import MAX_STREAM_BYTES
     from colc.frontends._input import check_input
     from colc.safe_xml import read_bytes_limited
@@ -102,4 +133,4 @@ def verify_file(path: str, backend: str | None = None) -> VerifyReport:
         text = data.decode("utf-8")
     except UnicodeDecodeError as err:
         raise ColcError(f"{path}: error: not UTF-8 text (byte {err.start})") from err
-    return verify_text(text, path, backend)
+    return text, path, backend

@@ -6,10 +6,11 @@ full-path order, with no extension filter; a file whose first element is not
 the first file (in that order) whose collective, rank count, in-place or
 out-of-place flag and ``[minBytes, maxBytes]`` window match.
 
-Checks: every file verifies (``verify_file``); no file is unreadable or not
-an MSCCL algorithm; and among files of the same (collective, ranks, mode),
-no two windows overlap (the later file would never be used there) and no
-file is wholly shadowed by earlier ones.
+Checks: every file verifies (``Verifier.file``: a file with the steps of
+the file before it is read and load-checked, and shares its runs); no file
+is unreadable or not an MSCCL algorithm; and among files of the same
+(collective, ranks, mode), no two windows overlap (the later file would
+never be used there) and no file is wholly shadowed by earlier ones.
 
 Input: a folder path.  Output: a ``DirReport`` (per-file reports and the
 folder's own errors and warnings).  Complexity: the verifier per file, plus
@@ -21,7 +22,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from colc.backends.verify import VerifyReport, verify_file
+from colc.backends.verify import Verifier, VerifyReport
 from colc.errors import ColcError
 
 
@@ -62,13 +63,14 @@ def verify_dir(folder: str) -> DirReport:
     except OSError as err:
         raise ColcError(f"{folder}: error: cannot list: {err.strerror}") from None
     files, errors, warnings = [], [], []
+    verifier = Verifier()  # a file with its neighbour's steps is not run twice
     seen: dict[tuple[str, int, str], list[tuple[str, int, float]]] = {}
     for name in names:
         path = os.path.join(folder, name)
         if not os.path.isfile(path):  # the runtime skips what is not a file or link to one
             continue
         try:
-            report = verify_file(path, backend="msccl")
+            report = verifier.file(path, backend="msccl")
         except ColcError as err:
             errors.append(f"{name}: {err} (the runtime would fail to load the folder)")
             continue
