@@ -82,7 +82,7 @@ class Verifier:
         program = getattr(report, "program", None)
         summary = getattr(report, "summary", "") or (_summary(program) if program else "")
         if getattr(report, "twin", ""):
-            summary += f"; its runs are those of {report.twin} (the same steps)"
+            summary += f"; the same steps as {report.twin}, whose runs it shares"
         return VerifyReport(bool(report.ok), tuple(str(e) for e in report.errors),
                             tuple(str(w) for w in report.warnings), summary, program)
 

@@ -117,8 +117,8 @@ def test_the_directory_report_names_the_shared_runs(tmp_path, monkeypatch) -> No
     assert report.ok, (report.errors, [r.errors for _, r in report.files])
     assert len(runs) == 1
     (_, first), (_, second) = report.files
-    assert "runs are those of" not in first.summary
-    assert f"runs are those of {tmp_path / '00-ll.xml'}" in second.summary
+    assert "whose runs it shares" not in first.summary
+    assert f"the same steps as {tmp_path / '00-ll.xml'}, whose runs it shares" in second.summary
 
 
 def test_verifier_text_and_file_agree(tmp_path) -> None:
