@@ -13,8 +13,8 @@ express (tb ids, channels, peers, cnt, offsets, nop chains, ...) are run by
 
 Input: the text of one file.  Output: a ``ReadResult`` holding the
 ``Program`` (None when a required value is unusable), diagnostics with line
-numbers, and the side information the IR cannot hold (line and declared
-``s`` of every step).  Complexity: O(len(text)).
+numbers, and the line of every threadblock and step (the IR holds none).
+Complexity: O(len(text)).
 """
 
 from __future__ import annotations

@@ -15,6 +15,8 @@ is no error.  Steps (``shared/reference/msccl-xml-runtime.md``):
 
 Complexity: that of the reader plus at most four interpreter runs; the
 modes run on forked processes at once for large programs (``PARALLEL_STEPS``).
+Files verified in turn (``MscclVerifier``) skip the runs of a file whose
+program ``runs_alike`` the previous clean one's: O(steps) to compare.
 """
 
 from __future__ import annotations
@@ -81,8 +83,22 @@ def verify_program(program: Program,
 
 def run_findings(program: Program, loaded: LoadedProgram,
                  jobs: int | None = None) -> list[Diagnostic]:
-    """What running ``program`` in its modes finds beyond ``loaded``'s diagnostics
-    (nothing when the runtime would not load it); ``jobs`` as in ``verify_program``."""
+    """What running ``program`` in its modes finds beyond ``loaded``'s diagnostics.
+
+    Parameters
+    ----------
+    program : Program
+    loaded : LoadedProgram
+        ``load_program(program)``.
+    jobs : int, optional
+        As in ``verify_program``.
+
+    Returns
+    -------
+    list of Diagnostic
+        Empty when the runtime would not load the program (nothing runs) or
+        when every run ends as the collective should; not yet located.
+    """
     if not loaded.runnable:
         return []
     found: list[Diagnostic] = []
@@ -122,12 +138,22 @@ def _unique(found: list[Diagnostic],
 
 
 def runs_alike(a: Program, b: Program) -> bool:
-    """Whether the interpreter runs ``a`` and ``b`` alike: the same program but
-    for name, comment, size window and a protocol of the same FIFO depth (a
-    portfolio's LL and LL128 windows of one schedule).
+    """Whether the interpreter runs ``a`` and ``b`` alike.
 
-    None of those fields reaches ``load_program`` or ``interpret``; the
-    protocol only through its FIFO depth.  O(steps).
+    They are the same program but for name, comment, size window and a
+    protocol of the same FIFO depth (a portfolio's LL and LL128 windows of
+    one schedule).  None of those fields reaches ``load_program`` or
+    ``interpret``; the protocol only through its FIFO depth (and in the
+    message of a deadlock, which is a finding: such a run is never shared).
+
+    Parameters
+    ----------
+    a, b : Program
+
+    Returns
+    -------
+    bool
+        O(steps) to decide.
     """
     return a.protocol.fifo_depth == b.protocol.fifo_depth and a == replace(
         b, name=a.name, comment=a.comment, protocol=a.protocol, min_bytes=a.min_bytes,
@@ -165,7 +191,21 @@ class MscclVerifier:
         self._clean: tuple[str, Program] | None = None
 
     def verify(self, text: str, path: str) -> VerifyReport:
-        """Verify one file (see ``verify_msccl_text``)."""
+        """Verify one file.
+
+        Parameters
+        ----------
+        text : str
+            Contents of the file.
+        path : str
+            Named in messages, and in ``twin`` by a later file.
+
+        Returns
+        -------
+        VerifyReport
+            As ``verify_msccl_text``'s, with ``twin`` the earlier file whose
+            runs it shares ("" when it was run).
+        """
         res = read_msccl(text, path)
         diags = list(res.diagnostics)
         twin = ""

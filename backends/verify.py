@@ -60,9 +60,10 @@ class Verifier:
     """``verify_text`` and ``verify_file`` over several files in turn.
 
     MSCCL files go through one ``MscclVerifier``, so a file whose program
-    runs like the previous one's (a portfolio's LL and LL128 windows of one
-    schedule) is read and load-checked but not run again; its summary names
-    the file whose runs it shares.
+    runs like the previous MSCCL file's (a portfolio's LL and LL128 windows
+    of one schedule) is read and load-checked but not run again; its
+    summary names the file whose runs it shares.  oneCCL files are verified
+    on their own.
     """
 
     def __init__(self) -> None:
@@ -71,7 +72,20 @@ class Verifier:
         self._msccl = MscclVerifier()
 
     def text(self, text: str, path: str, backend: str | None = None) -> VerifyReport:
-        """Verify ``text`` (see ``verify_text``)."""
+        """Verify ``text`` read from ``path``.
+
+        Parameters
+        ----------
+        text : str
+        path : str
+            Used in messages only.
+        backend : {"msccl", "oneccl"} or None
+            None: detect from the content.
+
+        Returns
+        -------
+        VerifyReport
+        """
         backend = backend or detect_backend(text)
         if backend == "oneccl":
             from colc.backends.oneccl_verify import verify_oneccl_text
@@ -87,7 +101,23 @@ class Verifier:
                             tuple(str(w) for w in report.warnings), summary, program)
 
     def file(self, path: str, backend: str | None = None) -> VerifyReport:
-        """Read ``path`` and verify it (see ``verify_file``)."""
+        """Read ``path`` within ``verify_file``'s limits and verify it.
+
+        Parameters
+        ----------
+        path : str
+        backend : {"msccl", "oneccl"} or None
+            None: detect from the file's first kilobytes.
+
+        Returns
+        -------
+        VerifyReport
+
+        Raises
+        ------
+        ColcError
+            The file cannot be read, is too large or is not UTF-8.
+        """
         return self.text(*_read_text(path, backend))
 
 
