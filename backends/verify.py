@@ -72,20 +72,8 @@ class Verifier:
         self._msccl = MscclVerifier()
 
     def text(self, text: str, path: str, backend: str | None = None) -> VerifyReport:
-        """Verify ``text`` read from ``path``.
-
-        Parameters
-        ----------
-        text : str
-        path : str
-            Used in messages only.
-        backend : {"msccl", "oneccl"} or None
-            None: detect from the content.
-
-        Returns
-        -------
-        VerifyReport
-        """
+        """Verify ``text`` read from ``path``: ``verify_text`` (the same
+        parameters and report) in this verifier's sequence."""
         backend = backend or detect_backend(text)
         if backend == "oneccl":
             from colc.backends.oneccl_verify import verify_oneccl_text
