@@ -109,14 +109,19 @@ class Verifier:
         return self.text(*_read_text(path, backend))
 
 
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
 def _summary(program) -> str:
     """What was verified: collective, ranks, protocol, modes, window, resources."""
     modes = "+".join(m for m, on in (("in-place", program.inplace),
                                       ("out-of-place", program.outofplace)) if on) or "no mode"
     hi = "unlimited" if program.max_bytes == 0 else str(program.max_bytes)
     depth = program.protocol.fifo_depth
+    channels = _count(program.nchannels, "channel")
     return (f"{program.collective.value}, {program.ngpus} ranks, {program.protocol.value}, "
-            f"{modes}, window {program.min_bytes}..{hi} bytes, {program.nchannels} channels, "
+            f"{modes}, window {program.min_bytes}..{hi} bytes, {channels}, "
             f"{program.max_threadblocks} threadblocks per GPU (SMs held during a call), "
             f"nchunksperloop {program.nchunks}; executed at FIFO depth {depth}")
 

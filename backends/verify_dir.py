@@ -85,6 +85,9 @@ def verify_dir(folder: str) -> DirReport:
                 key = (program.collective.value, program.ngpus, mode)
                 _check_windows(name, _window(program), seen.setdefault(key, []), key,
                                errors, warnings)
+    if not files and not errors:
+        warnings.append("no algorithm file: the runtime loads none from this folder and runs "
+                        "NCCL's own algorithms")
     return DirReport(folder, tuple(files), tuple(errors), tuple(warnings))
 
 

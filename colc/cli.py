@@ -399,6 +399,9 @@ def _verify_folder(folder: str, quiet: bool) -> int:
     for name, r in report.files:
         for line in r.errors:
             print(f"{os.path.join(folder, name)}: error: {line}")
+        for line in r.warnings:
+            if not quiet:
+                print(f"{os.path.join(folder, name)}: warning: {line}")
         if r.ok and not quiet:
             print(f"{os.path.join(folder, name)}: OK ({r.summary})")
     for line in report.errors:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 
 from colc.cli import main
 
@@ -39,3 +40,32 @@ def test_overlap_shadow_and_foreign_files_are_reported(tmp_path, capsys) -> None
         fh.write("notes")
     assert main(["verify", folder]) == 1
     assert "README: not an MSCCL algorithm file" in capsys.readouterr().out
+
+
+def test_file_warnings_and_an_empty_folder_are_shown(tmp_path, capsys) -> None:
+    folder = _portfolio(tmp_path)
+    first = sorted(os.listdir(folder))[0]
+    path = os.path.join(folder, first)
+    with open(path) as fh:
+        text = fh.read()
+    with open(path, "w") as fh:  # cnt="01": the runtime reads octal, the same value
+        fh.write(text.replace('cnt="1"', 'cnt="01"', 1))
+    capsys.readouterr()
+    assert main(["verify", folder]) == 0
+    out = capsys.readouterr().out
+    assert f"{path}: warning: " in out and "read as octal" in out
+    assert main(["verify", "-q", folder]) == 0
+    assert capsys.readouterr().out == ""
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert main(["verify", str(empty)]) == 0
+    assert "warning: no algorithm file" in capsys.readouterr().out
+
+
+def test_summary_counts_channels_in_words(tmp_path, capsys) -> None:
+    folder = _portfolio(tmp_path)
+    capsys.readouterr()
+    assert main(["verify", folder]) == 0
+    counts = re.findall(r" (\d+) (channels?),", capsys.readouterr().out)
+    assert counts and ("1", "channel") in counts  # the ring's LL window has one channel
+    assert all((n == "1") == (word == "channel") for n, word in counts), counts
