@@ -20,7 +20,7 @@ O(F^2) window comparisons for F files.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from colc.backends.verify import Verifier, VerifyReport
 from colc.errors import ColcError
@@ -28,7 +28,7 @@ from colc.errors import ColcError
 
 @dataclass(frozen=True, slots=True)
 class DirReport:
-    """Outcome of ``verify_dir``."""
+    """Outcome of ``verify_dir`` (the files' reports hold no program)."""
 
     folder: str
     files: tuple[tuple[str, VerifyReport], ...]
@@ -50,45 +50,115 @@ def _show(lo: int, hi: float) -> str:
     return f"{lo}..{'unlimited' if hi == float('inf') else int(hi)}"
 
 
-def verify_dir(folder: str) -> DirReport:
+#: Bytes of files from which a folder's files are verified on several
+#: processes (below, forking costs more than it saves).
+PARALLEL_BYTES = 16 << 20
+#: Neighbouring files whose sizes differ by at most this are verified on one
+#: process in turn, so one with the other's steps shares its runs (a
+#: portfolio's LL and LL128 windows differ only in their ``<algo>`` tag).
+TWIN_BYTES = 4096
+
+
+@dataclass(frozen=True, slots=True)
+class _Selection:
+    """What the runtime matches a file on (collective, ranks, modes, window)."""
+
+    collective: str
+    ngpus: int
+    modes: tuple[str, ...]
+    window: tuple[int, float]
+
+
+def verify_dir(folder: str, jobs: int | None = None) -> DirReport:
     """Verify every file of ``folder`` and the windows between them (module docstring).
+
+    Parameters
+    ----------
+    folder : str
+    jobs : int, optional
+        Processes for the files (default ``default_jobs()``) once they hold
+        ``PARALLEL_BYTES``; the report does not depend on it.
+
+    Returns
+    -------
+    DirReport
+        Its files' reports without their programs (a folder of 1024-rank
+        files would hold gigabytes).
 
     Raises
     ------
     ColcError
         ``folder`` is not a readable directory.
     """
+    from colc.forked import fork_map
+
     try:
         names = sorted(os.listdir(folder))
     except OSError as err:
         raise ColcError(f"{folder}: error: cannot list: {err.strerror}") from None
+    # the runtime skips what is not a file or a link to one
+    names = [n for n in names if os.path.isfile(os.path.join(folder, n))]
+    sizes = [_size(os.path.join(folder, n)) for n in names]
+    groups = _neighbours(sizes)
+    if sum(sizes) < PARALLEL_BYTES:
+        jobs = 1
+
+    def verify(group: list[int]) -> list[tuple]:
+        verifier = Verifier()  # a file with its neighbour's steps is not run twice
+        return [_verify_one(verifier, folder, names[i]) for i in group]
+
     files, errors, warnings = [], [], []
-    verifier = Verifier()  # a file with its neighbour's steps is not run twice
     seen: dict[tuple[str, int, str], list[tuple[str, int, float]]] = {}
-    for name in names:
-        path = os.path.join(folder, name)
-        if not os.path.isfile(path):  # the runtime skips what is not a file or link to one
-            continue
-        try:
-            report = verifier.file(path, backend="msccl")
-        except ColcError as err:
-            errors.append(f"{name}: {err} (the runtime would fail to load the folder)")
-            continue
-        files.append((name, report))
-        program = report.program
-        if program is None:
-            errors.append(f"{name}: not an MSCCL algorithm file; the runtime parses every "
-                          f"file of the folder and fails on it")
-            continue
-        for mode, on in (("in-place", program.inplace), ("out-of-place", program.outofplace)):
-            if on:
-                key = (program.collective.value, program.ngpus, mode)
-                _check_windows(name, _window(program), seen.setdefault(key, []), key,
+    for found in fork_map(verify, groups, jobs):
+        for name, report, selection, problem in found:
+            if problem:
+                errors.append(problem)
+            if report is None:
+                continue
+            files.append((name, report))
+            for mode in selection.modes if selection else ():
+                key = (selection.collective, selection.ngpus, mode)
+                _check_windows(name, selection.window, seen.setdefault(key, []), key,
                                errors, warnings)
     if not files and not errors:
         warnings.append("no algorithm file: the runtime loads none from this folder and runs "
                         "NCCL's own algorithms")
     return DirReport(folder, tuple(files), tuple(errors), tuple(warnings))
+
+
+def _size(path: str) -> int:
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return 0  # reported when it is read
+
+
+def _neighbours(sizes: list[int]) -> list[list[int]]:
+    """Indices in order, in runs of neighbours whose sizes differ by at most
+    ``TWIN_BYTES`` (only a grouping for the processes: the verifier decides)."""
+    groups: list[list[int]] = []
+    for i, size in enumerate(sizes):
+        if groups and abs(size - sizes[groups[-1][-1]]) <= TWIN_BYTES:
+            groups[-1].append(i)
+        else:
+            groups.append([i])
+    return groups
+
+
+def _verify_one(verifier: Verifier, folder: str, name: str) -> tuple:
+    """``(name, report without its program or None, _Selection or None, error or "")``."""
+    try:
+        report = verifier.file(os.path.join(folder, name), backend="msccl")
+    except ColcError as err:
+        return name, None, None, f"{name}: {err} (the runtime would fail to load the folder)"
+    program = report.program
+    if program is None:
+        return (name, report, None, f"{name}: not an MSCCL algorithm file; the runtime parses "
+                "every file of the folder and fails on it")
+    modes = tuple(m for m, on in (("in-place", program.inplace),
+                                  ("out-of-place", program.outofplace)) if on)
+    selection = _Selection(program.collective.value, program.ngpus, modes, _window(program))
+    return name, replace(report, program=None), selection, ""
 
 
 def _check_windows(name: str, window: tuple[int, float], earlier: list, key: tuple,

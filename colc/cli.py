@@ -370,9 +370,13 @@ def _cmd_verify(argv: list[str]) -> int:
     p.add_argument("file", help="an algorithm file, or a folder")
     p.add_argument("--backend", choices=["msccl", "oneccl"], default=None)
     p.add_argument("-q", "--quiet", action="store_true", help="print only problems")
+    p.add_argument("--jobs", type=int, default=0,
+                   help="processes a folder's files are verified on (default 0: every CPU "
+                        "available, or COLC_JOBS); the output does not depend on it")
     args = p.parse_args(argv)
+    jobs = _jobs(args.jobs) or None
     if os.path.isdir(args.file):
-        return _verify_folder(args.file, args.quiet)
+        return _verify_folder(args.file, args.quiet, jobs)
     report = verify_file(args.file, backend=args.backend)
     for line in report.errors:
         print(f"{args.file}: error: {line}")
@@ -391,11 +395,11 @@ def _cmd_verify(argv: list[str]) -> int:
     return 1
 
 
-def _verify_folder(folder: str, quiet: bool) -> int:
+def _verify_folder(folder: str, quiet: bool, jobs: int | None) -> int:
     """``colc verify DIR``: every file, and the windows between them."""
     from colc.backends.verify_dir import verify_dir
 
-    report = verify_dir(folder)
+    report = verify_dir(folder, jobs)
     for name, r in report.files:
         for line in r.errors:
             print(f"{os.path.join(folder, name)}: error: {line}")

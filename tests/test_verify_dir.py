@@ -69,3 +69,33 @@ def test_summary_counts_channels_in_words(tmp_path, capsys) -> None:
     counts = re.findall(r" (\d+) (channels?),", capsys.readouterr().out)
     assert counts and ("1", "channel") in counts  # the ring's LL window has one channel
     assert all((n == "1") == (word == "channel") for n, word in counts), counts
+
+
+def test_folder_output_does_not_depend_on_jobs(tmp_path, capsys, monkeypatch) -> None:
+    from colc.backends import verify_dir as vd
+
+    folder = _portfolio(tmp_path)
+    names = sorted(os.listdir(folder))
+    with open(os.path.join(folder, names[0])) as fh:  # a twin of the first file
+        twin = fh.read().replace('proto="LL"', 'proto="LL128"', 1)
+    with open(os.path.join(folder, names[0][:-4] + "-ll128.xml"), "w") as fh:
+        fh.write(twin)  # its window overlaps the first's: an error, reported in order
+    with open(os.path.join(folder, "zz-notes.txt"), "w") as fh:
+        fh.write("notes")
+    monkeypatch.setattr(vd, "PARALLEL_BYTES", 0)
+    outputs = []
+    for jobs in ("1", "2"):
+        capsys.readouterr()
+        assert main(["verify", "--jobs", jobs, folder]) == 1
+        outputs.append(capsys.readouterr().out)
+    assert outputs[0] == outputs[1]
+    assert "whose runs it shares" in outputs[0] and "overlaps" in outputs[0]
+    assert "zz-notes.txt: not an MSCCL algorithm file" in outputs[0]
+    assert all(r.program is None for _, r in vd.verify_dir(folder, 2).files)
+
+
+def test_neighbouring_files_of_near_sizes_are_grouped() -> None:
+    from colc.backends.verify_dir import TWIN_BYTES, _neighbours
+
+    sizes = [100, 100 + TWIN_BYTES, 50_000, 50_010, 10]
+    assert _neighbours(sizes) == [[0, 1], [2, 3], [4]]
