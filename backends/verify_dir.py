@@ -13,8 +13,10 @@ is unreadable or not an MSCCL algorithm; and among files of the same
 never be used there) and no file is wholly shadowed by earlier ones.
 
 Input: a folder path.  Output: a ``DirReport`` (per-file reports and the
-folder's own errors and warnings).  Complexity: the verifier per file, plus
-O(F^2) window comparisons for F files.
+folder's own errors and warnings).  Complexity: the verifier per file, on
+several processes for large folders (runs of neighbouring files of near
+sizes, ``_neighbours``, each on one process so twins share their runs),
+plus O(F^2) window comparisons for F files.
 """
 
 from __future__ import annotations
