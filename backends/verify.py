@@ -82,11 +82,16 @@ class Verifier:
         else:
             report = self._msccl.verify(text, path)
         program = getattr(report, "program", None)
+        warnings = tuple(str(w) for w in report.warnings)
+        if backend != "oneccl" and program is not None and report.ok:
+            from colc.ir.simulate import selection_warnings
+
+            warnings += tuple(selection_warnings(program))
         summary = getattr(report, "summary", "") or (_summary(program) if program else "")
         if getattr(report, "twin", ""):
             summary += f"; the same steps as {report.twin}, whose runs it shares"
-        return VerifyReport(bool(report.ok), tuple(str(e) for e in report.errors),
-                            tuple(str(w) for w in report.warnings), summary, program)
+        return VerifyReport(bool(report.ok), tuple(str(e) for e in report.errors), warnings,
+                            summary, program)
 
     def file(self, path: str, backend: str | None = None) -> VerifyReport:
         """Read ``path`` within ``verify_file``'s limits and verify it.

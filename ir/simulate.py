@@ -139,6 +139,76 @@ def selection(program: Program, nbytes: int, dtype_bytes: int) -> str:
     return ""
 
 
+def nccl_tests_bytes(collective: Collective, ngpus: int, size: int, dtype_bytes: int) -> int:
+    """The bytes nccl-tests moves when asked for ``size`` bytes (``-b``/``-e``).
+
+    Allgather and reduce-scatter move whole per-rank counts, ``size // (dtype
+    * ngpus)`` elements per rank; all-to-all moves a per-peer count rounded down
+    to 16 bytes (``AlltoAllGetCollByteCount``); allreduce moves whole elements.
+    So on a rank count that is not a power of two the collective is a little
+    below the power of two, and the runtime's selection sees that size.
+
+    Examples
+    --------
+    >>> nccl_tests_bytes(Collective.ALLGATHER, 7, 1 << 20, 4)
+    1048572
+    >>> nccl_tests_bytes(Collective.ALLTOALL, 7, 1 << 20, 4)
+    1048544
+    >>> nccl_tests_bytes(Collective.ALLREDUCE, 7, 1 << 20, 4)
+    1048576
+    """
+    count = size // dtype_bytes
+    if collective in (Collective.ALLGATHER, Collective.REDUCESCATTER):
+        count = count // ngpus * ngpus
+    elif collective is Collective.ALLTOALL:
+        count = (count // ngpus) // max(1, 16 // dtype_bytes) * max(1, 16 // dtype_bytes) * ngpus
+    return count * dtype_bytes
+
+
+def selectable_sizes(program: Program, dtype_bytes: int = 4,
+                     lo: int = 1024, hi: int = 1 << 34) -> list[int]:
+    """Power-of-two message sizes in ``[lo, hi]`` at which the runtime selects ``program``.
+
+    A size is what nccl-tests is asked for (``-b``/``-e``); the runtime sees
+    what nccl-tests moves at that size (``nccl_tests_bytes``: whole per-rank
+    counts for allgather and reduce-scatter, 16-byte per-peer counts for
+    all-to-all), so on a rank count that is not a power of two the collective
+    is a little below the power of two.
+
+    Examples
+    --------
+    >>> from colc.ir.program import Program
+    >>> from colc.ir.core import Collective, Protocol
+    >>> p = Program("x", Collective.ALLGATHER, Protocol.SIMPLE, 1, 3, 3, True, True, 0, 0, ())
+    >>> selectable_sizes(p, 4, lo=1024, hi=4096)
+    [1024, 2048, 4096]
+    """
+    out = []
+    size = lo
+    while size <= hi:
+        nbytes = nccl_tests_bytes(program.collective, program.ngpus, size, dtype_bytes)
+        if nbytes and not selection(program, nbytes, dtype_bytes):
+            out.append(size)
+        size *= 2
+    return out
+
+
+def selection_warnings(program: Program) -> list[str]:
+    """One warning when the runtime selects ``program`` at no power-of-two
+    size nccl-tests runs in fp32 or fp16 (``selectable_sizes``), else none."""
+    from colc.sizes import format_size
+
+    if selectable_sizes(program, 4) or selectable_sizes(program, 2):
+        return []
+    n = program.ngpus
+    advice = (", or colc's power-of-two chunkings, e.g. --chunks 16, give files selected there"
+              if n & (n - 1) == 0 else "")
+    return [f"nchunksperloop {program.nchunks} divides no element count of an nccl-tests "
+            f"power-of-two size in the file's window: the runtime never selects it there (it "
+            f"does at sizes of a multiple of {program.nchunks} elements, e.g. "
+            f"{format_size(program.nchunks * 4 * 1024)} in fp32{advice})"]
+
+
 @functools.lru_cache(maxsize=4)
 def router_for(topo: Topology) -> Router:
     """A ``Router`` shared by every simulation of one topology."""
@@ -616,7 +686,9 @@ def simulate(program: Program, topo: Topology, model: RuntimeModel, nbytes: int,
         Must have ``program.ngpus`` ranks.
     model : RuntimeModel
     nbytes : int
-        Whole-collective size (nccl-tests' "size").
+        Whole-collective size (nccl-tests' "size"): the call moves and is
+        selected for what nccl-tests moves at that size (``nccl_tests_bytes``);
+        the result keeps ``nbytes``.
     dtype_bytes : int
         Element size: 4 (fp32), 2 (fp16, bf16).
     loaded : LoadedProgram, optional
@@ -643,16 +715,19 @@ def simulate(program: Program, topo: Topology, model: RuntimeModel, nbytes: int,
             f"{topo.num_ranks}")
     if nbytes <= 0:
         raise SimulationError(f"message size must be positive, got {nbytes}")
+    moved = nccl_tests_bytes(program.collective, program.ngpus, nbytes, dtype_bytes)
+    if moved <= 0:
+        moved = nbytes  # below one element per rank: simulated as asked, never selected
     loaded = loaded or load_program(program)
     if not loaded.runnable:
         first = next((d for d in loaded.diagnostics if d.is_error), None)
         raise SimulationError(f"the runtime would reject the file: {first}")
-    sim = _Simulation(loaded, topo, model, nbytes, dtype_bytes)
+    sim = _Simulation(loaded, topo, model, moved, dtype_bytes)
     iters = sim.iters
     if extrapolate and len(iters) > EXTRAPOLATE_ABOVE:
         # Steady state: simulate k and 2k loop iterations, extend the difference.
         k = EXTRAPOLATE_ABOVE // 2
-        short = _Simulation(loaded, topo, model, nbytes, dtype_bytes)
+        short = _Simulation(loaded, topo, model, moved, dtype_bytes)
         short.iters = [iters[0]] * (k - 1) + [iters[-1]]
         sim.iters = [iters[0]] * (2 * k - 1) + [iters[-1]]
         t_short, t_long = short.run(), sim.run()
@@ -665,7 +740,7 @@ def simulate(program: Program, topo: Topology, model: RuntimeModel, nbytes: int,
     else:
         makespan = sim.run()
     total = makespan + model.latency(program.protocol).base
-    algbw = nbytes / total / 1000.0
+    algbw = moved / total / 1000.0
     n = program.ngpus
     busy = max(sim.tbs, key=lambda tb: (tb.busy, -tb.rank, -tb.id), default=None)
     busiest_tb = (busy.rank, busy.id, busy.busy / makespan if makespan else 0.0) if busy else (
@@ -673,10 +748,13 @@ def simulate(program: Program, topo: Topology, model: RuntimeModel, nbytes: int,
     link = max(sim.links.values(), key=lambda lk: (lk.carried / lk.cap, lk.ends), default=None)
     busiest_link = ((link.ends[0], link.ends[1], link.carried / link.cap / makespan)
                     if link is not None and makespan else ("", "", 0.0))
-    why = selection(program, nbytes, dtype_bytes)
+    why = (selection(program, moved, dtype_bytes) if moved != nbytes or
+           nccl_tests_bytes(program.collective, program.ngpus, nbytes, dtype_bytes) else
+           f"{nbytes} bytes is less than one element per rank")
     return SimResult(nbytes, total, algbw, algbw * busbw_factor(program.collective, n),
                      not why, why, busiest_tb, busiest_link)
 
 
-__all__ = ["SimResult", "SimulationError", "busbw_factor", "selection", "simulate"]
+__all__ = ["SimResult", "SimulationError", "busbw_factor", "nccl_tests_bytes", "selectable_sizes",
+           "selection", "selection_warnings", "simulate"]
 _ = math

@@ -565,8 +565,9 @@ def test_verify_all_answers_in_the_texts_order_whatever_their_lengths() -> None:
 
 
 def test_prefetch_simulates_unselectable_sizes_where_nothing_is_selectable(monkeypatch) -> None:
-    """Where no candidate is selectable at a size (three ranks: every file's
-    chunks per loop are a multiple of 3, and no power-of-two size divides),
+    """Where no candidate is selectable at a size (an allreduce on three
+    ranks: every file's chunks per loop are a multiple of 3, and no
+    power-of-two element count divides),
     ``_rank`` simulates them all anyway, so the prefetch runs those on its
     workers too: the ranking in this process simulates nothing itself."""
     from colc.compiler import pipeline
@@ -579,10 +580,32 @@ def test_prefetch_simulates_unselectable_sizes_where_nothing_is_selectable(monke
         return real(program, *args, **kwargs)
 
     monkeypatch.setattr(pipeline, "simulate", counted)
-    port = build_portfolio(ring(3, 25), CompileOptions(collective=Collective.ALLGATHER, jobs=2),
+    port = build_portfolio(ring(3, 25), CompileOptions(collective=Collective.ALLREDUCE, jobs=2),
                            sizes=(1 << 10, 16 << 10, 256 << 10, 4 << 20))
     assert port.windows
+    assert not any(w.program.nchunks & (w.program.nchunks - 1) == 0 for w in port.windows)
     assert os.getpid() not in calls
+
+
+def test_portfolio_selects_a_file_at_every_size_nccl_tests_runs_on_six_ranks() -> None:
+    """nccl-tests moves whole per-rank counts (``nccl_tests_bytes``): asked for
+    1 MiB of allgather on 6 ranks it moves 1048560 bytes, a multiple of 6
+    elements but not of 12.  The portfolio ranks the files the runtime
+    selects at those sizes, so every window's file is selected at its sizes
+    (before, files of 12 or 24 chunks per loop took windows where the runtime
+    never picks them, and 'no file is selected' was noted at every size)."""
+    from colc.compiler.pipeline import selectable_sizes
+    from colc.ir.simulate import nccl_tests_bytes
+
+    sizes = (1 << 10, 64 << 10, 1 << 20, 16 << 20)
+    port = build_portfolio(ring(6, 25), CompileOptions(collective=Collective.ALLGATHER, jobs=1),
+                           sizes=sizes)
+    assert not any("no file is selected" in n for n in port.notes)
+    for size in sizes:
+        moved = nccl_tests_bytes(Collective.ALLGATHER, 6, size, 4)
+        assert moved < size
+        (w,) = [w for w in port.windows if w.lo <= size and (w.hi == 0 or size <= w.hi)]
+        assert size in selectable_sizes(w.program, 4, lo=size, hi=size)
 
 
 def test_prefetch_expects_the_midpoint_below_a_form_ranked_from_a_large_size(monkeypatch) -> None:

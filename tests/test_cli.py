@@ -276,3 +276,35 @@ def test_threadblock_budget_is_respected_and_reported(tmp_path, capsys) -> None:
         assert report.ok and tbs <= (int(budget) or 108)
         assert f"{tbs} threadblocks per GPU" in err and f"{tbs} threadblocks per GPU" in \
             report.summary
+
+
+def test_compile_prefers_a_file_the_runtime_selects_and_warns_when_none_is(tmp_path,
+                                                                           capsys) -> None:
+    """On 6 ranks nccl-tests' allgather at 128M and 1G moves a multiple of 6
+    elements but not of 12: the file written is one the runtime selects there.
+    No allreduce file is selected at a power of two on 6 ranks (chunks per
+    loop are a multiple of 6, element counts powers of two): the compile says
+    so beside each prediction and in one warning line."""
+    from colc.backends.msccl_reader import read_msccl
+    from colc.compiler.pipeline import selectable_sizes
+
+    topo = tmp_path / "ring6.yaml"
+    topo.write_text("family: ring\nranks: 6\nbandwidth: 25\nbidirectional: true\n")
+    ag = tmp_path / "ag.xml"
+    assert main([str(topo), "--collective", "allgather", "-o", str(ag)]) == 0
+    err = capsys.readouterr().err
+    assert "not selected" not in err and "warning" not in err
+    program = read_msccl(ag.read_text(), str(ag)).program
+    assert {128 << 20, 1 << 30} <= set(selectable_sizes(program, 4))
+    ar = tmp_path / "ar.xml"
+    assert main([str(topo), "-o", str(ar)]) == 0
+    err = capsys.readouterr().err
+    warnings = [line for line in err.splitlines() if line.startswith("colc: warning:")]
+    assert len(warnings) == 1 and "never selects" in warnings[0]
+    assert "at 128M (not selected there)" in err and "at 1G (not selected there)" in err
+    folder = tmp_path / "algos"
+    folder.mkdir()
+    ar.rename(folder / "ar.xml")
+    assert main(["verify", str(folder)]) == 0  # a folder's files are warned of too
+    out = capsys.readouterr().out
+    assert f"{folder / 'ar.xml'}: warning: nchunksperloop" in out and "never selects" in out
