@@ -36,7 +36,7 @@ from __future__ import annotations
 import dataclasses
 from fractions import Fraction
 
-from colc.compiler.algorithms import load_optional_algorithms
+from colc.compiler.algorithms import load_optional_algorithms, own_chunks
 from colc.compiler.estimate_bandwidth import schedule_algbw, schedule_steps
 from colc.compiler.pipeline import (
     ALGORITHMS,
@@ -46,6 +46,7 @@ from colc.compiler.pipeline import (
 from colc.errors import ColcError
 from colc.forked import fork_map
 from colc.progress import report as progress_report
+from colc.ir.chunks import Schedule
 from colc.ir.core import Collective, Protocol
 from colc.ir.runtime_model import model_for, model_named
 from colc.ir.topology import Topology
@@ -119,6 +120,11 @@ def _num(x: Fraction) -> float:
     return round(float(x), 3)
 
 
+#: Chunks per root past which a row without simulation shows the representative
+#: file's schedule, not the generator's own: rated trees on MI250 x2 pack at
+#: 69,041 chunks per root, millions of ops (``--no-simulate`` ran past 3
+#: minutes and 17 GB; the default row, at 16 chunks per root, takes seconds).
+OWN_CHUNKS_UP_TO = 256
 #: Sizes the report simulates by default (bytes).
 SIZES = (1 << 20, 16 << 20, 128 << 20, 1 << 30)
 #: Above this many ranks the report skips simulation unless asked.
@@ -356,11 +362,17 @@ def _row(topo: Topology, name: str, coll: Collective, *, sizes: tuple[int, ...],
     """One schedules row: a schedule's figures and, when ``simulate``, its file's
     (``_simulated``).  The schedule is the representative file's by default,
     the generator's own (its own chunking) with ``search`` or without
-    ``simulate``."""
+    ``simulate``, but the representative file's where the own chunking needs
+    more than ``OWN_CHUNKS_UP_TO`` chunks per root."""
     try:
+        own = own_chunks(name, topo, coll)
         if simulate and not search:
             figures = _simulated(topo, name, coll, sizes, machine, max_threadblocks)
             sched = figures.pop("schedule")
+        elif own is not None and own > OWN_CHUNKS_UP_TO:
+            sched = _representative_schedule(topo, name, coll, machine, max_threadblocks)
+            figures = (_simulated(topo, name, coll, sizes, machine, max_threadblocks, True)
+                       if simulate else {})
         else:
             sched = ALGORITHMS[name](topo, coll, None)
             figures = (_simulated(topo, name, coll, sizes, machine, max_threadblocks, True)
@@ -370,8 +382,9 @@ def _row(topo: Topology, name: str, coll: Collective, *, sizes: tuple[int, ...],
     entry = {"algorithm": name, "collective": coll.value,
              "steps": _steps(name, topo, coll, sched),
              "algbw": _num(schedule_algbw(sched, topo))}
-    if name == "trees":
+    if name in ("trees", "trees-rated"):
         entry["k"] = sched.chunks_per_rank
+    if name == "trees":
         multicast = _multicast(topo, coll, {})
         if multicast is not None:
             entry["multicast"] = multicast
@@ -422,6 +435,20 @@ def budget_rows(topo: Topology, coll: Collective, sizes: tuple[int, ...],
 
 def _harmonic(figures: list[float]) -> float:
     return len(figures) / sum(1 / max(x, 1e-12) for x in figures) if figures else 0.0
+
+
+def _representative_schedule(topo: Topology, name: str, coll: Collective,
+                             machine: str | None, max_threadblocks: int) -> Schedule:
+    """The schedule of ``name``'s first variant (the representative file's),
+    built without lowering or proofs."""
+    from colc.compiler.pipeline import CompileOptions, Compiler, variants
+
+    compiler = Compiler(topo, CompileOptions(algorithm=name, collective=coll, machine=machine,
+                                             max_threadblocks=max_threadblocks, prove=False))
+    found = variants(compiler)
+    if not found:
+        raise ColcError("no variant applies")
+    return compiler.variant_schedule(found[0])
 
 
 def _simulated(topo: Topology, name: str, coll: Collective, sizes: tuple[int, ...],

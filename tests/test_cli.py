@@ -308,3 +308,26 @@ def test_compile_prefers_a_file_the_runtime_selects_and_warns_when_none_is(tmp_p
     assert main(["verify", str(folder)]) == 0  # a folder's files are warned of too
     out = capsys.readouterr().out
     assert f"{folder / 'ar.xml'}: warning: nchunksperloop" in out and "never selects" in out
+
+
+def test_analyze_without_simulation_keeps_huge_exact_chunkings_out() -> None:
+    """Rated trees on MI250 x2 pack at tens of thousands of chunks per root:
+    built at that chunking the row took minutes and 17 GB.  Past
+    ``OWN_CHUNKS_UP_TO`` the row shows the representative file's schedule (16
+    chunks per root) in seconds; plain trees keep their exact chunking."""
+    from colc.compiler import analyze as an
+    from colc.compiler.algorithms import own_chunks
+    from colc.frontends.families import mi250
+    from colc.ir.core import Collective
+
+    topo = mi250(2)
+    assert own_chunks("trees-rated", topo, Collective.ALLGATHER) > an.OWN_CHUNKS_UP_TO
+    own = own_chunks("trees", topo, Collective.ALLGATHER)
+    assert own <= an.OWN_CHUNKS_UP_TO
+    report = an.analyze_topology(topo, algorithms=("trees", "trees-rated"),
+                                 collectives=(Collective.ALLGATHER,), simulate=False, jobs=1)
+    rows = {r["algorithm"]: r for r in report["schedules"]}
+    assert rows["trees-rated"]["k"] == 16 and rows["trees"]["k"] == own
+    bound = report["bounds"]["allgather"]["algbw"]
+    assert rows["trees"]["algbw"] == pytest.approx(bound)
+    assert 0 < rows["trees-rated"]["algbw"] < bound
