@@ -15,6 +15,8 @@ run leaves nothing behind.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import errno
 import json
 import os
 import sys
@@ -47,12 +49,28 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 1
+    except OSError as err:
+        if err.errno not in _WRITE_ERRNOS:
+            return _internal(err)
+        with contextlib.suppress(OSError):  # the output cannot be written: a full disk
+            print(f"colc: error: cannot write the output: {err.strerror}", file=sys.stderr)
+        return 1
     except Exception as err:  # noqa: BLE001 - last line of defence, no traceback for users
-        print(f"colc: internal error (please report): {type(err).__name__}: "
-              f"{_one_line(str(err))}", file=sys.stderr)
-        if os.environ.get("COLC_DEBUG"):
-            raise
-        return 3
+        return _internal(err)
+
+
+#: Errors of writing the standard output (``colc verify FILE > /dev/full``) or
+#: a file past ``ulimit -f``: the user's to fix, not colc's.
+_WRITE_ERRNOS = frozenset({errno.ENOSPC, errno.EFBIG, errno.EDQUOT, errno.EIO})
+
+
+def _internal(err: BaseException) -> int:
+    """Report an unexpected exception in one line (exit status 3)."""
+    print(f"colc: internal error (please report): {type(err).__name__}: "
+          f"{_one_line(str(err))}", file=sys.stderr)
+    if os.environ.get("COLC_DEBUG"):
+        raise err
+    return 3
 
 
 def clear_progress() -> None:
@@ -199,14 +217,17 @@ def _backend_for(args: argparse.Namespace) -> str:
 def _options(args: argparse.Namespace):
     from colc.compiler.pipeline import CompileOptions
     from colc.ir.core import Collective, Protocol
+    from colc.ir.load_checks import MAX_CHANNELS
     from colc.sizes import dtype_bytes, parse_size
 
     lo = parse_size(args.min_bytes, "--min-bytes")
     hi = parse_size(args.max_bytes, "--max-bytes")
     if hi and hi < lo:
         raise ColcError("--max-bytes is smaller than --min-bytes")
-    if args.instances < 1:
-        raise ColcError(f"--instances must be at least 1, got {args.instances}")
+    if not 1 <= args.instances <= MAX_CHANNELS:
+        raise ColcError(f"--instances must be in 1..{MAX_CHANNELS} (each instance takes "
+                        f"channels of its own, and the runtime has {MAX_CHANNELS}), got "
+                        f"{args.instances}")
     if args.scheduler and args.executor != "dask":
         raise ColcError("--scheduler goes with --executor dask")
     if args.chunks is not None and not 1 <= args.chunks <= 4096:
@@ -300,6 +321,7 @@ def _written_shape(result, predicted: str) -> str:
 
 def _write_portfolio(topo, opts, folder: str, source: str) -> int:
     from colc.compiler.portfolio import build_portfolio, format_portfolio
+    from colc.output import write_outputs
 
     folder = folder.rstrip("/") or "/"
     if os.path.exists(folder) and not os.path.isdir(folder):
@@ -308,12 +330,18 @@ def _write_portfolio(topo, opts, folder: str, source: str) -> int:
         raise ColcError("a directory output holds MSCCL files; use a file name for oneCCL")
     portfolio = build_portfolio(topo, opts)
     clear_progress()
+    created = not os.path.exists(folder)
     os.makedirs(folder, exist_ok=True)
-    names = []
-    for i, w in enumerate(portfolio.windows):
-        name = w.filename(i, opts.collective.value)
-        write_atomically(os.path.join(folder, name), w.text, inputs=[source])
-        names.append(name)
+    names = [w.filename(i, opts.collective.value) for i, w in enumerate(portfolio.windows)]
+    try:  # all or none: a failure leaves the folder as it was
+        write_outputs([(os.path.join(folder, name), w.text)
+                       for name, w in zip(names, portfolio.windows, strict=True)],
+                      inputs=[source])
+    except ColcError:
+        if created:
+            with contextlib.suppress(OSError):
+                os.rmdir(folder)
+        raise
     stale = _stale_files(folder, opts.collective.value, set(names))
     for name in stale:
         os.unlink(os.path.join(folder, name))

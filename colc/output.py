@@ -61,6 +61,66 @@ def write_output(path: str, text: str, *, inputs: Sequence[str] = ()) -> None:
         sys.stdout.write(text)
         sys.stdout.flush()
         return
+    real, st = _target(path, inputs)
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        _write_in_place(path, real, text)
+        return
+    _rename([(_stage(path, real, text, st), real, path)])
+
+
+def write_outputs(items: Sequence[tuple[str, str]], *, inputs: Sequence[str] = ()) -> None:
+    """Write several files all or none (a portfolio's folder).
+
+    Every ``(path, text)`` is checked and written to a temporary file first,
+    as ``write_output`` does; only when all are written are they renamed
+    over their targets, so a full disk or a file size limit on the fifth
+    file leaves the folder as it was.
+
+    Parameters
+    ----------
+    items : sequence of (str, str)
+        Targets (regular files or new names) and their texts.
+    inputs : sequence of str
+        Files the run read: refused as targets.
+
+    Raises
+    ------
+    ColcError
+        A target is a directory, an input or not a regular file, its folder
+        does not exist, or a file cannot be written.
+    """
+    staged: list[tuple[str, str, str]] = []
+    try:
+        for path, text in items:
+            real, st = _target(path, inputs)
+            if st is not None and not stat.S_ISREG(st.st_mode):
+                raise ColcError(f"{path}: error: is not a regular file")
+            staged.append((_stage(path, real, text, st), real, path))
+    except BaseException:
+        _unlink(staged)
+        raise
+    _rename(staged)
+
+
+def _rename(staged: list[tuple[str, str, str]]) -> None:
+    """Rename each ``(temporary, target, path as given)`` over its target; on a
+    failure the temporaries left are removed."""
+    for k, (tmp, real, path) in enumerate(staged):
+        try:
+            os.replace(tmp, real)
+        except OSError as err:
+            _unlink(staged[k:])
+            raise ColcError(f"{path}: error: cannot write: {err.strerror}") from None
+
+
+def _unlink(staged: list[tuple[str, str, str]]) -> None:
+    for tmp, _, _ in staged:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+
+
+def _target(path: str, inputs: Sequence[str]) -> tuple[str, os.stat_result | None]:
+    """``path`` resolved, and its status (None: a new name); refuses inputs and folders."""
     real = os.path.realpath(path)
     for inp in inputs:
         if _same_file(inp, real):
@@ -73,10 +133,7 @@ def write_output(path: str, text: str, *, inputs: Sequence[str] = ()) -> None:
         raise ColcError(f"{path}: error: cannot use as output: {err.strerror}") from None
     if st is not None and stat.S_ISDIR(st.st_mode):
         raise ColcError(f"{path}: error: is a directory (give a file name)")
-    if st is not None and not stat.S_ISREG(st.st_mode):
-        _write_in_place(path, real, text)
-        return
-    _replace(path, real, text, st)
+    return real, st
 
 
 def _write_in_place(path: str, real: str, text: str) -> None:
@@ -88,7 +145,9 @@ def _write_in_place(path: str, real: str, text: str) -> None:
         raise ColcError(f"{path}: error: cannot write: {err.strerror}") from None
 
 
-def _replace(path: str, real: str, text: str, st: os.stat_result | None) -> None:
+def _stage(path: str, real: str, text: str, st: os.stat_result | None) -> str:
+    """``text`` in a new temporary file beside ``real``, with the mode the
+    target keeps or gets (and, as root, its owner); returns the temporary's path."""
     folder = os.path.dirname(real) or "."
     if not os.path.isdir(folder):
         raise ColcError(f"{path}: error: output folder {folder} does not exist")
@@ -106,11 +165,13 @@ def _replace(path: str, real: str, text: str, st: os.stat_result | None) -> None
             fh.write(text)
             fh.flush()
             os.fsync(fh.fileno())
-        os.replace(tmp, real)
-    except BaseException:
+    except BaseException as err:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
+        if isinstance(err, OSError):  # a full disk, a file size limit: nothing written
+            raise ColcError(f"{path}: error: cannot write: {err.strerror}") from None
         raise
+    return tmp
 
 
-__all__ = ["write_output"]
+__all__ = ["write_output", "write_outputs"]

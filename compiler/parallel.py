@@ -69,7 +69,8 @@ def dask_client(address: str = ""):
     Raises
     ------
     ColcError
-        dask is not installed, or the scheduler cannot be reached.
+        dask is not installed, the address is malformed, or the scheduler
+        cannot be reached.
     """
     address = address or os.environ.get("COLC_DASK_SCHEDULER", "").strip()
     if address in _CLIENTS:
@@ -87,6 +88,8 @@ def dask_client(address: str = ""):
                                    processes=True, dashboard_address=None,
                                    silence_logs=logging.ERROR)
             client = Client(cluster)
+    except ValueError as err:  # a malformed address ("garbage", "tcp://host:port-less")
+        raise ColcError(f"bad dask scheduler address {address!r}: {err}") from None
     except (OSError, TimeoutError) as err:
         raise ColcError(f"cannot reach the dask scheduler at {address or 'a local cluster'}: "
                         f"{err}") from None

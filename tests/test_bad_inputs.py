@@ -96,6 +96,7 @@ def test_boxes_on_a_yaml_topology_is_an_error(capsys):
 @pytest.mark.parametrize("argv,text", [
     (["--min-bytes", "1Q"], "'1Q' is not a size"),
     (["--dtype", "fp128"], "fp128"),
+    (["--instances", "33"], "--instances must be in 1..32"),  # refused before any build
 ])
 def test_bad_option_values(capsys, argv, text):
     path = str(HERE.parent.parent / "examples" / "ring-4.yaml")

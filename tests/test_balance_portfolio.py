@@ -371,6 +371,9 @@ def test_dask_executor_errors_are_clean(tmp_path, capsys):
     assert main([topo, "-o", str(out), "--executor", "dask",
                  "--scheduler", "tcp://127.0.0.1:1"]) == 1
     assert "cannot reach the dask scheduler at tcp://127.0.0.1:1" in capsys.readouterr().err
+    for bad in ("garbage", "tcp://localhost:notaport"):  # malformed: the user's error
+        assert main([topo, "-o", str(out), "--executor", "dask", "--scheduler", bad]) == 1
+        assert f"colc: error: bad dask scheduler address '{bad}'" in capsys.readouterr().err
     assert not out.exists()
 
 

@@ -38,3 +38,14 @@ def test_bfb_allreduce_two_instances_out_of_place(tmp_path) -> None:
     assert main([topo, "--algorithm", "bfb", "--instances", "2", "--outofplace",
                  "-o", str(out)]) == 0
     assert main(["verify", "-q", str(out)]) == 0
+
+
+def test_more_instances_than_channels_are_refused_before_replicating() -> None:
+    from colc.compiler.lowering.replicate_instances import replicate_instances
+    from colc.compiler.rings.ring import ring_schedule
+    from colc.errors import ColcError
+
+    sched = ring_schedule(ring(4, 25), Collective.ALLGATHER)
+    assert len(replicate_instances(sched, 32).ops) == 32 * len(sched.ops)
+    with pytest.raises(ColcError, match="at most 32, got 33: each instance takes channels"):
+        replicate_instances(sched, 33)

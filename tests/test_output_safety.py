@@ -90,3 +90,70 @@ def test_cli_writes_to_dev_null_and_stdout(capsys) -> None:
     assert stat.S_ISCHR(os.stat(os.devnull).st_mode)
     assert main([RING, "--algorithm", "ring", "-o", "-"]) == 0
     assert "<algo " in capsys.readouterr().out
+
+
+def test_several_outputs_are_written_all_or_none(tmp_path, monkeypatch) -> None:
+    """``write_outputs`` (a portfolio's folder): when the third file cannot be
+    written, the two before it are not renamed over the old files either."""
+    from colc import output
+
+    old = {f"f{i}.xml": f"old {i}\n" for i in range(4)}
+    for name, text in old.items():
+        (tmp_path / name).write_text(text)
+    real_stage = output._stage
+    calls = []
+
+    def stage(path, real, text, st):
+        calls.append(path)
+        if len(calls) == 3:
+            raise ColcError(f"{path}: error: cannot write: File too large")
+        return real_stage(path, real, text, st)
+
+    monkeypatch.setattr(output, "_stage", stage)
+    items = [(str(tmp_path / name), "new\n") for name in old]
+    with pytest.raises(ColcError, match="f2.xml: error: cannot write"):
+        output.write_outputs(items)
+    assert {p.name: p.read_text() for p in tmp_path.iterdir()} == old  # no temporaries
+    monkeypatch.setattr(output, "_stage", real_stage)
+    output.write_outputs(items)
+    assert {p.name: p.read_text() for p in tmp_path.iterdir()} == dict.fromkeys(old, "new\n")
+
+
+def _file_limit(nbytes: int):
+    import resource
+
+    return lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (nbytes, nbytes))
+
+
+def test_a_portfolio_past_the_file_size_limit_leaves_the_folder_as_it_was(tmp_path) -> None:
+    """``ulimit -f``: the larger files of a portfolio cannot be written; the
+    run exits 1 with one line, the earlier portfolio is untouched and a new
+    folder is not left behind."""
+    import subprocess
+    import sys
+
+    folder = tmp_path / "algos"
+    assert main([RING, "--algorithm", "ring", "-o", f"{folder}/"]) == 0
+    before = {p.name: p.read_bytes() for p in folder.iterdir()}
+    for target in (folder, tmp_path / "new"):
+        done = subprocess.run([sys.executable, "-m", "colc.cli", RING, "-o", f"{target}/"],
+                              capture_output=True, text=True, preexec_fn=_file_limit(60_000),
+                              cwd=REPO, timeout=300)
+        assert done.returncode == 1, done.stderr
+        assert done.stderr.strip().splitlines()[-1].endswith("cannot write: File too large")
+    assert {p.name: p.read_bytes() for p in folder.iterdir()} == before
+    assert not (tmp_path / "new").exists()
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no /dev/full")
+def test_a_full_standard_output_is_the_users_error_not_an_internal_one() -> None:
+    import subprocess
+    import sys
+
+    with open("/dev/full", "w") as full:
+        done = subprocess.run([sys.executable, "-m", "colc.cli", "analyze", RING,
+                               "--no-simulate"], stdout=full, stderr=subprocess.PIPE,
+                              text=True, cwd=REPO, timeout=300)
+    assert done.returncode == 1
+    assert done.stderr.strip() == "colc: error: cannot write the output: No space left on device"
+

@@ -21,6 +21,7 @@ import dataclasses
 from colc.errors import ColcError
 from colc.ir.chunks import Op, Schedule, Slot
 from colc.ir.core import Buffer, Collective
+from colc.ir.load_checks import MAX_CHANNELS
 
 NAME = "replicate-instances"
 
@@ -41,10 +42,15 @@ def replicate_instances(sched: Schedule, instances: int) -> Schedule:
     Raises
     ------
     ColcError
-        When ``instances`` < 1.
+        When ``instances`` < 1, or more than the runtime's channels
+        (``MAX_CHANNELS``, 32: each instance takes channels of its own).
     """
     if instances < 1:
         raise ColcError(f"--instances must be at least 1, got {instances}")
+    if instances > MAX_CHANNELS:
+        raise ColcError(f"--instances must be at most {MAX_CHANNELS}, got {instances}: each "
+                        f"instance takes channels of its own, and the runtime has "
+                        f"{MAX_CHANNELS}")
     if instances == 1:
         return sched
     sched = split_at_shards(sched)
