@@ -467,11 +467,13 @@ class _Reader:
             if peer < -1:
                 self.err(f"{what} peer {peer} < -1", node, rank, tbid)
         steps = []
+        pos = 0  # a step's position, counted over the bad steps too (they are errors)
         for c in node.children:
             if c.name != "step":
                 self.warn_once(("tb", "<" + c.name), f"<{c.name}> inside <tb> is ignored", c)
                 continue
-            st = self.step(c, rank, tbid, len(steps))
+            st = self.step(c, rank, tbid, pos)
+            pos += 1
             c.index = None  # read: its lookup table is not needed again
             if st is not None:
                 steps.append(st)

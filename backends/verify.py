@@ -88,6 +88,8 @@ class Verifier:
 
             warnings += tuple(selection_warnings(program))
         summary = getattr(report, "summary", "") or (_summary(program) if program else "")
+        if backend == "oneccl" and report.ok and report.schedule is not None:
+            summary = _thread_summary(report.schedule)
         if getattr(report, "twin", ""):
             summary += f"; the same steps as {report.twin}, whose runs it shares"
         return VerifyReport(bool(report.ok), tuple(str(e) for e in report.errors), warnings,
@@ -112,6 +114,19 @@ class Verifier:
             The file cannot be read, is too large or is not UTF-8.
         """
         return self.text(*_read_text(path, backend))
+
+
+def _thread_summary(sched) -> str:
+    """What a clean oneCCL file holds (``ThreadSchedule``), for the OK line."""
+    modes = "+".join(m for m, on in (("in-place", sched.inplace),
+                                     ("out-of-place", sched.outofplace)) if on)
+    hi = sched.max_bytes or "unlimited"
+    threads = max((len(r.threads) for r in sched.ranks), default=0)
+    instrs = max((sum(len(t.instrs) for t in r.threads) for r in sched.ranks), default=0)
+    return (f"oneCCL {sched.collective.value}, {sched.nranks} ranks, {modes}, window "
+            f"{sched.min_bytes}..{hi} bytes, up to {_count(threads, 'thread')} and "
+            f"{_count(instrs, 'instruction')} per rank, {sched.nchunks} chunks per loop; "
+            f"executed at eager depth {sched.eager_depth}")
 
 
 def _count(n: int, noun: str) -> str:

@@ -86,6 +86,10 @@ def _one_line(msg: str) -> str:
 
 
 def _dispatch(args: list[str]) -> int:
+    jobs = os.environ.get("COLC_JOBS", "").strip()
+    if jobs and not jobs.isdigit():  # else silently every CPU
+        raise ColcError(f"colc: error: COLC_JOBS must be a whole number of processes (0: "
+                        f"every CPU), got {jobs!r}")
     if args and args[0] == "help":
         return _cmd_help(args[1:])
     if args and args[0] in SUBCOMMANDS:

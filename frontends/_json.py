@@ -29,11 +29,15 @@ def load_json(path: str) -> object:
     Raises
     ------
     SpecError
-        Unreadable, not a regular file, too large, not UTF-8, or malformed.
+        Unreadable, not a regular file, too large, not UTF-8, malformed, or an
+        object names a key twice.
     """
     data = read_input(path, MAX_JSON_BYTES)
-    try:
-        return json.loads(data.decode("utf-8"))
+    try:  # a UTF-8 byte order mark is allowed, as in YAML
+        return json.loads(data.decode("utf-8-sig"), object_pairs_hook=_unique_keys)
+    except _DuplicateKey as err:
+        raise SpecError(path, f"duplicate key '{err.key}' (JSON objects name each key "
+                        f"once)") from None
     except UnicodeDecodeError as err:
         raise SpecError(path, f"not UTF-8 text (byte {err.start})") from None
     except json.JSONDecodeError as err:
@@ -42,6 +46,23 @@ def load_json(path: str) -> object:
         raise SpecError(path, f"malformed JSON: {' '.join(str(err).split())}") from None
     except RecursionError:
         raise SpecError(path, "malformed JSON: nested too deeply") from None
+
+
+class _DuplicateKey(Exception):
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
+
+
+def _unique_keys(pairs: list[tuple[str, object]]) -> dict:
+    """A JSON object whose keys are all different (``json``'s hook; the last
+    of two equal keys would otherwise win without a word)."""
+    out: dict = {}
+    for key, value in pairs:
+        if key in out:
+            raise _DuplicateKey(key)
+        out[key] = value
+    return out
 
 
 def matrix(value: object, path: str, field: str, n: int | None = None) -> list[list[object]]:

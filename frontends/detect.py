@@ -39,7 +39,7 @@ def _head(path: str) -> str:
     check_input(path)  # a regular file of at most 16 MiB: opening it cannot block
     try:
         with open(path, "rb") as fh:
-            return fh.read(_HEAD).decode("utf-8", errors="replace")
+            return fh.read(_HEAD).decode("utf-8-sig", errors="replace")  # BOM dropped
     except OSError as err:
         raise SpecError(path, f"cannot read file: {err.strerror or err}") from None
 

@@ -102,3 +102,11 @@ def test_bad_option_values(capsys, argv, text):
     path = str(HERE.parent.parent / "examples" / "ring-4.yaml")
     rc, err, _ = _run(capsys, [path, *argv])
     assert rc in (1, 2) and text in err and "Traceback" not in err, err
+
+
+def test_a_bad_colc_jobs_is_an_error_not_ignored(capsys, monkeypatch):
+    path = str(HERE.parent.parent / "examples" / "ring-4.yaml")
+    monkeypatch.setenv("COLC_JOBS", "abc")
+    rc, err, _ = _run(capsys, [path, "-o", os.devnull])
+    assert rc == 1 and err.strip() == ("colc: error: COLC_JOBS must be a whole number of "
+                                       "processes (0: every CPU), got 'abc'")

@@ -136,6 +136,18 @@ def test_golden_oneccl_files_verify() -> None:
         assert verify_thread_schedule(load_oneccl_xml(path)) == [], path
 
 
+def test_colc_verify_says_what_a_clean_oneccl_file_holds(capsys) -> None:
+    from colc.cli import main
+
+    path = sorted(glob.glob(os.path.join(GOLDEN, "*.oneccl.xml")))[0]
+    sched = load_oneccl_xml(path)
+    assert main(["verify", path]) == 0
+    out = capsys.readouterr().out.strip()
+    assert out.startswith(f"{path}: OK (oneCCL {sched.collective.value}, {sched.nranks} "
+                          f"ranks, "), out
+    assert f"{sched.nchunks} chunks per loop; executed at eager depth {sched.eager_depth})" in out
+
+
 # --------------------------------------------------------------------------- verifier findings
 
 

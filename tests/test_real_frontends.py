@@ -181,6 +181,17 @@ def test_msccl_tools_ring_and_switches() -> None:
     assert cap[("r1", "r2")] == 25
 
 
+def test_json_with_a_byte_order_mark_reads_as_without(tmp_path) -> None:
+    """A UTF-8 BOM (Windows editors write one) is allowed in JSON as in YAML:
+    the file is recognised as msccl-tools JSON, not read as YAML."""
+    src = os.path.join(DATA, "msccl-ring4.json")
+    bom = tmp_path / "bom.json"
+    bom.write_bytes(b"\xef\xbb\xbf" + open(src, "rb").read())
+    loader = foreign_loader(str(bom))
+    assert loader is not None
+    assert loader().capacity() == load_msccl_tools_topology(src).capacity()
+
+
 @pytest.mark.parametrize(("doc", "expect"), [
     ("[1, 2]", "JSON object"),
     ('{"msccl_type": "algorithm"}', "msccl_type"),

@@ -109,6 +109,15 @@ def test_s_64() -> None:
     assert has(errors_of(text), "rank 0 tb 0 step 0", "s=64")
 
 
+def test_a_bad_step_keeps_the_positions_of_the_steps_after_it() -> None:
+    """An unknown step type is one error; the steps after it keep their
+    positions (they were numbered one too low, each warned of)."""
+    text = mutate(example("01"), '<step s="0" type="s"', '<step s="0" type="zz"')
+    report = verify_msccl_text(text, "mutant.xml")
+    assert has(report.errors, "rank 0 tb 0 step 0", "type='zz'")
+    assert not any("is not the step's position" in w for w in report.warnings)
+
+
 def test_removed_dependency_is_a_race() -> None:
     # 02: the send of the own chunk waits for the local copy into o[0].
     good = ('type="s" srcbuf="o" srcoff="0" dstbuf="o" dstoff="0" cnt="1" depid="0" deps="0"')
