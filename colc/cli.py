@@ -61,7 +61,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 #: Errors of writing the standard output (``colc verify FILE > /dev/full``) or
 #: a file past ``ulimit -f``: the user's to fix, not colc's.
-_WRITE_ERRNOS = frozenset({errno.ENOSPC, errno.EFBIG, errno.EDQUOT, errno.EIO})
+_WRITE_ERRNOS = frozenset({errno.ENOSPC, errno.EFBIG, errno.EDQUOT})
 
 
 def _internal(err: BaseException) -> int:
@@ -87,7 +87,7 @@ def _one_line(msg: str) -> str:
 
 def _dispatch(args: list[str]) -> int:
     jobs = os.environ.get("COLC_JOBS", "").strip()
-    if jobs and not jobs.isdigit():  # else silently every CPU
+    if jobs and not (jobs.isascii() and jobs.isdecimal()):  # else silently every CPU
         raise ColcError(f"colc: error: COLC_JOBS must be a whole number of processes (0: "
                         f"every CPU), got {jobs!r}")
     if args and args[0] == "help":
@@ -341,7 +341,7 @@ def _write_portfolio(topo, opts, folder: str, source: str) -> int:
         write_outputs([(os.path.join(folder, name), w.text)
                        for name, w in zip(names, portfolio.windows, strict=True)],
                       inputs=[source])
-    except ColcError:
+    except BaseException:
         if created:
             with contextlib.suppress(OSError):
                 os.rmdir(folder)

@@ -33,7 +33,7 @@ _FN: list = []
 def default_jobs() -> int:
     """Worker processes to use: ``COLC_JOBS``, else the CPUs available to this process."""
     env = os.environ.get("COLC_JOBS", "").strip()
-    if env.isdigit() and int(env) >= 1:
+    if env.isascii() and env.isdecimal() and int(env) >= 1:
         return int(env)
     try:
         return max(1, len(os.sched_getaffinity(0)))

@@ -103,14 +103,20 @@ def write_outputs(items: Sequence[tuple[str, str]], *, inputs: Sequence[str] = (
 
 
 def _rename(staged: list[tuple[str, str, str]]) -> None:
-    """Rename each ``(temporary, target, path as given)`` over its target; on a
-    failure the temporaries left are removed."""
-    for k, (tmp, real, path) in enumerate(staged):
-        try:
+    """Rename each ``(temporary, target, path as given)`` over its target.
+
+    A rename within one folder fails only if the folder changes under the
+    run; the targets renamed before it then hold their new texts, and the
+    temporaries left (also on an interrupt) are removed."""
+    k = 0
+    try:
+        for k, (tmp, real, path) in enumerate(staged):
             os.replace(tmp, real)
-        except OSError as err:
-            _unlink(staged[k:])
-            raise ColcError(f"{path}: error: cannot write: {err.strerror}") from None
+        k = len(staged)
+    except OSError as err:
+        raise ColcError(f"{staged[k][2]}: error: cannot write: {err.strerror}") from None
+    finally:
+        _unlink(staged[k:])
 
 
 def _unlink(staged: list[tuple[str, str, str]]) -> None:

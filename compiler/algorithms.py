@@ -14,6 +14,7 @@ chunking and collective.
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Callable
 
 from colc.compiler.rings.ring import ring_schedule
@@ -188,7 +189,11 @@ def own_chunks(name: str, topo: Topology, collective: Collective) -> int | None:
     packing = {"trees": _tree_packing, "trees-rated": _rated_packing}.get(name)
     if packing is None:
         return None
-    return packing(topo, collective.reduces and not is_symmetric(topo)).k
+    directed = not is_symmetric(topo)
+    k = packing(topo, collective.reduces and directed).k
+    if collective is Collective.ALLREDUCE and directed:  # reduce and broadcast trees
+        k = math.lcm(k, packing(topo, False).k)
+    return k
 
 
 def _rated_packing(topo: Topology, transposed: bool):

@@ -89,6 +89,8 @@ def dask_client(address: str = ""):
                                    silence_logs=logging.ERROR)
             client = Client(cluster)
     except ValueError as err:  # a malformed address ("garbage", "tcp://host:port-less")
+        if not address:
+            raise
         raise ColcError(f"bad dask scheduler address {address!r}: {err}") from None
     except (OSError, TimeoutError) as err:
         raise ColcError(f"cannot reach the dask scheduler at {address or 'a local cluster'}: "

@@ -18,9 +18,10 @@ Steps, in order, for one *variant* (algorithm, chunking, protocol):
 
 ``compile_topology`` (one file) builds the variants that apply, best
 bandwidth-model estimate first, skips those whose estimate cannot beat the
-best simulated one, ranks the rest by simulated algbw at the sizes the file
-is for (``CompileOptions.rank_sizes``; default 128 MiB and 1 GiB) and
-returns the best one that verifies; the others are reported in ``notes``.
+best simulated one the runtime selects at as many sizes, ranks the rest by
+those sizes and then by simulated algbw at the sizes the file is for
+(``CompileOptions.rank_sizes``; default 128 MiB and 1 GiB) and returns the
+best one that verifies; the others are reported in ``notes``.
 ``colc.compiler.portfolio`` builds one file per message-size window with
 the same ``Compiler``.
 
@@ -73,7 +74,13 @@ from colc.ir.interpret import deadlocks
 from colc.ir.load_checks import load_program
 from colc.ir.program import Program
 from colc.ir.runtime_model import RuntimeModel, model_for, model_named
-from colc.ir.simulate import SimResult, SimulationError, selectable_sizes, simulate
+from colc.ir.simulate import (
+    SimResult,
+    SimulationError,
+    nccl_tests_bytes,
+    selectable_sizes,
+    simulate,
+)
 from colc.ir.topology import Topology, boxes
 
 from colc.errors import (
@@ -1002,7 +1009,11 @@ def _compile_once(topo: Topology, opts: CompileOptions) -> CompileResult:
         raise UnsupportedError("no algorithm applies: " + reasons)
     ranked.sort(key=lambda r: (r[0], r[1]))
     scored = []
-    best = 0.0
+    # the best score of the files the runtime does not select at k ranked sizes:
+    # a file is ranked after every file selected at more sizes (on 15 ranks a
+    # file of 240 chunks per loop is never selected at a power of two, one of
+    # 15 is), so only those and its peers can prune it
+    best: dict[int, float] = {}
     jobs = jobs_for(opts)
     pending = list(ranked)
     while pending:
@@ -1011,14 +1022,16 @@ def _compile_once(topo: Topology, opts: CompileOptions) -> CompileResult:
         batch = []
         while pending and len(batch) < jobs:
             neg_est, _, variant = pending.pop(0)
-            if -neg_est >= best:
+            bar = _bar(best, _unselected(compiler, variant, sizes))
+            if -neg_est >= bar:
                 batch.append((neg_est, variant))
             else:
-                _skip(refusals, variant, -neg_est, best)
+                _skip(refusals, variant, -neg_est, bar)
         prefetch(compiler, [(v, sizes) for _, v in batch], jobs)
         for neg_est, variant in batch:
-            if -neg_est < best:  # as one process would: pruned by an earlier one
-                _skip(refusals, variant, -neg_est, best)
+            bar = _bar(best, _unselected(compiler, variant, sizes))
+            if -neg_est < bar:  # as one process would: pruned by an earlier one
+                _skip(refusals, variant, -neg_est, bar)
                 continue
             try:
                 score = compiler.score(variant, sizes)
@@ -1026,11 +1039,9 @@ def _compile_once(topo: Topology, opts: CompileOptions) -> CompileResult:
                 refusals.append(f"{variant.label}: {err}")
                 continue
             scored.append((-score, variant.label, variant))
-            if _selected_at(compiler, variant, sizes):  # an unselected file prunes nothing
-                best = max(best, score)
-    # files the runtime selects at the ranked sizes first (on 15 ranks a file of
-    # 240 chunks per loop is never selected at a power of two; one of 15 is)
-    scored.sort(key=lambda r: (not _selected_at(compiler, r[2], sizes), r[0], r[1]))
+            k = _unselected(compiler, variant, sizes)
+            best[k] = max(best.get(k, 0.0), score)
+    scored.sort(key=lambda r: (_unselected(compiler, r[2], sizes), r[0], r[1]))
     scored = _smaller_budgets(compiler, scored, sizes, refusals)
     for neg, _, variant in scored:
         try:
@@ -1049,10 +1060,27 @@ def _compile_once(topo: Topology, opts: CompileOptions) -> CompileResult:
     raise InfeasibleError("no schedule fits the runtime's limits: " + "; ".join(refusals[-3:]))
 
 
-def _selected_at(compiler: Compiler, variant: Variant, sizes: tuple[int, ...]) -> bool:
-    """Whether the runtime selects ``variant``'s file at every size of ``sizes``
-    (simulated already: the results are cached)."""
-    return all(compiler.simulate(variant, s).selected for s in sizes)
+def _unselected(compiler: Compiler, variant: Variant, sizes: tuple[int, ...]) -> int:
+    """How many of ``sizes`` the runtime would not select ``variant``'s file at:
+    what nccl-tests moves there (``nccl_tests_bytes``) against its chunks per
+    loop and the window asked for, as ``simulate`` judges, known before
+    lowering (the schedule is the one ``estimate`` built)."""
+    opts = compiler.opts
+    nchunks = compiler.variant_schedule(variant).nchunks
+    out = 0
+    for size in sizes:
+        moved = nccl_tests_bytes(opts.collective, compiler.topo.num_ranks, size,
+                                 opts.dtype_bytes)
+        out += not (moved > 0 and (moved // opts.dtype_bytes) % nchunks == 0
+                    and moved >= opts.min_bytes
+                    and (not opts.max_bytes or moved <= opts.max_bytes))
+    return out
+
+
+def _bar(best: dict[int, float], unselected: int) -> float:
+    """The score a file unselected at ``unselected`` ranked sizes must reach:
+    the best of the files selected at as many sizes or more."""
+    return max((v for k, v in best.items() if k <= unselected), default=0.0)
 
 
 #: Budgets a winner is also lowered for (with one less and half its own): a file
@@ -1081,12 +1109,13 @@ def _smaller_budgets(compiler: Compiler, scored: list, sizes: tuple[int, ...],
             out.append((-compiler.score(variant, sizes), variant.label, variant))
         except ColcError as err:
             refusals.append(f"{variant.label}: {err}")
-    out.sort(key=lambda r: (not _selected_at(compiler, r[2], sizes), r[0], r[1]))
+    out.sort(key=lambda r: (_unselected(compiler, r[2], sizes), r[0], r[1]))
     return out
 
 
 def _skip(refusals: list[str], variant: Variant, bound: float, best: float) -> None:
-    """Note a variant that cannot beat the best simulated one."""
+    """Note a variant that cannot beat the best simulated one (of the files
+    the runtime selects at as many ranked sizes)."""
     refusals.append(f"{variant.label}: skipped (bandwidth bound {bound:.1f} GB/s below "
                     f"the best simulated {best:.1f})")
 

@@ -74,8 +74,10 @@ class SimResult:
     Attributes
     ----------
     nbytes : int
-        Message size (the whole collective: allgather output, reducescatter
-        input, allreduce buffer), bytes.
+        Message size asked for (the whole collective: allgather output,
+        reducescatter input, allreduce buffer), bytes; the time, algbw and
+        selection are those of what nccl-tests moves then
+        (``nccl_tests_bytes``).
     time_us : float
         Time of one call, microseconds.
     algbw, busbw : float
@@ -142,26 +144,41 @@ def selection(program: Program, nbytes: int, dtype_bytes: int) -> str:
 def nccl_tests_bytes(collective: Collective, ngpus: int, size: int, dtype_bytes: int) -> int:
     """The bytes nccl-tests moves when asked for ``size`` bytes (``-b``/``-e``).
 
-    Allgather and reduce-scatter move whole per-rank counts, ``size // (dtype
-    * ngpus)`` elements per rank; all-to-all moves a per-peer count rounded down
-    to 16 bytes (``AlltoAllGetCollByteCount``); allreduce moves whole elements.
-    So on a rank count that is not a power of two the collective is a little
-    below the power of two, and the runtime's selection sees that size.
+    Allgather, reduce-scatter and all-to-all move a per-rank count rounded
+    down to 16 bytes (``(count / nranks) & -(16 / eltSize)`` in their
+    ``GetCollByteCount``); allreduce moves whole elements.  So on a rank
+    count that is not a power of two the collective is a little below the
+    power of two, and the runtime's selection sees that size.
+
+    Parameters
+    ----------
+    collective : Collective
+    ngpus : int
+        Ranks.
+    size : int
+        The size nccl-tests is asked for, bytes.
+    dtype_bytes : int
+        Element size.
+
+    Returns
+    -------
+    int
+        Bytes of the whole collective (allgather output, reduce-scatter
+        input, all-to-all buffer, allreduce buffer); 0 below 16 bytes per rank.
 
     Examples
     --------
     >>> nccl_tests_bytes(Collective.ALLGATHER, 7, 1 << 20, 4)
-    1048572
-    >>> nccl_tests_bytes(Collective.ALLTOALL, 7, 1 << 20, 4)
+    1048544
+    >>> nccl_tests_bytes(Collective.REDUCESCATTER, 7, 1 << 20, 2)
     1048544
     >>> nccl_tests_bytes(Collective.ALLREDUCE, 7, 1 << 20, 4)
     1048576
     """
     count = size // dtype_bytes
-    if collective in (Collective.ALLGATHER, Collective.REDUCESCATTER):
-        count = count // ngpus * ngpus
-    elif collective is Collective.ALLTOALL:
-        count = (count // ngpus) // max(1, 16 // dtype_bytes) * max(1, 16 // dtype_bytes) * ngpus
+    if collective is not Collective.ALLREDUCE:
+        align = max(1, 16 // dtype_bytes)
+        count = count // ngpus // align * align * ngpus
     return count * dtype_bytes
 
 
@@ -170,9 +187,8 @@ def selectable_sizes(program: Program, dtype_bytes: int = 4,
     """Power-of-two message sizes in ``[lo, hi]`` at which the runtime selects ``program``.
 
     A size is what nccl-tests is asked for (``-b``/``-e``); the runtime sees
-    what nccl-tests moves at that size (``nccl_tests_bytes``: whole per-rank
-    counts for allgather and reduce-scatter, 16-byte per-peer counts for
-    all-to-all), so on a rank count that is not a power of two the collective
+    what nccl-tests moves at that size (``nccl_tests_bytes``: per-rank counts
+    of whole 16 bytes for allgather, reduce-scatter and all-to-all), so on a rank count that is not a power of two the collective
     is a little below the power of two.
 
     Examples
@@ -194,8 +210,19 @@ def selectable_sizes(program: Program, dtype_bytes: int = 4,
 
 
 def selection_warnings(program: Program) -> list[str]:
-    """One warning when the runtime selects ``program`` at no power-of-two
-    size nccl-tests runs in fp32 or fp16 (``selectable_sizes``), else none."""
+    """Why the runtime selects ``program`` at no power-of-two size.
+
+    Parameters
+    ----------
+    program : Program
+
+    Returns
+    -------
+    list of str
+        One warning when no power-of-two size nccl-tests runs in fp32 or
+        fp16 selects ``program`` (``selectable_sizes``), naming a size in
+        the file's window that does; else empty.
+    """
     from colc.sizes import format_size
 
     if selectable_sizes(program, 4) or selectable_sizes(program, 2):
@@ -203,10 +230,12 @@ def selection_warnings(program: Program) -> list[str]:
     n = program.ngpus
     advice = (", or colc's power-of-two chunkings, e.g. --chunks 16, give files selected there"
               if n & (n - 1) == 0 else "")
+    step = program.nchunks * 4 * 1024  # fp32, a multiple of 16 bytes per rank
+    example = max(step, -(-program.min_bytes // step) * step)
     return [f"nchunksperloop {program.nchunks} divides no element count of an nccl-tests "
             f"power-of-two size in the file's window: the runtime never selects it there (it "
             f"does at sizes of a multiple of {program.nchunks} elements, e.g. "
-            f"{format_size(program.nchunks * 4 * 1024)} in fp32{advice})"]
+            f"{format_size(example)} in fp32{advice})"]
 
 
 @functools.lru_cache(maxsize=4)
@@ -717,7 +746,7 @@ def simulate(program: Program, topo: Topology, model: RuntimeModel, nbytes: int,
         raise SimulationError(f"message size must be positive, got {nbytes}")
     moved = nccl_tests_bytes(program.collective, program.ngpus, nbytes, dtype_bytes)
     if moved <= 0:
-        moved = nbytes  # below one element per rank: simulated as asked, never selected
+        moved = nbytes  # below 16 bytes per rank: simulated as asked, never selected
     loaded = loaded or load_program(program)
     if not loaded.runnable:
         first = next((d for d in loaded.diagnostics if d.is_error), None)
@@ -750,7 +779,7 @@ def simulate(program: Program, topo: Topology, model: RuntimeModel, nbytes: int,
                     if link is not None and makespan else ("", "", 0.0))
     why = (selection(program, moved, dtype_bytes) if moved != nbytes or
            nccl_tests_bytes(program.collective, program.ngpus, nbytes, dtype_bytes) else
-           f"{nbytes} bytes is less than one element per rank")
+           f"nccl-tests moves nothing at {nbytes} bytes (below 16 bytes per rank)")
     return SimResult(nbytes, total, algbw, algbw * busbw_factor(program.collective, n),
                      not why, why, busiest_tb, busiest_link)
 

@@ -591,12 +591,13 @@ def test_prefetch_simulates_unselectable_sizes_where_nothing_is_selectable(monke
 
 
 def test_portfolio_selects_a_file_at_every_size_nccl_tests_runs_on_six_ranks() -> None:
-    """nccl-tests moves whole per-rank counts (``nccl_tests_bytes``): asked for
-    1 MiB of allgather on 6 ranks it moves 1048560 bytes, a multiple of 6
-    elements but not of 12.  The portfolio ranks the files the runtime
-    selects at those sizes, so every window's file is selected at its sizes
-    (before, files of 12 or 24 chunks per loop took windows where the runtime
-    never picks them, and 'no file is selected' was noted at every size)."""
+    """nccl-tests moves per-rank counts of whole 16 bytes (``nccl_tests_bytes``):
+    asked for 1 MiB of allgather on 6 ranks it moves 1048512 bytes, 43688
+    elements per rank, a multiple of 8 but not of 16.  The portfolio ranks the
+    files the runtime selects at those sizes, so every window's file is
+    selected at its sizes (before, selection was judged on 1 MiB itself, no
+    multiple of 6 elements: 'no file is selected' was noted at every size and
+    windows took files the runtime never picks there)."""
     from colc.compiler.pipeline import selectable_sizes
     from colc.ir.simulate import nccl_tests_bytes
 

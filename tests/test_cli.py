@@ -280,11 +280,12 @@ def test_threadblock_budget_is_respected_and_reported(tmp_path, capsys) -> None:
 
 def test_compile_prefers_a_file_the_runtime_selects_and_warns_when_none_is(tmp_path,
                                                                            capsys) -> None:
-    """On 6 ranks nccl-tests' allgather at 128M and 1G moves a multiple of 6
-    elements but not of 12: the file written is one the runtime selects there.
-    No allreduce file is selected at a power of two on 6 ranks (chunks per
-    loop are a multiple of 6, element counts powers of two): the compile says
-    so beside each prediction and in one warning line."""
+    """On 6 ranks nccl-tests' allgather at 128M moves 5592404 elements per rank,
+    a multiple of 4 but not of 8: the file written is one the runtime selects
+    there and at 1G.  No allreduce file is selected at a power of two on 6
+    ranks (chunks per loop are a multiple of 6, element counts powers of
+    two): the compile says so beside each prediction, in one warning line,
+    and so does colc verify on a folder holding the file."""
     from colc.backends.msccl_reader import read_msccl
     from colc.compiler.pipeline import selectable_sizes
 
