@@ -9,9 +9,14 @@ __version__ = "0.1.0"
 
 
 def __getattr__(name: str):
-    """``colc.compile``, ``colc.load_topology``, ``colc.portfolio`` (loaded on first use)."""
+    """``colc.compile``, ``colc.load_topology``, ``colc.portfolio``, ``colc.errors``
+    (loaded on first use)."""
     if name in ("compile", "load_topology", "portfolio", "Compiled"):
         from colc import api
 
         return getattr(api, name)
+    if name == "errors":  # ``except colc.errors.ColcError`` after ``import colc`` (docs/api.md)
+        import colc.errors
+
+        return colc.errors
     raise AttributeError(f"module 'colc' has no attribute {name!r}")

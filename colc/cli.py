@@ -632,6 +632,11 @@ def _cmd_simulate(argv: list[str]) -> int:
             text = fh.read()
     except (OSError, UnicodeDecodeError) as err:
         raise ColcError(f"{args.file}: error: cannot read ({err.__class__.__name__})") from None
+    from colc.backends.verify import detect_backend
+
+    if detect_backend(text) == "oneccl":
+        raise ColcError(f"{args.file}: error: a oneCCL file; colc simulate runs MSCCL files "
+                        f"(colc verify checks oneCCL files)")
     read = read_msccl(text, args.file)
     if not read.runnable or read.program is None:
         first = next((d for d in read.diagnostics if d.is_error), "not an MSCCL file")

@@ -51,6 +51,8 @@ def jobs_for(opts) -> int:
 
     Local: ``opts.jobs`` or ``default_jobs()``; dask: the cluster's threads.
     """
+    if opts.jobs < 0:  # the CLI refuses it; the Python API passes it through
+        raise ColcError(f"jobs must be 0 (every CPU) or more, got {opts.jobs}")
     if opts.executor == "dask":
         client = dask_client(opts.scheduler)
         return max(1, sum(client.nthreads().values()))

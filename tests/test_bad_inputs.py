@@ -97,6 +97,7 @@ def test_boxes_on_a_yaml_topology_is_an_error(capsys):
     (["--min-bytes", "1Q"], "'1Q' is not a size"),
     (["--dtype", "fp128"], "fp128"),
     (["--instances", "33"], "--instances must be in 1..32"),  # refused before any build
+    (["--min-bytes", "1000000T"], "'1000000T' is above 1T"),  # ran past 30 s and 1.9 GB
 ])
 def test_bad_option_values(capsys, argv, text):
     path = str(HERE.parent.parent / "examples" / "ring-4.yaml")
@@ -110,3 +111,19 @@ def test_a_bad_colc_jobs_is_an_error_not_ignored(capsys, monkeypatch):
     rc, err, _ = _run(capsys, [path, "-o", os.devnull])
     assert rc == 1 and err.strip() == ("colc: error: COLC_JOBS must be a whole number of "
                                        "processes (0: every CPU), got 'abc'")
+
+
+def test_api_errors_are_colcs_own(tmp_path, capsys):
+    """``import colc`` reaches ``colc.errors`` (docs/api.md catches
+    ``colc.errors.ColcError``); a negative ``jobs`` is refused (it hung in
+    the batch loop); colc simulate names a oneCCL file for what it is."""
+    import colc
+
+    topo = colc.load_topology(str(HERE.parent.parent / "examples" / "ring-4.yaml"))
+    with pytest.raises(colc.errors.ColcError, match="jobs must be 0"):
+        colc.compile(topo, algorithm="ring", jobs=-1)
+    oneccl = HERE.parent / "data" / "oneccl" / "ring3-allgather-split.oneccl.xml"
+    ring3 = tmp_path / "ring3.yaml"
+    ring3.write_text("family: ring\nranks: 3\nbandwidth: 25\n")
+    assert main(["simulate", str(oneccl), "--topo", str(ring3)]) == 1
+    assert "a oneCCL file; colc simulate runs MSCCL files" in capsys.readouterr().err
