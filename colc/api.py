@@ -69,7 +69,38 @@ def _options(collective: str, algorithm: str, protocol: str, **kw):
         raise ColcError(f"colc.compile: unknown protocol {protocol!r}; choose from "
                         f"{', '.join(p.value for p in Protocol)}")
     coll, proto = Collective(collective), Protocol(protocol)
+    _check_keywords(kw)
     return CompileOptions(algorithm=algorithm, collective=coll, protocol=proto, **kw)
+
+
+#: ``CompileOptions`` fields of whole numbers, and the least each may be.
+_COUNTS = {"min_bytes": 0, "max_bytes": 0, "chunks": 1, "instances": 1, "jobs": 0,
+           "max_threadblocks": 0}
+
+
+def _check_keywords(kw: dict) -> None:
+    """The keyword options are ``CompileOptions`` fields of the right kind, as the
+    CLI checks its options (else a TypeError from deep inside, or a file the
+    runtime never selects)."""
+    from colc.compiler.pipeline import CompileOptions
+
+    known = {f.name for f in dataclasses.fields(CompileOptions)}
+    known -= {"algorithm", "collective", "protocol"}
+    for name in sorted(kw):
+        if name not in known:
+            raise ColcError(f"colc: unknown option {name!r}; choose from "
+                            f"{', '.join(sorted(known))}")
+    for name, least in _COUNTS.items():
+        value = kw.get(name)
+        if value is None and name == "chunks":
+            continue
+        if name in kw and (not isinstance(value, int) or isinstance(value, bool)
+                           or value < least):
+            raise ColcError(f"colc: option {name} must be a whole number of at least "
+                            f"{least}, got {value!r}")
+    if kw.get("max_bytes") and kw.get("min_bytes", 0) > kw["max_bytes"]:
+        raise ColcError(f"colc: max_bytes {kw['max_bytes']} is smaller than min_bytes "
+                        f"{kw['min_bytes']}")
 
 
 @dataclass(frozen=True)
@@ -189,6 +220,9 @@ def portfolio(topology, *, collective: str = "allreduce", algorithm: str = "auto
     from colc.compiler.portfolio import build_portfolio
 
     topo = topology if hasattr(topology, "ranks") else load_topology(topology)
+    if "protocol" in options:
+        raise ColcError("colc.portfolio: protocol is not an option here (a portfolio picks "
+                        "the protocol of each size window itself)")
     opts = _options(collective, algorithm, "Simple", **options)
     with fewer_collections():
         return build_portfolio(topo, opts, sizes=tuple(sizes) if sizes else None)

@@ -62,7 +62,10 @@ from .families import build_family
 from .limits import bandwidth_value, check_links, check_nodes, check_ranks, latency_value
 from .validate import remember_node_lines, validate_topology
 
-_EXPLICIT_KEYS = ("name", "nodes", "links")
+_EXPLICIT_KEYS = ("name", "hardware", "nodes", "links")
+#: What ``hardware:`` may name: the machines of the hardware families, whose
+#: runtime cost model the topology then takes (``Topology.hardware``).
+HARDWARE = ("a100", "h100", "mi250")
 _NODE_KEYS = ("id", "kind", "multicast", "net")
 _LINK_KEYS = ("src", "dst", "bandwidth", "duplex", "latency")
 _KINDS = tuple(sorted(COMPUTE_KINDS | SWITCH_KINDS))
@@ -247,7 +250,7 @@ class _Parser:
     def explicit(self, root: yaml.MappingNode) -> Topology:
         top = self.mapping(
             root, "", _EXPLICIT_KEYS,
-            hint="name, nodes, links (explicit form) or family (family form)",
+            hint="name, hardware, nodes, links (explicit form) or family (family form)",
         )
         name = Path(self.path).stem
         if "name" in top:
@@ -255,11 +258,21 @@ class _Parser:
                 self.value(top["name"][1]), path=self.path, field="name",
                 line=_line(top["name"][1]),
             )
+        hardware = ""
+        if "hardware" in top:
+            hardware = str_value(
+                self.value(top["hardware"][1]), path=self.path, field="hardware",
+                line=_line(top["hardware"][1]),
+            )
+            if hardware not in HARDWARE:
+                raise SpecError(self.path, f"field 'hardware': unknown machine "
+                                f"{show(hardware)}; allowed: {', '.join(HARDWARE)}",
+                                _line(top["hardware"][1]))
         nodes_node = self.require(top, "nodes", "nodes", root)
         links_node = self.require(top, "links", "links", root)
         nodes, node_lines = self.nodes(nodes_node)
         links, link_where = self.links(links_node, node_lines)
-        topo = Topology(name, tuple(nodes), tuple(links), self.path)
+        topo = Topology(name, tuple(nodes), tuple(links), self.path, hardware)
         validate_topology(topo, self.path, node_lines=node_lines, link_where=link_where)
         remember_node_lines(topo, node_lines)
         return topo

@@ -58,7 +58,10 @@ def topology_to_yaml(topo: Topology) -> str:
     str
         YAML text ending with a newline; deterministic.
     """
-    out = [f"name: {json.dumps(topo.name)}", "nodes:"]
+    out = [f"name: {json.dumps(topo.name)}"]
+    if topo.hardware:  # the machine whose cost model it takes (a hardware family's)
+        out.append(f"hardware: {json.dumps(topo.hardware)}")
+    out.append("nodes:")
     for n in topo.nodes:
         extra = (", multicast: true" if n.multicast else "") + (", net: true" if n.net else "")
         out.append(f"  - {{id: {json.dumps(n.id)}, kind: {n.kind}{extra}}}")

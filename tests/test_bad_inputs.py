@@ -116,12 +116,22 @@ def test_a_bad_colc_jobs_is_an_error_not_ignored(capsys, monkeypatch):
 def test_api_errors_are_colcs_own(tmp_path, capsys):
     """``import colc`` reaches ``colc.errors`` (docs/api.md catches
     ``colc.errors.ColcError``); a negative ``jobs`` is refused (it hung in
-    the batch loop); colc simulate names a oneCCL file for what it is."""
+    the batch loop); unknown keywords and values of the wrong kind are
+    refused in one line (they were TypeErrors from deep inside, or a file
+    never selected); colc simulate names a oneCCL file for what it is."""
     import colc
 
     topo = colc.load_topology(str(HERE.parent.parent / "examples" / "ring-4.yaml"))
-    with pytest.raises(colc.errors.ColcError, match="jobs must be 0"):
+    with pytest.raises(colc.errors.ColcError, match="jobs must be"):
         colc.compile(topo, algorithm="ring", jobs=-1)
+    for kw, text in (({"foo": 1}, "unknown option 'foo'"),
+                     ({"chunks": "2"}, "chunks must be a whole number of at least 1"),
+                     ({"min_bytes": 1 << 20, "max_bytes": 1 << 10}, "max_bytes 1024 is smaller"),
+                     ({"min_bytes": -1}, "min_bytes must be a whole number of at least 0")):
+        with pytest.raises(colc.errors.ColcError, match=text):
+            colc.compile(topo, algorithm="ring", **kw)
+    with pytest.raises(colc.errors.ColcError, match="protocol is not an option here"):
+        colc.portfolio(topo, protocol="LL")
     oneccl = HERE.parent / "data" / "oneccl" / "ring3-allgather-split.oneccl.xml"
     ring3 = tmp_path / "ring3.yaml"
     ring3.write_text("family: ring\nranks: 3\nbandwidth: 25\n")

@@ -293,6 +293,23 @@ def test_yaml_round_trip(load) -> None:
     assert text == topology_to_yaml(parse_topology_text(text, "x.yaml"))
 
 
+def test_yaml_keeps_the_hardware_cost_model() -> None:
+    """colc convert of a hardware family kept its links but dropped its machine:
+    the expanded file took the generic cost model (DGX A100 x2 compiled to a
+    different file, 328.6 GB/s predicted at 1G instead of 266.0).  The
+    explicit form now carries ``hardware:``."""
+    from colc.ir.runtime_model import model_for
+
+    t = dgx_a100(2)
+    text = topology_to_yaml(t)
+    back = parse_topology_text(text, "x.yaml")
+    assert back == t and back.hardware == "a100" and model_for(back).name == "a100"
+    renamed = text.replace('name: "dgx-a100-2"', 'name: "cluster"', 1)
+    assert model_for(parse_topology_text(renamed, "x.yaml")).name == "a100"
+    with pytest.raises(SpecError, match="field 'hardware': unknown machine 'tpu'"):
+        parse_topology_text(text.replace('"a100"', '"tpu"', 1), "x.yaml")
+
+
 def test_convert_cli(tmp_path) -> None:
     cli = pytest.importorskip("colc.cli")
     out = tmp_path / "o.yaml"
