@@ -80,6 +80,7 @@ from colc.ir.simulate import (
     nccl_tests_bytes,
     selectable_sizes,
     simulate,
+    window_selection,
 )
 from colc.ir.topology import Topology, boxes
 
@@ -1067,14 +1068,10 @@ def _unselected(compiler: Compiler, variant: Variant, sizes: tuple[int, ...]) ->
     lowering (the schedule is the one ``estimate`` built)."""
     opts = compiler.opts
     nchunks = compiler.variant_schedule(variant).nchunks
-    out = 0
-    for size in sizes:
-        moved = nccl_tests_bytes(opts.collective, compiler.topo.num_ranks, size,
-                                 opts.dtype_bytes)
-        out += not (moved > 0 and (moved // opts.dtype_bytes) % nchunks == 0
-                    and moved >= opts.min_bytes
-                    and (not opts.max_bytes or moved <= opts.max_bytes))
-    return out
+    return sum(bool(window_selection(
+        nchunks, opts.min_bytes, opts.max_bytes,
+        nccl_tests_bytes(opts.collective, compiler.topo.num_ranks, size, opts.dtype_bytes),
+        opts.dtype_bytes)) for size in sizes)
 
 
 def _bar(best: dict[int, float], unselected: int) -> float:

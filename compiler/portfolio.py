@@ -56,7 +56,7 @@ from colc.compiler.pipeline import (
 from colc.errors import ColcError, InfeasibleError
 from colc.ir.core import Protocol
 from colc.ir.program import Program
-from colc.ir.simulate import SimResult, nccl_tests_bytes, selection
+from colc.ir.simulate import SimResult, nccl_tests_bytes, selection, window_selection
 from colc.ir.topology import Topology
 from colc.progress import report as progress_report
 
@@ -404,9 +404,9 @@ def _usable(compiler: Compiler, cands: list[Variant], size: int,
         except ColcError as err:
             refusals.append(f"{v.algorithm}: {err}")
             continue
-        moved = nccl_tests_bytes(compiler.opts.collective, compiler.topo.num_ranks, size,
-                             compiler.opts.dtype_bytes) // compiler.opts.dtype_bytes
-        usable.append((moved > 0 and moved % nchunks == 0, est, v))
+        dtype = compiler.opts.dtype_bytes
+        moved = nccl_tests_bytes(compiler.opts.collective, compiler.topo.num_ranks, size, dtype)
+        usable.append((not window_selection(nchunks, 0, 0, moved, dtype), est, v))
     if any(sel for sel, _, _ in usable):
         usable = [u for u in usable if u[0]]
     usable.sort(key=lambda e: (-e[1], e[2].label))

@@ -128,16 +128,24 @@ def selection(program: Program, nbytes: int, dtype_bytes: int) -> str:
     --------
     The count must be a multiple of nchunksperloop (runtime notes 4.1).
     """
+    return window_selection(program.nchunks, program.min_bytes, program.max_bytes, nbytes,
+                            dtype_bytes)
+
+
+def window_selection(nchunks: int, min_bytes: int, max_bytes: int, nbytes: int,
+                     dtype_bytes: int) -> str:
+    """``selection`` of a file of ``nchunks`` chunks per loop and window
+    ``[min_bytes, max_bytes]`` (``max_bytes`` 0: unlimited), before it is
+    lowered (a schedule's chunks and the options' window)."""
     if nbytes <= 0 or nbytes % dtype_bytes:
         return f"{nbytes} bytes is not a whole number of {dtype_bytes}-byte elements"
     count = nbytes // dtype_bytes
-    if count % program.nchunks:
-        return (f"{count} elements is not a multiple of nchunksperloop "
-                f"{program.nchunks}")
-    if nbytes < program.min_bytes:
-        return f"below minBytes {program.min_bytes}"
-    if program.max_bytes and nbytes > program.max_bytes:
-        return f"above maxBytes {program.max_bytes}"
+    if count % nchunks:
+        return f"{count} elements is not a multiple of nchunksperloop {nchunks}"
+    if nbytes < min_bytes:
+        return f"below minBytes {min_bytes}"
+    if max_bytes and nbytes > max_bytes:
+        return f"above maxBytes {max_bytes}"
     return ""
 
 
@@ -745,7 +753,8 @@ def simulate(program: Program, topo: Topology, model: RuntimeModel, nbytes: int,
     if nbytes <= 0:
         raise SimulationError(f"message size must be positive, got {nbytes}")
     moved = nccl_tests_bytes(program.collective, program.ngpus, nbytes, dtype_bytes)
-    if moved <= 0:
+    nothing = moved <= 0
+    if nothing:
         moved = nbytes  # below 16 bytes per rank: simulated as asked, never selected
     loaded = loaded or load_program(program)
     if not loaded.runnable:
@@ -777,13 +786,12 @@ def simulate(program: Program, topo: Topology, model: RuntimeModel, nbytes: int,
     link = max(sim.links.values(), key=lambda lk: (lk.carried / lk.cap, lk.ends), default=None)
     busiest_link = ((link.ends[0], link.ends[1], link.carried / link.cap / makespan)
                     if link is not None and makespan else ("", "", 0.0))
-    why = (selection(program, moved, dtype_bytes) if moved != nbytes or
-           nccl_tests_bytes(program.collective, program.ngpus, nbytes, dtype_bytes) else
-           f"nccl-tests moves nothing at {nbytes} bytes (below 16 bytes per rank)")
+    why = (f"nccl-tests moves nothing at {nbytes} bytes (below 16 bytes per rank)" if nothing
+           else selection(program, moved, dtype_bytes))
     return SimResult(nbytes, total, algbw, algbw * busbw_factor(program.collective, n),
                      not why, why, busiest_tb, busiest_link)
 
 
 __all__ = ["SimResult", "SimulationError", "busbw_factor", "nccl_tests_bytes", "selectable_sizes",
-           "selection", "selection_warnings", "simulate"]
+           "selection", "selection_warnings", "simulate", "window_selection"]
 _ = math
