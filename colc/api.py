@@ -42,7 +42,7 @@ def load_topology(source: str | os.PathLike, *, boxes: int | None = None):
     from colc.cli import load_any_topology
 
     text = os.fspath(source)
-    if "\n" not in text and os.path.exists(text):
+    if _names_a_file(source, text):
         return load_any_topology(text, boxes=boxes)
     suffix = ".xml" if text.lstrip().startswith("<") else (
         ".json" if text.lstrip().startswith("{") else ".yaml")
@@ -50,8 +50,33 @@ def load_topology(source: str | os.PathLike, *, boxes: int | None = None):
         path = os.path.join(tmp, f"topology{suffix}")
         with open(path, "w", encoding="utf-8") as fh:
             fh.write(text)
-        topo = load_any_topology(path, boxes=boxes)
+        try:
+            topo = load_any_topology(path, boxes=boxes)
+        except ColcError as err:
+            raise _as_text(err, path) from None
     return dataclasses.replace(topo, source="<text>")
+
+
+#: Endings that make a one-line ``source`` a file name, not topology text.
+_FILE_ENDINGS = (".yaml", ".yml", ".json", ".xml")
+
+
+def _names_a_file(source, text: str) -> bool:
+    """Whether ``load_topology``'s source is a path (missing paths included)."""
+    if not isinstance(source, str):
+        return True  # a path-like object is always a path
+    if "\n" in text:
+        return False
+    return (os.path.exists(text) or text.endswith(_FILE_ENDINGS)
+            or os.sep in text and ":" not in text)
+
+
+def _as_text(err: ColcError, path: str) -> ColcError:
+    """``err``, its message naming the temporary file ``path`` as ``<text>``."""
+    err.args = tuple(a.replace(path, "<text>") if isinstance(a, str) else a for a in err.args)
+    if getattr(err, "path", None) == path:
+        err.path = "<text>"
+    return err
 
 
 #: Collectives ``compile`` and ``portfolio`` build (the CLI's ``--collective``).
@@ -159,6 +184,9 @@ class Compiled:
 
         threads = getattr(self.result, "threads", None)
         backend = backend or ("oneccl" if threads is not None else "msccl")
+        if backend not in ("msccl", "oneccl"):
+            raise ColcError(f"Compiled.verify: unknown backend {backend!r}; "
+                            f"choose msccl or oneccl")
         text = self.to_msccl_xml() if backend == "msccl" else self.to_oneccl_xml()
         return verify_text(text, f"<{self.algorithm}>", backend=backend)
 

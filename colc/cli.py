@@ -115,6 +115,10 @@ class _Defaults(argparse.ArgumentDefaultsHelpFormatter):
 
 def _cmd_help(argv: list[str]) -> int:
     """``colc help [SUBCOMMAND]``: the main job's help, or a subcommand's."""
+    if argv[:1] in (["-h"], ["--help"]):
+        print("usage: colc help [SUBCOMMAND]\n\nThe main job's help, or a subcommand's: "
+              + ", ".join(SUBCOMMANDS))
+        return 0
     if not argv:
         _compile_parser().print_help()
         print("\nsubcommands (colc help SUBCOMMAND for each): " + ", ".join(SUBCOMMANDS))
@@ -148,7 +152,8 @@ def _compile_parser() -> argparse.ArgumentParser:
         prog="colc", description="Compile a topology into a verified collective schedule.",
         epilog="subcommands: colc verify FILE|DIR | colc simulate FILE --topo TOPO | "
                "colc analyze TOPO [--json] | colc convert IN -o OUT.yaml | "
-               "colc find --ranks N --degree D")
+               "colc find --ranks N --degree D | colc report TOPO -o OUT.html "
+               "(colc help SUBCOMMAND for each)")
     p.add_argument("topology", help="topology file (colc YAML, or another supported format)")
     p.add_argument("-o", "--output",
                    help="output file, or a directory (existing, or ending in /) for one file "
@@ -251,6 +256,9 @@ def _options(args: argparse.Namespace):
 def _budget_list(text: str) -> tuple[int, ...]:
     """``--budgets 8,16,0`` as integers (each a valid budget)."""
     out = []
+    if text.strip() and not text.replace(",", "").strip():
+        raise ColcError(f"colc: error: --budgets takes whole numbers separated by commas, "
+                        f"got {text!r}")
     for item in filter(None, (x.strip() for x in text.split(","))):
         try:
             out.append(_budget(int(item)))
@@ -380,6 +388,8 @@ def load_any_topology(path: str, boxes: int | None = None):
 
     if not os.path.exists(path):
         raise ColcError(f"{path}: error: no such file")
+    if boxes is not None and boxes < 1:  # an NCCL dump took 0 as 1
+        raise ColcError(f"colc: error: --boxes must be 1 or more, got {boxes}")
     loader = _foreign_loader(path, boxes)
     if loader is not None:
         return loader()
@@ -519,7 +529,7 @@ def _cmd_analyze(argv: list[str]) -> int:
         collectives=tuple(Collective(c) for c in args.collective),
         sizes=parse_sizes(args.sizes), simulate=args.simulate, machine=args.machine,
         max_threadblocks=_budget(args.max_threadblocks), budgets=budgets,
-        search=args.search, jobs=args.jobs or None)
+        search=args.search, jobs=_jobs(args.jobs) or None)
     clear_progress()
     if args.json:
         print(json.dumps(report, indent=2, sort_keys=False))
@@ -542,6 +552,9 @@ def _cmd_convert(argv: list[str]) -> int:
     topo = load_any_topology(args.input, boxes=args.boxes)
     if _is_directory_target(args.output):
         raise ColcError(f"{args.output}: error: is a directory (give a file name)")
+    if args.output.lower().endswith((".json", ".xml")):  # it would hold YAML
+        raise ColcError(f"{args.output}: error: colc convert writes colc YAML; name the "
+                        f"output .yaml")
     write_atomically(args.output, topology_to_yaml(topo), inputs=[args.input])
     return 0
 
@@ -572,7 +585,8 @@ def _cmd_find(argv: list[str]) -> int:
                                                                "--alltoall-size"),
                    default=1 << 20, help="bytes per rank of the all-to-all column")
     p.add_argument("--json", action="store_true",
-                   help="print one JSON object per candidate instead of the table")
+                   help="print the candidates as one JSON array (an object each) instead "
+                        "of the table")
     p.add_argument("--mcf-lp", action="store_true",
                    help="solve the all-to-all LP (A.1) for every candidate however large "
                         "(10 minutes or more per candidate at 1024 ranks; default: the distance bound "

@@ -137,3 +137,23 @@ def test_api_errors_are_colcs_own(tmp_path, capsys):
     ring3.write_text("family: ring\nranks: 3\nbandwidth: 25\n")
     assert main(["simulate", str(oneccl), "--topo", str(ring3)]) == 1
     assert "a oneCCL file; colc simulate runs MSCCL files" in capsys.readouterr().err
+
+
+def test_api_load_topology_names_paths_and_text(tmp_path):
+    """A missing path is "no such file" (it was parsed as YAML text); a
+    path-like object is always a path; errors in topology text name
+    ``<text>``, not the temporary file colc parses it from; an unknown
+    ``verify`` backend is refused by name (it was a misleading XML error)."""
+    import colc
+
+    for source in (str(tmp_path / "missing.yaml"), tmp_path / "nothere", "topos/absent"):
+        with pytest.raises(colc.errors.ColcError, match="error: no such file"):
+            colc.load_topology(source)
+    with pytest.raises(colc.errors.SpecError) as err:
+        colc.load_topology("family: ring\nranks: 4\n")
+    assert str(err.value).startswith("<text>:") and err.value.path == "<text>"
+    assert "tmp" not in str(err.value)
+    topo = colc.load_topology("family: ring\nranks: 4\nbandwidth: 10\n")
+    made = colc.compile(topo, collective="allgather", algorithm="ring")
+    with pytest.raises(colc.errors.ColcError, match="unknown backend 'bogus'"):
+        made.verify(backend="bogus")

@@ -148,6 +148,36 @@ def test_help_subcommand_prints_help(capsys):
     assert "colc find" in out and "(default: 1048576)" in out and "(default: 12.5)" in out
     assert main(["help", "nosuch"]) == 1
     assert "no subcommand 'nosuch'" in capsys.readouterr().err
+    assert main(["help", "--help"]) == 0  # was "no subcommand '--help'"
+    assert "usage: colc help [SUBCOMMAND]" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    footer = " ".join(capsys.readouterr().out.split())
+    assert all(f"colc {sub}" in footer for sub in ("verify", "simulate", "analyze", "convert",
+                                                     "find", "report"))
+
+
+NCCL_DUMP = os.path.join(REPO, "tests", "data", "real", "dgx-a100.nccl.xml")
+
+
+@pytest.mark.parametrize("argv,text", [
+    (["analyze", os.path.join(EXAMPLES, "ring-4.yaml"), "--jobs", "-1"],
+     "--jobs must be 0 (all CPUs) or more, got -1"),
+    (["analyze", os.path.join(EXAMPLES, "ring-4.yaml"), "--budgets", ","],
+     "--budgets takes whole numbers separated by commas, got ','"),
+    (["find", "--ranks", "8", "--degree", "2", "--alltoall-size", "0"],
+     "--alltoall-size must be >= 1 byte, got 0"),
+    (["convert", NCCL_DUMP, "-o", "OUT.yaml", "--boxes", "0"],  # was read as 1 box
+     "--boxes must be 1 or more, got 0"),
+    (["convert", os.path.join(EXAMPLES, "ring-4.yaml"), "-o", "OUT.json"],  # held YAML
+     "colc convert writes colc YAML; name the output .yaml"),
+])
+def test_subcommand_options_out_of_range_are_one_line(tmp_path, capsys, argv, text):
+    argv = [a.replace("OUT", str(tmp_path / "out")) for a in argv]
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert text in err and len(err.strip().splitlines()) == 1, err
+    assert not list(tmp_path.iterdir())
 
 
 def test_analyze_explains_its_terms(capsys):

@@ -429,6 +429,8 @@ def find_topology(
         raise SpecError(src, f"--degree must be >= 1, got {degree}")
     if size < 1:
         raise SpecError(src, f"--size must be >= 1 byte, got {size}")
+    if alltoall_size < 1:
+        raise SpecError(src, f"--alltoall-size must be >= 1 byte, got {alltoall_size}")
     a, b = Fraction(str(alpha)), Fraction(str(bandwidth))
     if a < 0 or b <= 0:
         raise SpecError(src, f"--alpha must be >= 0 and --bandwidth > 0, got {alpha}, {bandwidth}")

@@ -22,7 +22,8 @@ def _layout(topo: Topology, mesh: bool = False) -> list[list[int]]:
     (or, with ``mesh``, boxes without a switch: ``box_trees`` checks their links)."""
     groups = boxes(topo)
     if len(groups) < 2:
-        raise UnsupportedError("rails need at least two boxes; use trees or ring")
+        raise UnsupportedError("rails need at least two boxes; on one box use trees or ring "
+                               "(all-to-all: direct or mcf)")
     size = len(groups[0])
     if any(len(g) != size for g in groups):
         raise UnsupportedError("rails need boxes of equal size")
