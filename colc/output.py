@@ -103,20 +103,72 @@ def write_outputs(items: Sequence[tuple[str, str]], *, inputs: Sequence[str] = (
 
 
 def _rename(staged: list[tuple[str, str, str]]) -> None:
-    """Rename each ``(temporary, target, path as given)`` over its target.
+    """Rename each ``(temporary, target, path as given)`` over its target, all or none.
 
     A rename within one folder fails only if the folder changes under the
-    run; the targets renamed before it then hold their new texts, and the
+    run.  The targets renamed before it then get their old texts back (each
+    existing target is first kept under a hard link beside it; a file system
+    without hard links keeps no copy) or, if they were new, are removed; the
     temporaries left (also on an interrupt) are removed."""
+    # (target, its old text's link; None: no copy; "": the target was new)
+    done: list[tuple[str, str | None]] = []
     k = 0
     try:
         for k, (tmp, real, path) in enumerate(staged):
-            os.replace(tmp, real)
+            old = _keep(real) if len(staged) > 1 else None
+            try:
+                os.replace(tmp, real)
+            except BaseException:
+                _drop(old)
+                raise
+            done.append((real, old))
         k = len(staged)
     except OSError as err:
+        _restore(done)
+        done = []
         raise ColcError(f"{staged[k][2]}: error: cannot write: {err.strerror}") from None
+    except BaseException:
+        _restore(done)
+        done = []
+        raise
     finally:
         _unlink(staged[k:])
+        for _, old in done:
+            _drop(old)
+
+
+def _keep(real: str) -> str | None:
+    """A hard link to the existing file ``real`` beside it ("": a new name,
+    None: the file system makes no link)."""
+    if not os.path.lexists(real):
+        return ""
+    folder, name = os.path.split(real)
+    for _ in range(100):
+        link = os.path.join(folder, f".colc-{os.urandom(6).hex()}.old")
+        try:
+            os.link(real, link)
+        except FileExistsError:
+            continue
+        except OSError:
+            return None
+        return link
+    return None
+
+
+def _restore(done: list[tuple[str, str | None]]) -> None:
+    """Undo the renames of ``done``, last first."""
+    for real, old in reversed(done):
+        with contextlib.suppress(OSError):
+            if old == "":
+                os.unlink(real)
+            elif old is not None:  # else its new text stays: no copy was kept
+                os.replace(old, real)
+
+
+def _drop(old: str | None) -> None:
+    if old:
+        with contextlib.suppress(OSError):
+            os.unlink(old)
 
 
 def _unlink(staged: list[tuple[str, str, str]]) -> None:

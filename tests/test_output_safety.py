@@ -3,6 +3,7 @@ directories, inputs, modes."""
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 import threading
@@ -117,6 +118,36 @@ def test_several_outputs_are_written_all_or_none(tmp_path, monkeypatch) -> None:
     monkeypatch.setattr(output, "_stage", real_stage)
     output.write_outputs(items)
     assert {p.name: p.read_text() for p in tmp_path.iterdir()} == dict.fromkeys(old, "new\n")
+
+
+
+def test_a_failed_rename_gives_the_renamed_files_their_old_texts_back(tmp_path,
+                                                                       monkeypatch) -> None:
+    """When the third rename fails (the folder changed under the run), the
+    two files renamed before it get their old texts back, a file that was
+    new is removed again, and nothing of colc's is left in the folder."""
+    from colc import output
+
+    old = {f"f{i}.xml": f"old {i}\n" for i in range(3)}
+    for name, text in old.items():
+        (tmp_path / name).write_text(text)
+    real_replace = os.replace
+    calls = []
+
+    def replace(src, dst):
+        if str(src).endswith(".tmp"):
+            calls.append(dst)
+            if len(calls) == 3:
+                raise OSError(errno.ENOENT, "No such file or directory")
+        return real_replace(src, dst)
+
+    monkeypatch.setattr(output.os, "replace", replace)
+    items = [(str(tmp_path / name), "new\n") for name in ("new.xml", "f0.xml", "f1.xml",
+                                                           "f2.xml")]
+    with pytest.raises(ColcError, match="f1.xml: error: cannot write: No such file"):
+        output.write_outputs(items)
+    assert len(calls) == 3
+    assert {p.name: p.read_text() for p in tmp_path.iterdir()} == old
 
 
 def _file_limit(nbytes: int):
