@@ -403,6 +403,13 @@ class _Reader:
                      f"{MAX_SUBS} children per element (MAX_SUBS) and writes past its array "
                      f"beyond that: a file holds at most {MAX_SUBS} ranks", node, fatal=True)
             return None
+        if ngpus is not None and not 0 < ngpus <= MAX_SUBS:
+            why = ("the runtime uses a file only for communicators of ngpus ranks: it never "
+                   "runs" if ngpus <= 0 else
+                   f"a file holds at most {MAX_SUBS} ranks (the runtime's XML reader keeps "
+                   f"{MAX_SUBS} <gpu> elements, MAX_SUBS)")
+            self.err(f"ngpus={ngpus}: {why}", node, fatal=True)
+            return None
         for c in node.children:
             if c.name != "gpu":
                 self.warn_once(("algo", "<" + c.name), f"<{c.name}> inside <algo> is ignored", c)
@@ -411,10 +418,14 @@ class _Reader:
             self.gpu(g, ngpus, len(gpus), ranks)
         if self.fatal or ngpus is None or ngpus <= 0:
             return None
-        for r in range(ngpus):
-            if r not in ranks:
+        missing = [r for r in range(ngpus) if r not in ranks]
+        if len(missing) > 3:  # one line, not one per rank
+            self.err(f"no <gpu> for {len(missing)} of the ngpus={ngpus} ranks (ids "
+                     f"{_id_ranges(missing)}): they run nothing", node)
+        for r in missing:
+            if len(missing) <= 3:
                 self.err(f"no <gpu id=\"{r}\">: rank {r} runs nothing", node, r)
-                ranks[r] = RankProgram(r, 0, 0, 0, ())
+            ranks[r] = RankProgram(r, 0, 0, 0, ())
         return Program(next((v for k, v in node.attrs if k == "name"), ""), coll, proto,
                        ints["nchannels"], ints["nchunksperloop"], ngpus, bool(ints["inplace"]),
                        bool(ints["outofplace"]), ints["minBytes"], ints["maxBytes"],
@@ -597,3 +608,14 @@ def read_msccl(text: str, path: str) -> ReadResult:
         diags = diags + [result.locate(d) for d in loaded.diagnostics]
         result = replace(result, loaded=loaded)
     return replace(result, diagnostics=tuple(sort_diagnostics(diags)), runnable=runnable)
+
+
+def _id_ranges(ids: list[int]) -> str:
+    """Sorted ids as ranges: ``[1, 2, 3, 7]`` -> ``'1-3, 7'``."""
+    out, start = [], 0
+    for k in range(1, len(ids) + 1):
+        if k == len(ids) or ids[k] != ids[k - 1] + 1:
+            a, b = ids[start], ids[k - 1]
+            out.append(f"{a}" if a == b else f"{a}-{b}")
+            start = k
+    return ", ".join(out)

@@ -336,27 +336,27 @@ def _write_portfolio(topo, opts, folder: str, source: str) -> int:
     from colc.output import write_outputs
 
     folder = folder.rstrip("/") or "/"
-    if os.path.exists(folder) and not os.path.isdir(folder):
-        raise ColcError(f"{folder}: error: exists and is not a directory")
+    _check_folder(folder)
     if opts.backend != "msccl":
         raise ColcError("a directory output holds MSCCL files; use a file name for oneCCL")
     portfolio = build_portfolio(topo, opts)
     clear_progress()
     created = not os.path.exists(folder)
-    os.makedirs(folder, exist_ok=True)
+    try:
+        os.makedirs(folder, exist_ok=True)
+    except OSError as err:
+        raise ColcError(f"{folder}: error: cannot create the folder: {err.strerror}") from None
     names = [w.filename(i, opts.collective.value) for i, w in enumerate(portfolio.windows)]
+    stale = _stale_files(folder, opts.collective.value, set(names))
     try:  # all or none: a failure leaves the folder as it was
         write_outputs([(os.path.join(folder, name), w.text)
                        for name, w in zip(names, portfolio.windows, strict=True)],
-                      inputs=[source])
+                      inputs=[source], remove=[os.path.join(folder, n) for n in stale])
     except BaseException:
         if created:
             with contextlib.suppress(OSError):
                 os.rmdir(folder)
         raise
-    stale = _stale_files(folder, opts.collective.value, set(names))
-    for name in stale:
-        os.unlink(os.path.join(folder, name))
     print(format_portfolio(portfolio), file=sys.stderr)
     for note in portfolio.notes:
         print(f"colc: note: {note}", file=sys.stderr)
@@ -364,6 +364,21 @@ def _write_portfolio(topo, opts, folder: str, source: str) -> int:
     print(f"colc: wrote {len(names)} files to {folder} ({opts.collective.value}, "
           f"{topo.num_ranks} ranks, windows 0..unlimited, verified){removed}", file=sys.stderr)
     return 0
+
+
+def _check_folder(folder: str) -> None:
+    """Refuse, before the build, a portfolio folder colc could not create or use."""
+    if os.path.islink(folder) and not os.path.exists(folder):
+        raise ColcError(f"{folder}: error: is a symbolic link to a missing folder")
+    if os.path.exists(folder):
+        if not os.path.isdir(folder):
+            raise ColcError(f"{folder}: error: exists and is not a directory")
+        return
+    parent = os.path.dirname(os.path.abspath(folder))
+    while not os.path.exists(parent):
+        parent = os.path.dirname(parent)
+    if not os.path.isdir(parent) or not os.access(parent, os.W_OK | os.X_OK):
+        raise ColcError(f"{folder}: error: cannot create the folder in {parent}")
 
 
 def _stale_files(folder: str, collective: str, keep: set[str]) -> list[str]:
@@ -419,7 +434,8 @@ def _cmd_verify(argv: list[str]) -> int:
                     "MSCCL_ALGO_DIR and the size windows between them.")
     p.add_argument("file", help="an algorithm file, or a folder")
     p.add_argument("--backend", choices=["msccl", "oneccl"], default=None)
-    p.add_argument("-q", "--quiet", action="store_true", help="print only problems")
+    p.add_argument("-q", "--quiet", action="store_true",
+                   help="print only errors (no warnings, no OK lines)")
     p.add_argument("--jobs", type=int, default=0,
                    help="processes a folder's files are verified on (default 0: every CPU "
                         "available, or COLC_JOBS); the output does not depend on it")
@@ -485,7 +501,7 @@ def _cmd_analyze(argv: list[str]) -> int:
     from colc.compiler.analyze import SIZES, analyze_topology, format_table
     from colc.ir.core import Collective
     from colc.ir.runtime_model import PRESETS
-    from colc.sizes import parse_sizes
+    from colc.sizes import format_size, parse_sizes
 
     p = argparse.ArgumentParser(
         formatter_class=_Defaults,
@@ -499,8 +515,8 @@ def _cmd_analyze(argv: list[str]) -> int:
     p.add_argument("--collective", action="append", default=[],
                    choices=["allgather", "reducescatter", "allreduce", "alltoall"],
                    help="only this collective (repeatable)")
-    p.add_argument("--sizes", default=",".join(str(x) for x in SIZES),
-                   help="simulated sizes (default 1M,16M,128M,1G)")
+    p.add_argument("--sizes", default=",".join(format_size(x) for x in SIZES),
+                   help="simulated sizes")
     sim = p.add_mutually_exclusive_group()
     sim.add_argument("--simulate", dest="simulate", action="store_true", default=None,
                      help="simulate even above 64 ranks (by default up to 64 ranks are "
@@ -718,10 +734,10 @@ def _cmd_report(argv: list[str]) -> int:
     p.add_argument("-o", "--output", required=True, help="the HTML file to write")
     p.add_argument("--collective", choices=["allgather", "reducescatter", "allreduce",
                                             "alltoall"],
-                   default="allreduce", help="collective of the portfolio (default allreduce)")
+                   default="allreduce", help="collective of the portfolio")
     p.add_argument("--sizes", default="1K:1G",
-                   help="sizes and lo:hi power-of-two ranges (default 1K:1G; every size is "
-                        "simulated per algorithm and collective, large ones cost the most)")
+                   help="sizes and lo:hi power-of-two ranges (every size is simulated per "
+                        "algorithm and collective, large ones cost the most)")
     p.add_argument("--machine", choices=sorted(PRESETS), default=None)
     p.add_argument("--no-portfolio", dest="portfolio", action="store_false",
                    help="skip the portfolio (it adds minutes on a 16-GPU box)")
@@ -729,6 +745,9 @@ def _cmd_report(argv: list[str]) -> int:
     p.add_argument("--boxes", type=int, default=None)
     args = p.parse_args(argv)
     sizes = parse_sizes(args.sizes)
+    if not args.output or _is_directory_target(args.output):
+        raise ColcError(f"colc report: error: -o takes the HTML file's name, got "
+                        f"{args.output!r}")
     folder = os.path.dirname(os.path.abspath(args.output))
     if not os.path.isdir(folder):  # fail before the slow part, not after it
         raise ColcError(f"{args.output}: error: output folder {folder} does not exist")

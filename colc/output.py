@@ -68,13 +68,16 @@ def write_output(path: str, text: str, *, inputs: Sequence[str] = ()) -> None:
     _rename([(_stage(path, real, text, st), real, path)])
 
 
-def write_outputs(items: Sequence[tuple[str, str]], *, inputs: Sequence[str] = ()) -> None:
-    """Write several files all or none (a portfolio's folder).
+def write_outputs(items: Sequence[tuple[str, str]], *, inputs: Sequence[str] = (),
+                  remove: Sequence[str] = ()) -> None:
+    """Write several files all or none (a portfolio's folder), and remove others.
 
     Every ``(path, text)`` is checked and written to a temporary file first,
-    as ``write_output`` does; only when all are written are they renamed
-    over their targets, so a full disk or a file size limit on the fifth
-    file leaves the folder as it was.
+    as ``write_output`` does; only when all are written are the files of
+    ``remove`` set aside (renamed to hidden names beside them) and the new
+    ones renamed over their targets, so a full disk or a file size limit on
+    the fifth file, or an old file that cannot be removed, leaves the folder
+    as it was.  The files set aside are deleted last.
 
     Parameters
     ----------
@@ -82,12 +85,14 @@ def write_outputs(items: Sequence[tuple[str, str]], *, inputs: Sequence[str] = (
         Targets (regular files or new names) and their texts.
     inputs : sequence of str
         Files the run read: refused as targets.
+    remove : sequence of str
+        Older files to delete with the same all-or-none rule.
 
     Raises
     ------
     ColcError
         A target is a directory, an input or not a regular file, its folder
-        does not exist, or a file cannot be written.
+        does not exist, a file cannot be written or an old one removed.
     """
     staged: list[tuple[str, str, str]] = []
     try:
@@ -99,7 +104,31 @@ def write_outputs(items: Sequence[tuple[str, str]], *, inputs: Sequence[str] = (
     except BaseException:
         _unlink(staged)
         raise
-    _rename(staged)
+    aside: list[tuple[str, str | None]] = []  # (old file, its hidden name)
+    try:
+        for path in remove:
+            aside.append((path, _set_aside(path)))
+        _rename(staged)
+    except BaseException:
+        _restore(aside)
+        _unlink(staged)
+        raise
+    for _, hidden in aside:
+        _drop(hidden)
+
+
+def _set_aside(path: str) -> str:
+    """Rename ``path`` to a new hidden name beside it; returns that name."""
+    folder = os.path.dirname(path) or "."
+    while True:
+        hidden = os.path.join(folder, f".colc-{os.urandom(6).hex()}.old")
+        if not os.path.lexists(hidden):
+            break
+    try:
+        os.rename(path, hidden)
+    except OSError as err:
+        raise ColcError(f"{path}: error: cannot remove the older file: {err.strerror}") from None
+    return hidden
 
 
 def _rename(staged: list[tuple[str, str, str]]) -> None:

@@ -278,9 +278,11 @@ def _check_tbs(program: Program, rp: RankProgram) -> list[Diagnostic]:
         elif tid in seen:
             out.append(error(f"duplicate tb id {tid}", r, tid))
         seen.add(tid)
-    for tid in range(1, MAX_TBS):
+    for tid in range(1, MAX_TBS):  # each gap once, named by its first id
         if tid in seen and tid - 1 not in seen:
-            out.append(error(f"tb ids must be contiguous from 0: tb {tid - 1} is missing", r))
+            first = max((t for t in seen if 0 <= t < tid - 1), default=-1) + 1
+            gap = f"tb {first} is" if first == tid - 1 else f"tbs {first}-{tid - 1} are"
+            out.append(error(f"tb ids must be contiguous from 0: {gap} missing", r))
     n_send = [0] * (MAX_CHANNELS + 1)
     n_recv = [0] * (MAX_CHANNELS + 1)
     for tb in rp.threadblocks:

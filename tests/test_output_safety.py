@@ -176,6 +176,72 @@ def test_a_portfolio_past_the_file_size_limit_leaves_the_folder_as_it_was(tmp_pa
     assert not (tmp_path / "new").exists()
 
 
+
+def test_portfolio_folders_colc_cannot_create_are_one_line(tmp_path, capsys,
+                                                           monkeypatch) -> None:
+    """A dangling symbolic link and a path under a regular file are refused
+    before the build; a folder the system will not create (read-only file
+    system) is one line too.  All three were internal errors (exit 3)."""
+    (tmp_path / "dlink").symlink_to(tmp_path / "nowhere")
+    (tmp_path / "afile").write_text("x\n")
+    for target, words in (("dlink", "is a symbolic link to a missing folder"),
+                          ("afile/sub", "cannot create the folder in")):
+        assert main([RING, "--algorithm", "ring", "-o", f"{tmp_path / target}/"]) == 1
+        err = capsys.readouterr().err
+        assert words in err and len(err.strip().splitlines()) == 1, err
+
+    def read_only(path, *args, **kwargs):
+        raise OSError(errno.EROFS, "Read-only file system")
+
+    monkeypatch.setattr(os, "makedirs", read_only)
+    assert main([RING, "--algorithm", "ring", "-o", f"{tmp_path / 'new'}/"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err.endswith("new: error: cannot create the folder: Read-only file system"), err
+
+
+def test_an_old_file_that_cannot_be_removed_leaves_the_folder_as_it_was(tmp_path, capsys,
+                                                                        monkeypatch) -> None:
+    """A rerun removes the older colc files of the collective; when one cannot
+    be removed (immutable, say) the run is one line, exit 1, and no new file
+    is left beside the old ones (they were all written, then an internal
+    error)."""
+    from colc import output
+
+    folder = tmp_path / "algos"
+    assert main([RING, "--algorithm", "ring", "-o", f"{folder}/"]) == 0
+    first = sorted(folder.iterdir())[0]
+    (folder / "colc-allreduce-99-old.xml").write_bytes(first.read_bytes())
+    (folder / first.name).write_text(first.read_text().replace("<algo ", "<algo  ", 1))
+    before = {p.name: p.read_bytes() for p in folder.iterdir()}
+    real_rename = os.rename
+
+    def rename(src, dst):
+        if str(src).endswith("99-old.xml"):
+            raise PermissionError(errno.EPERM, "Operation not permitted")
+        return real_rename(src, dst)
+
+    monkeypatch.setattr(output.os, "rename", rename)
+    capsys.readouterr()
+    assert main([RING, "--algorithm", "ring", "-o", f"{folder}/"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.endswith("colc-allreduce-99-old.xml: error: cannot remove the older file: "
+                        "Operation not permitted"), err
+    assert {p.name: p.read_bytes() for p in folder.iterdir()} == before
+    monkeypatch.setattr(output.os, "rename", real_rename)
+    assert main([RING, "--algorithm", "ring", "-o", f"{folder}/"]) == 0
+    assert "removed 1 older colc files" in capsys.readouterr().err
+    assert sorted(p.name for p in folder.iterdir()) == sorted(set(before) - {
+        "colc-allreduce-99-old.xml"})
+
+
+def test_report_needs_a_file_name(tmp_path, capsys) -> None:
+    """``colc report -o nodir/`` wrote an HTML file named ``nodir``."""
+    for target in (f"{tmp_path / 'nodir'}/", ""):
+        assert main(["report", RING, "--no-portfolio", "--sizes", "1M", "-o", target]) == 1
+        assert "-o takes the HTML file's name" in capsys.readouterr().err
+    assert not list(tmp_path.iterdir())
+
+
 @pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no /dev/full")
 def test_a_full_standard_output_is_the_users_error_not_an_internal_one() -> None:
     import subprocess

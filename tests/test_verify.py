@@ -80,6 +80,36 @@ def test_tb_id_gap() -> None:
     assert has(errors_of(text), "rank 0", "tb 3 is missing")
 
 
+def test_tb_id_gaps_are_named_from_their_first_id() -> None:
+    # 02 rank 0 has tbs 0..4; renumber tb 2 to 9 -> tbs 2 and 5-8 missing
+    text = mutate(example("02"), '<tb id="2"', '<tb id="9"')
+    errors = errors_of(text)
+    assert has(errors, "rank 0", "tb 2 is missing") and has(errors, "rank 0", "tbs 5-8 are missing")
+
+
+@pytest.mark.parametrize("ngpus,words", [
+    ("0", "ngpus=0: the runtime uses a file only for communicators of ngpus ranks"),
+    ("-4", "ngpus=-4: the runtime uses a file only for communicators of ngpus ranks"),
+    ("1025", "ngpus=1025: a file holds at most 1024 ranks"),
+    ("2147483647", "ngpus=2147483647: a file holds at most 1024 ranks"),  # ran out of memory
+])
+def test_ngpus_out_of_the_runtimes_range_is_one_error(ngpus, words) -> None:
+    """``ngpus`` 0 or negative passed as OK (the runtime never uses the file);
+    a huge one built a rank table past 3 GB; 1025 listed 1021 missing ranks."""
+    text = mutate(example("02"), 'ngpus="4"', f'ngpus="{ngpus}"')
+    start = time.perf_counter()
+    errors = errors_of(text)
+    assert time.perf_counter() - start < 5
+    assert len(errors) == 1 and words in errors[0], errors
+
+
+def test_many_missing_gpus_are_one_line() -> None:
+    text = mutate(example("02"), 'ngpus="4"', 'ngpus="64"')
+    errors = errors_of(text)
+    assert has(errors, "no <gpu> for 60 of the ngpus=64 ranks (ids 4-63)")
+    assert not has(errors, 'no <gpu id="')
+
+
 def test_cnt_72() -> None:
     text = mutate(example("01"), 'cnt="1"', 'cnt="72"')
     assert has(errors_of(text), "rank 0 tb 0 step 0", "cnt 72 out of range")
