@@ -30,7 +30,7 @@ from colc.ir.oneccl import Instr, InstrKind, RankThreads, Region, Thread, Thread
 
 from colc.safe_xml import check_xml_bytes, read_bytes_limited
 
-from .oneccl_xml import MAX_STREAM_BYTES, schema_for_oneccl
+from .oneccl_xml import MAX_STREAM_BYTES, schema_error, schema_for_oneccl
 
 #: Elements one ``<rank>`` may hold (its tree is built whole: about 2 KB of
 #: memory each); a 1024-rank hop-relay all-to-all holds about 4200.
@@ -173,11 +173,7 @@ def _validate(doc: etree._Element, path: str) -> None:
     schema = schema_for_oneccl()
     if schema.validate(doc):
         return
-    err = schema.error_log[0] if len(schema.error_log) else None
-    if err is None:
-        raise SpecError(path, "does not match the oneCCL XML schema")
-    msg = " ".join(str(err.message).split())
-    raise SpecError(path, f"does not match the oneCCL XML schema: {msg}", err.line or None)
+    raise schema_error(schema, doc, path)
 
 
 def _children(el: etree._Element) -> list[etree._Element]:

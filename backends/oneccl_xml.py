@@ -418,10 +418,37 @@ def validate_oneccl_xml(text: str | bytes, path: str) -> etree._Element:
     tree = parse_xml_safely(text, path)
     schema = _schema()
     if not schema.validate(tree):
-        err = schema.error_log[0] if len(schema.error_log) else None
-        if err is None:
-            raise SpecError(path, "does not match the oneCCL XML schema")
-        msg = " ".join(str(err.message).split())
-        raise SpecError(path, f"does not match the oneCCL XML schema: {msg}",
-                        err.line or None)
+        raise schema_error(schema, tree.getroot(), path)
     return tree.getroot()
+
+
+def schema_error(schema: etree.RelaxNG, doc: etree._Element, path: str) -> SpecError:
+    """The error for ``doc``, which ``schema`` just rejected: the first bad
+    attribute by name where there is one (``oneccl_attributes``: RelaxNG
+    says only "failed to validate attributes"), else the schema's first
+    message.
+
+    Parameters
+    ----------
+    schema : lxml.etree.RelaxNG
+        The schema, its error log holding the rejection.
+    doc : lxml.etree._Element
+        The rejected document's root.
+    path : str
+        File name for the message.
+
+    Returns
+    -------
+    SpecError
+    """
+    from colc.backends.oneccl_attributes import first_attribute_problem
+
+    found = first_attribute_problem(doc)
+    if found is not None:
+        line, problem = found
+        return SpecError(path, f"does not match the oneCCL XML schema: {problem}", line)
+    err = schema.error_log[0] if len(schema.error_log) else None
+    if err is None:
+        return SpecError(path, "does not match the oneCCL XML schema")
+    msg = " ".join(str(err.message).split())
+    return SpecError(path, f"does not match the oneCCL XML schema: {msg}", err.line or None)

@@ -197,6 +197,34 @@ def _pair_allgather(first_recv: bool) -> ThreadSchedule:
     return _sched(Collective.ALLGATHER, 2, 2, code)
 
 
+
+@pytest.mark.parametrize("old,new,words", [
+    ('nranks="3"', 'nranks="0"',
+     "<oneccl_schedule> attribute nranks='0': expected a whole number 1 or more"),
+    ('<rank id="1"', '<rank id="1" bogus="2"', "<rank> has no attribute 'bogus'"),
+    (' tag="0"', '', "<send> lacks attribute 'tag'"),
+    ('dst_buf="output"', 'dst_buf="outp"',
+     "attribute dst_buf='outp': expected one of input, output, scratch, tmp"),
+])
+def test_a_schema_error_names_the_attribute(tmp_path, capsys, old, new, words) -> None:
+    """RelaxNG said only "Element rank failed to validate attributes" (and
+    on the root's line plus one): the message names the attribute, what the
+    schema wants there, and the element's own line."""
+    path = os.path.join(HERE, "data", "oneccl", "ring3-allgather-split.oneccl.xml")
+    with open(path, encoding="utf-8") as fh:
+        text = fh.read()
+    assert old in text
+    from colc.cli import main
+
+    bad = text.replace(old, new, 1)
+    line = text[:text.index(old)].count("\n") + 1  # each element on a line of its own
+    target = tmp_path / "bad.oneccl.xml"
+    target.write_text(bad)
+    assert main(["verify", str(target)]) == 1
+    err = capsys.readouterr().out.strip()
+    assert words in err and err.endswith(f"[line {line}]"), err
+
+
 def test_hand_schedule_correct() -> None:
     assert verify_thread_schedule(_pair_allgather(False)) == []
 
