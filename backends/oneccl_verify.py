@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from colc.backends.oneccl_reader import read_oneccl_xml
 from colc.backends.oneccl_xml import lower_program
 from colc.errors import SpecError
-from colc.ir.diagnostics import Diagnostic, error
+from colc.ir.diagnostics import Diagnostic, error, warning
 from colc.ir.interpret_oneccl import verify_thread_schedule
 from colc.ir.oneccl import ThreadSchedule
 from colc.ir.program import Program
@@ -58,6 +58,9 @@ def verify_oneccl_text(text: str | bytes, path: str) -> VerifyReport:
         diag = error(err.msg, line=err.line)
         return VerifyReport(path, False, (str(diag),), (), (diag,), None)
     diags: list[Diagnostic] = list(verify_thread_schedule(sched))
+    if sched.max_bytes and sched.max_bytes < sched.min_bytes:  # as the MSCCL reader warns
+        diags.append(warning(f"max_bytes {sched.max_bytes} < min_bytes {sched.min_bytes}: "
+                             f"never selected"))
     errors = tuple(str(d) for d in diags if d.is_error)
     warnings = tuple(str(d) for d in diags if not d.is_error)
     return VerifyReport(path, not errors, errors, warnings, tuple(diags), sched)

@@ -10,6 +10,7 @@ import pytest
 
 from colc.backends.msccl_xml import emit_msccl_xml
 from colc.backends.oneccl_reader import load_oneccl_xml, read_oneccl_xml
+from colc.backends.oneccl_verify import verify_oneccl_text
 from colc.backends.oneccl_xml import (
     emit_oneccl_xml,
     lower_program,
@@ -223,6 +224,19 @@ def test_a_schema_error_names_the_attribute(tmp_path, capsys, old, new, words) -
     assert main(["verify", str(target)]) == 1
     err = capsys.readouterr().out.strip()
     assert words in err and err.endswith(f"[line {line}]"), err
+
+
+
+def test_an_empty_window_is_flagged_as_in_msccl_files() -> None:
+    path = os.path.join(HERE, "data", "oneccl", "ring3-allgather-split.oneccl.xml")
+    with open(path, encoding="utf-8") as fh:
+        text = fh.read()
+    empty = text.replace('min_bytes="0" max_bytes="0"', 'min_bytes="100" max_bytes="10"')
+    assert empty != text
+    report = verify_oneccl_text(empty, "w.oneccl.xml")
+    assert report.ok and any("max_bytes 10 < min_bytes 100: never selected" in w
+                             for w in report.warnings)
+    assert not verify_oneccl_text(text, "ok.oneccl.xml").warnings
 
 
 def test_hand_schedule_correct() -> None:
