@@ -194,7 +194,8 @@ def _build_once(topo: Topology, opts: CompileOptions, sizes: tuple[int, ...]) ->
     for i, s in enumerate(sizes):
         ranking[s] = _rank(compiler, cands, s, notes, table, PROTOCOL_SIZES)
         if s > PROTOCOL_SIZES[Protocol.LL128][1]:
-            rivals = cands if _falls(ranking, sizes, i) else _last_ll128(ranking, sizes, i)
+            rivals = (cands if _falls(ranking, sizes, i) else
+                      [] if topo.num_ranks > COARSE_RANKS else _last_ll128(ranking, sizes, i))
             ranking[s] = _with_ll128(compiler, rivals, s, notes, table, ranking[s])
     windows = _windows(compiler, sizes, ranking, notes)
     return Portfolio(tuple(windows), tuple(table), tuple(dict.fromkeys(notes)), compiler.budget)
@@ -230,7 +231,10 @@ def _last_ll128(ranking: dict[int, list[tuple[float, Variant]]], sizes: tuple[in
     (DGX A100 x16 reduce-scatter at 1 GiB: rails LL128 c1 157.8 GB/s, the
     best Simple file 156.1; x32 136.3 -> 142.8 with both changes of
     2026-11-27); one more simulation per size costs little beside the
-    Simple ranking."""
+    Simple ranking.  Past ``COARSE_RANKS`` ranks it is not asked for: there a
+    simulation at 1 GiB takes minutes (DGX A100 x128 allreduce's rails LL128:
+    358 s of the portfolio's 630), and no LL128 file led a Simple one at 1 GiB
+    (DGX A100 x128 and MI250 x64, all three collectives)."""
     top = last_ll128_size(sizes, i)
     if top is None:
         return []

@@ -527,25 +527,32 @@ def test_coarse_portfolio_gives_the_midpoint_to_a_grid_form_ranked_above_it(monk
 
 def test_prefetch_starts_the_task_whose_hang_check_simulates_the_largest_size() -> None:
     """A prefetch task's cost is its largest simulation, the lowering's hang
-    check included (``Compiler.hang_size``: the least ranked size with one
-    call per chunk): rails LL128 on DGX A100 x128 simulates 1 GiB there
-    although its own sizes stop at 4 MiB, so it goes before rails LL, whose
-    range has no such size; equal costs keep their order."""
+    check included where it simulates (``Compiler.hang_size``: the least
+    ranked size with one call per chunk, in a compiler that does not prove):
+    rails LL128 simulates 1 GiB there although its own sizes stop at 4 MiB,
+    so it goes before rails LL, whose range has no such size; a proving
+    compiler's hang check is the token game alone (DGX A100 x128 allreduce:
+    358 s of one core for a 1 GiB simulation the ranking did not use), and
+    it simulates nothing in lowering; equal costs keep their order."""
     from colc.compiler.parallel import _longest_first
     from colc.compiler.pipeline import Compiler, Variant
 
     sizes = (1024, 256 << 10, 1 << 30)
-    comp = Compiler(dgx_a100(2), CompileOptions(
-        algorithm="rails", collective=Collective.ALLGATHER, jobs=1, rank_sizes=sizes,
-        protocol_ranges=((Protocol.LL, 0, 256 << 10), (Protocol.LL128, 0, 1 << 30))))
     ll, ll128 = Variant("rails", 1, Protocol.LL), Variant("rails", 1, Protocol.LL128)
-    nchunks = comp.variant_schedule(ll).nchunks
-    assert nchunks == 16
-    # LL's calls (32 KiB) are larger than a chunk up to 256 KiB: no hang-check size
-    assert comp.hang_size(ll, nchunks) is None
-    assert comp.hang_size(ll128, nchunks) == 1 << 30
     tasks = [(ll, (1024,)), (ll128, (1024,))]
-    assert _longest_first(comp, tasks) == tasks[::-1]
+    for prove in (False, True):
+        comp = Compiler(dgx_a100(2), CompileOptions(
+            algorithm="rails", collective=Collective.ALLGATHER, jobs=1, rank_sizes=sizes,
+            protocol_ranges=((Protocol.LL, 0, 256 << 10), (Protocol.LL128, 0, 1 << 30)),
+            prove=prove))
+        nchunks = comp.variant_schedule(ll).nchunks
+        assert nchunks == 16
+        # LL's calls (32 KiB) are larger than a chunk up to 256 KiB: no hang-check size
+        assert comp.hang_size(ll, nchunks) is None
+        assert comp.hang_size(ll128, nchunks) == 1 << 30
+        assert _longest_first(comp, tasks) == (tasks if prove else tasks[::-1])
+        comp.program(ll128)
+        assert ((ll128, 1 << 30) in comp._sims) is not prove
     assert _longest_first(comp, [(ll, (1024,)), (ll, (4096,))]) == [(ll, (4096,)), (ll, (1024,))]
     # a variant whose schedule is not built yet counts by its own sizes only
     other = Variant("rails", 2, Protocol.LL128)

@@ -283,6 +283,16 @@ def test_large_sizes_also_simulate_the_ll128_file_that_led_below(monkeypatch) ->
     port = build()
     assert port.windows[-1].variant.label == led
     assert any("at 1GB LL128" in n for n in port.notes)
+    # past COARSE_RANKS it is not simulated there (DGX A100 x128 allreduce:
+    # 358 s of one core at 1 GiB for a file rings2d beat); Simple stays
+    from colc.compiler import portfolio
+
+    monkeypatch.setattr(pipeline.Compiler, "simulate", real)
+    monkeypatch.setattr(portfolio, "COARSE_RANKS", 8)
+    port = build()
+    assert not [label for label, s, _ in port.table
+                if s == 1 << 30 and label.endswith("/LL128")]
+    assert port.windows[-1].variant.protocol is Protocol.SIMPLE
 
 
 def test_boxes_without_a_switch_lower_decoupled_within_the_budget() -> None:
