@@ -47,8 +47,8 @@ class _Pattern:
         self.name = name
 
     def accepts(self, text: str) -> bool:
-        if self.values is not None:
-            return text in self.values
+        if self.values is not None:  # an untyped <value> is a token: spaces collapse
+            return " ".join(text.split()) in self.values
         if self.regex is not None and not self.regex.fullmatch(text):
             return False
         return self.max_length is None or len(text) <= self.max_length

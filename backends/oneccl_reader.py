@@ -116,11 +116,11 @@ def read_oneccl_xml(text: str | bytes, path: str = "<string>") -> ThreadSchedule
                         root.sourceline)
     return ThreadSchedule(
         name=root.get("name"),
-        collective=Collective(root.get("coll")),
+        collective=Collective(_token(root, "coll")),
         nranks=nranks,
         nchunks=int(root.get("nchunks")),
-        inplace=root.get("inplace") == "1",
-        outofplace=root.get("outofplace") == "1",
+        inplace=_token(root, "inplace") == "1",
+        outofplace=_token(root, "outofplace") == "1",
         min_bytes=int(root.get("min_bytes")),
         max_bytes=int(root.get("max_bytes")),
         eager_depth=int(root.get("eager_depth")),
@@ -225,10 +225,15 @@ def _instr(el: etree._Element, rank: int, nranks: int, path: str) -> Instr:
         if peer >= nranks or peer == rank:
             why = "is the rank itself" if peer == rank else f"is not below nranks={nranks}"
             raise SpecError(path, f"rank {rank}: {kind.value} peer {peer} {why}", el.sourceline)
-        buf, off = Region(el.get("buf")), int(el.get("off"))
+        buf, off = Region(_token(el, "buf")), int(el.get("off"))
         if kind is InstrKind.SEND:
             return Instr(kind, peer=peer, tag=int(el.get("tag")), src=buf, src_off=off,
                          count=cnt)
         return Instr(kind, peer=peer, tag=int(el.get("tag")), dst=buf, dst_off=off, count=cnt)
-    return Instr(kind, src=Region(el.get("src_buf")), src_off=int(el.get("src_off")),
-                 dst=Region(el.get("dst_buf")), dst_off=int(el.get("dst_off")), count=cnt)
+    return Instr(kind, src=Region(_token(el, "src_buf")), src_off=int(el.get("src_off")),
+                 dst=Region(_token(el, "dst_buf")), dst_off=int(el.get("dst_off")), count=cnt)
+
+
+def _token(el: etree._Element, name: str) -> str:
+    """An attribute the schema compares as a token (surrounding spaces dropped)."""
+    return " ".join(el.get(name).split())

@@ -65,7 +65,7 @@ def _names_a_file(source, text: str) -> bool:
     """Whether ``load_topology``'s source is a path (missing paths included)."""
     if not isinstance(source, str):
         return True  # a path-like object is always a path
-    if "\n" in text:
+    if "\n" in text or text.lstrip().startswith(("<", "{")):  # XML or JSON text
         return False
     return (os.path.exists(text) or text.endswith(_FILE_ENDINGS)
             or os.sep in text and ":" not in text)
@@ -76,6 +76,8 @@ def _as_text(err: ColcError, path: str) -> ColcError:
     err.args = tuple(a.replace(path, "<text>") if isinstance(a, str) else a for a in err.args)
     if getattr(err, "path", None) == path:
         err.path = "<text>"
+    if isinstance(getattr(err, "msg", None), str):
+        err.msg = err.msg.replace(path, "<text>")
     return err
 
 

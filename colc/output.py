@@ -107,7 +107,9 @@ def write_outputs(items: Sequence[tuple[str, str]], *, inputs: Sequence[str] = (
     aside: list[tuple[str, str | None]] = []  # (old file, its hidden name)
     try:
         for path in remove:
-            aside.append((path, _set_aside(path)))
+            hidden = _hidden_name(path)
+            aside.append((path, hidden))  # before the rename: an interrupt restores it
+            _set_aside(path, hidden)
         _rename(staged)
     except BaseException:
         _restore(aside)
@@ -117,18 +119,21 @@ def write_outputs(items: Sequence[tuple[str, str]], *, inputs: Sequence[str] = (
         _drop(hidden)
 
 
-def _set_aside(path: str) -> str:
-    """Rename ``path`` to a new hidden name beside it; returns that name."""
+def _hidden_name(path: str) -> str:
+    """A new hidden name beside ``path``."""
     folder = os.path.dirname(path) or "."
     while True:
         hidden = os.path.join(folder, f".colc-{os.urandom(6).hex()}.old")
         if not os.path.lexists(hidden):
-            break
+            return hidden
+
+
+def _set_aside(path: str, hidden: str) -> None:
+    """Rename ``path`` to ``hidden`` (``_hidden_name``)."""
     try:
         os.rename(path, hidden)
     except OSError as err:
         raise ColcError(f"{path}: error: cannot remove the older file: {err.strerror}") from None
-    return hidden
 
 
 def _rename(staged: list[tuple[str, str, str]]) -> None:
@@ -144,13 +149,9 @@ def _rename(staged: list[tuple[str, str, str]]) -> None:
     k = 0
     try:
         for k, (tmp, real, path) in enumerate(staged):
-            old = _keep(real) if len(staged) > 1 else None
-            try:
-                os.replace(tmp, real)
-            except BaseException:
-                _drop(old)
-                raise
-            done.append((real, old))
+            # listed before the rename: restoring a target not yet renamed is harmless
+            done.append((real, _keep(real) if len(staged) > 1 else None))
+            os.replace(tmp, real)
         k = len(staged)
     except OSError as err:
         _restore(done)
@@ -192,6 +193,8 @@ def _restore(done: list[tuple[str, str | None]]) -> None:
                 os.unlink(real)
             elif old is not None:  # else its new text stays: no copy was kept
                 os.replace(old, real)
+                if os.path.lexists(old) and _same_file(old, real):
+                    os.unlink(old)  # a rename between two links of one file does nothing
 
 
 def _drop(old: str | None) -> None:

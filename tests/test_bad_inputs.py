@@ -153,6 +153,10 @@ def test_api_load_topology_names_paths_and_text(tmp_path):
         colc.load_topology("family: ring\nranks: 4\n")
     assert str(err.value).startswith("<text>:") and err.value.path == "<text>"
     assert "tmp" not in str(err.value)
+    one_line_xml = ('<system version="1"><cpu numaid="0"><nic><net name="mlx5_0" dev="0"/>'
+                    '</nic></cpu></system>')  # a "/" and no ":": text all the same
+    with pytest.raises(colc.errors.SpecError, match="^<text>: error: no <gpu> elements"):
+        colc.load_topology(one_line_xml)
     topo = colc.load_topology("family: ring\nranks: 4\nbandwidth: 10\n")
     made = colc.compile(topo, collective="allgather", algorithm="ring")
     with pytest.raises(colc.errors.ColcError, match="unknown backend 'bogus'"):

@@ -227,6 +227,29 @@ def test_a_schema_error_names_the_attribute(tmp_path, capsys, old, new, words) -
 
 
 
+
+def test_token_attributes_with_spaces_read_as_the_schema_compares_them(tmp_path, capsys) -> None:
+    """RelaxNG compares an untyped value as a token: buf=" input" passes the
+    schema, and the reader took it for an unknown region (an internal
+    error); a space-padded version is not blamed for another element's
+    mistake."""
+    from colc.cli import main
+
+    path = os.path.join(HERE, "data", "oneccl", "ring3-allgather-split.oneccl.xml")
+    with open(path, encoding="utf-8") as fh:
+        text = fh.read()
+    spaced = tmp_path / "spaced.oneccl.xml"
+    spaced.write_text(text.replace('dst_buf="output"', 'dst_buf=" output "'))
+    assert main(["verify", str(spaced)]) == 0
+    bogus = tmp_path / "bogus.oneccl.xml"
+    bogus.write_text(text.replace('version="1"', 'version=" 1 "', 1).replace(
+        '<rank id="1"', '<rank id="1" bogus="2"', 1))
+    capsys.readouterr()
+    assert main(["verify", str(bogus)]) == 1
+    err = capsys.readouterr().out
+    assert "<rank> has no attribute 'bogus'" in err and "version" not in err, err
+
+
 def test_an_empty_window_is_flagged_as_in_msccl_files() -> None:
     path = os.path.join(HERE, "data", "oneccl", "ring3-allgather-split.oneccl.xml")
     with open(path, encoding="utf-8") as fh:

@@ -149,6 +149,18 @@ def test_a_failed_rename_gives_the_renamed_files_their_old_texts_back(tmp_path,
     assert len(calls) == 3
     assert {p.name: p.read_text() for p in tmp_path.iterdir()} == old
 
+    def interrupted(src, dst):  # Ctrl-C just after the second rename is done
+        real_replace(src, dst)
+        if str(src).endswith(".tmp"):
+            calls.append(dst)
+            if len(calls) == 5:
+                raise KeyboardInterrupt
+
+    monkeypatch.setattr(output.os, "replace", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        output.write_outputs(items)
+    assert {p.name: p.read_text() for p in tmp_path.iterdir()} == old  # f0.xml's text too
+
 
 def _file_limit(nbytes: int):
     import resource
