@@ -341,10 +341,11 @@ def _write_portfolio(topo, opts, folder: str, source: str) -> int:
         raise ColcError("a directory output holds MSCCL files; use a file name for oneCCL")
     portfolio = build_portfolio(topo, opts)
     clear_progress()
-    created = not os.path.exists(folder)
+    created = _missing_levels(folder)  # removed again if the write fails
     try:
         os.makedirs(folder, exist_ok=True)
     except OSError as err:
+        _remove_levels(created)
         raise ColcError(f"{folder}: error: cannot create the folder: {err.strerror}") from None
     names = [w.filename(i, opts.collective.value) for i, w in enumerate(portfolio.windows)]
     stale = _stale_files(folder, opts.collective.value, set(names))
@@ -353,9 +354,7 @@ def _write_portfolio(topo, opts, folder: str, source: str) -> int:
                        for name, w in zip(names, portfolio.windows, strict=True)],
                       inputs=[source], remove=[os.path.join(folder, n) for n in stale])
     except BaseException:
-        if created:
-            with contextlib.suppress(OSError):
-                os.rmdir(folder)
+        _remove_levels(created)
         raise
     print(format_portfolio(portfolio), file=sys.stderr)
     for note in portfolio.notes:
@@ -379,6 +378,25 @@ def _check_folder(folder: str) -> None:
         parent = os.path.dirname(parent)
     if not os.path.isdir(parent) or not os.access(parent, os.W_OK | os.X_OK):
         raise ColcError(f"{folder}: error: cannot create the folder in {parent}")
+
+
+def _missing_levels(folder: str) -> list[str]:
+    """The folders ``os.makedirs(folder)`` would create, deepest first."""
+    out = []
+    path = os.path.abspath(folder)
+    while not os.path.lexists(path):
+        out.append(path)
+        path = os.path.dirname(path)
+    return out
+
+
+def _remove_levels(levels: list[str]) -> None:
+    """Remove the (empty) folders a failed portfolio write created, deepest first."""
+    for path in levels:
+        try:
+            os.rmdir(path)
+        except OSError:
+            return
 
 
 def _stale_files(folder: str, collective: str, keep: set[str]) -> list[str]:

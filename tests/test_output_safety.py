@@ -170,15 +170,16 @@ def _file_limit(nbytes: int):
 
 def test_a_portfolio_past_the_file_size_limit_leaves_the_folder_as_it_was(tmp_path) -> None:
     """``ulimit -f``: the larger files of a portfolio cannot be written; the
-    run exits 1 with one line, the earlier portfolio is untouched and a new
-    folder is not left behind."""
+    run exits 1 with one line, the earlier portfolio is untouched and new
+    folders are not left behind (every level ``-o`` created: only the last
+    one was removed)."""
     import subprocess
     import sys
 
     folder = tmp_path / "algos"
     assert main([RING, "--algorithm", "ring", "-o", f"{folder}/"]) == 0
     before = {p.name: p.read_bytes() for p in folder.iterdir()}
-    for target in (folder, tmp_path / "new"):
+    for target in (folder, tmp_path / "new" / "deeper"):  # both levels removed again
         done = subprocess.run([sys.executable, "-m", "colc.cli", RING, "-o", f"{target}/"],
                               capture_output=True, text=True, preexec_fn=_file_limit(60_000),
                               cwd=REPO, timeout=300)
