@@ -422,9 +422,10 @@ class _Reader:
         if len(missing) > 3:  # one line, not one per rank
             self.err(f"no <gpu> for {len(missing)} of the ngpus={ngpus} ranks (ids "
                      f"{_id_ranges(missing)}): they run nothing", node)
-        for r in missing:
-            if len(missing) <= 3:
+        else:
+            for r in missing:
                 self.err(f"no <gpu id=\"{r}\">: rank {r} runs nothing", node, r)
+        for r in missing:
             ranks[r] = RankProgram(r, 0, 0, 0, ())
         return Program(next((v for k, v in node.attrs if k == "name"), ""), coll, proto,
                        ints["nchannels"], ints["nchunksperloop"], ngpus, bool(ints["inplace"]),

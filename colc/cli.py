@@ -256,15 +256,15 @@ def _options(args: argparse.Namespace):
 def _budget_list(text: str) -> tuple[int, ...]:
     """``--budgets 8,16,0`` as integers (each a valid budget)."""
     out = []
-    if text.strip() and not text.replace(",", "").strip():
-        raise ColcError(f"colc: error: --budgets takes whole numbers separated by commas, "
-                        f"got {text!r}")
     for item in filter(None, (x.strip() for x in text.split(","))):
         try:
             out.append(_budget(int(item)))
         except ValueError:
             raise ColcError(f"colc: error: --budgets takes whole numbers separated by "
                             f"commas, got {item!r}") from None
+    if text.strip() and not out:  # "," alone: no budget rows at all
+        raise ColcError(f"colc: error: --budgets takes whole numbers separated by commas, "
+                        f"got {text!r}")
     return tuple(out)
 
 
@@ -373,9 +373,7 @@ def _check_folder(folder: str) -> None:
         if not os.path.isdir(folder):
             raise ColcError(f"{folder}: error: exists and is not a directory")
         return
-    parent = os.path.dirname(os.path.abspath(folder))
-    while not os.path.exists(parent):
-        parent = os.path.dirname(parent)
+    parent = os.path.dirname(_missing_levels(folder)[-1])
     if not os.path.isdir(parent) or not os.access(parent, os.W_OK | os.X_OK):
         raise ColcError(f"{folder}: error: cannot create the folder in {parent}")
 

@@ -172,17 +172,12 @@ def _keep(real: str) -> str | None:
     None: the file system makes no link)."""
     if not os.path.lexists(real):
         return ""
-    folder, name = os.path.split(real)
-    for _ in range(100):
-        link = os.path.join(folder, f".colc-{os.urandom(6).hex()}.old")
-        try:
-            os.link(real, link)
-        except FileExistsError:
-            continue
-        except OSError:
-            return None
-        return link
-    return None
+    link = _hidden_name(real)
+    try:
+        os.link(real, link)
+    except OSError:
+        return None
+    return link
 
 
 def _restore(done: list[tuple[str, str | None]]) -> None:
