@@ -334,7 +334,13 @@ def _check_connections(rp: RankProgram) -> list[Diagnostic]:
 
 
 def _check_pairing(program: Program) -> list[Diagnostic]:
-    """Every used connection needs a tb at the other end."""
+    """Every declared connection needs a tb at the other end.
+
+    The runtime connects every ``(chan, send)`` and ``(chan, recv)`` a tb
+    declares, steps or not (its parser registers the peer per channel), and
+    NCCL's connection setup waits for the other end's half: a declared end
+    without its partner hangs the communicator's setup, a used one the run.
+    """
     recv_ends = set()
     send_ends = set()
     for rp in program.ranks:
@@ -346,15 +352,25 @@ def _check_pairing(program: Program) -> list[Diagnostic]:
     out = []
     for rp in program.ranks:
         for tb in rp.threadblocks:
-            sends = [i for i, s in enumerate(tb.steps) if s.kind._value_ in _SENDS]
-            recvs = [i for i, s in enumerate(tb.steps) if s.kind._value_ in _RECEIVES]
-            if sends and tb.send is not None and (tb.channel, rp.rank, tb.send) not in recv_ends:
-                out.append(error(f"no tb on rank {tb.send} receives from rank {rp.rank} on chan "
-                                 f"{tb.channel}", rp.rank, tb.id, sends[0]))
-            if recvs and tb.recv is not None and (tb.channel, tb.recv, rp.rank) not in send_ends:
-                out.append(error(f"no tb on rank {tb.recv} sends to rank {rp.rank} on chan "
-                                 f"{tb.channel}", rp.rank, tb.id, recvs[0]))
+            if tb.send is not None and (tb.channel, rp.rank, tb.send) not in recv_ends:
+                out.append(_unpaired(tb, "send", rp.rank, tb.send, _SENDS))
+            if tb.recv is not None and (tb.channel, tb.recv, rp.rank) not in send_ends:
+                out.append(_unpaired(tb, "recv", rp.rank, tb.recv, _RECEIVES))
     return out
+
+
+def _unpaired(tb: Threadblock, end: str, rank: int, peer: int, kinds: frozenset) -> Diagnostic:
+    """The error for ``tb``'s ``end`` (send or recv) to ``peer`` that no tb
+    on ``peer`` matches on its channel."""
+    used = [i for i, s in enumerate(tb.steps) if s.kind._value_ in kinds]
+    verb, back, use = (("receives from", "recv", "sends") if end == "send"
+                       else ("sends to", "send", "receives"))
+    msg = f"no tb on rank {peer} {verb} rank {rank} on chan {tb.channel}"
+    if not used:
+        msg += (f" (this tb declares {end}={peer} but never {use}: the runtime connects "
+                f"it anyway and its setup waits for rank {peer}'s {back} end, a hang)")
+        return error(msg, rank, tb.id)
+    return error(msg, rank, tb.id, used[0])
 
 
 def _check_deps(rp: RankProgram) -> list[Diagnostic]:

@@ -203,6 +203,21 @@ def test_missing_receiver_tb_deadlocks() -> None:
     assert has(errs, "deadlock (in-place, FIFO depth 2)")
 
 
+@pytest.mark.parametrize(("tb", "message"), [
+    ('<tb id="1" send="-1" recv="2" chan="0">', "no tb on rank 2 sends to rank 0 on chan 0"),
+    ('<tb id="1" send="2" recv="-1" chan="0">', "no tb on rank 2 receives from rank 0 on chan 0"),
+])
+def test_declared_peer_without_a_partner_hangs_the_setup(tb: str, message: str) -> None:
+    """The runtime connects every peer a tb declares, steps or not, and
+    NCCL's connection setup waits for the other end: a tb on rank 0 that
+    declares rank 2 (no ring step joins them) hangs the communicator."""
+    text = example("01")
+    end = text.index("  </gpu>")
+    text = text[:end] + f"    {tb}\n    </tb>\n" + text[end:]
+    errs = errors_of(text)
+    assert has(errs, "rank 0 tb 1", message, "but never", "rank 2's", "hang"), errs
+
+
 def test_extra_send_is_unconsumed() -> None:
     text = example("01")
     extra = ('      <step s="7" type="s" srcbuf="i" srcoff="0" dstbuf="i" dstoff="0" cnt="1" '
