@@ -94,12 +94,7 @@ def verify_dir(folder: str, jobs: int | None = None) -> DirReport:
     """
     from colc.forked import fork_map
 
-    try:
-        names = sorted(os.listdir(folder))
-    except OSError as err:
-        raise ColcError(f"{folder}: error: cannot list: {err.strerror}") from None
-    # the runtime skips what is not a file or a link to one
-    names = [n for n in names if os.path.isfile(os.path.join(folder, n))]
+    names = _loaded_names(folder)
     sizes = [_size(os.path.join(folder, n)) for n in names]
     groups = _neighbours(sizes)
     if sum(sizes) < PARALLEL_BYTES:
@@ -128,6 +123,20 @@ def verify_dir(folder: str, jobs: int | None = None) -> DirReport:
     return DirReport(folder, tuple(files), tuple(errors), tuple(warnings))
 
 
+def _loaded_names(folder: str) -> list[str]:
+    """The entries of ``folder`` the runtime opens, sorted: regular files and
+    symbolic links, whatever they point to (it reads the directory entry's
+    type, ``DT_REG`` or ``DT_LNK``), so a dangling link or a link to a
+    folder fails the load like an unreadable file; folders, FIFOs, sockets
+    and devices it skips."""
+    try:
+        with os.scandir(folder) as entries:
+            return sorted(e.name for e in entries
+                          if e.is_symlink() or e.is_file(follow_symlinks=False))
+    except OSError as err:
+        raise ColcError(f"{folder}: error: cannot list: {err.strerror}") from None
+
+
 def _size(path: str) -> int:
     try:
         return os.path.getsize(path)
@@ -149,6 +158,13 @@ def _neighbours(sizes: list[int]) -> list[list[int]]:
 
 def _verify_one(verifier: Verifier, folder: str, name: str) -> tuple:
     """``(name, report without its program or None, _Selection or None, error or "")``."""
+    path = os.path.join(folder, name)
+    if os.path.islink(path) and not os.path.isfile(path):
+        what = "a folder" if os.path.isdir(path) else (
+            "nothing" if not os.path.lexists(os.path.realpath(path)) else "no regular file")
+        return (name, None, None, f"{name}: a symbolic link to {what} "
+                f"({os.readlink(path)}); the runtime opens every link of the folder and "
+                "fails to load it")
     try:
         report = verifier.file(os.path.join(folder, name), backend="msccl")
     except ColcError as err:

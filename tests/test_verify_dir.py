@@ -42,6 +42,29 @@ def test_overlap_shadow_and_foreign_files_are_reported(tmp_path, capsys) -> None
     assert "README: not an MSCCL algorithm file" in capsys.readouterr().out
 
 
+def test_links_load_like_the_runtime_and_other_entries_are_skipped(tmp_path, capsys) -> None:
+    """The runtime opens every regular file and every symbolic link of the
+    folder (by the entry's type), so a dangling link or a link to a folder
+    fails its load; subfolders and FIFOs it skips."""
+    folder = _portfolio(tmp_path)
+    first = sorted(os.listdir(folder))[0]
+    os.mkdir(os.path.join(folder, "old"))
+    os.mkfifo(os.path.join(folder, "pipe"))
+    os.symlink(first, os.path.join(folder, "alias.xml"))  # a link to a file: read through
+    capsys.readouterr()
+    assert main(["verify", folder]) == 1  # the alias duplicates a window
+    out = capsys.readouterr().out
+    assert "alias.xml: OK (" in out and "pipe" not in out and "old" not in out
+    os.unlink(os.path.join(folder, "alias.xml"))
+    os.symlink(str(tmp_path / "gone.xml"), os.path.join(folder, "zz-gone.xml"))
+    os.symlink(str(tmp_path), os.path.join(folder, "zz-dir.xml"))
+    assert main(["verify", folder]) == 1
+    out = capsys.readouterr().out
+    assert re.search(r"error: zz-gone.xml: a symbolic link to nothing \(.*gone.xml\); the runtime "
+                     r"opens every link", out), out
+    assert "error: zz-dir.xml: a symbolic link to a folder" in out
+
+
 def test_file_warnings_and_an_empty_folder_are_shown(tmp_path, capsys) -> None:
     folder = _portfolio(tmp_path)
     first = sorted(os.listdir(folder))[0]
