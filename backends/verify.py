@@ -27,15 +27,27 @@ class VerifyReport:
     program: object | None = None  # the MSCCL ``Program`` when the file parsed
 
 
-def detect_backend(text: str) -> str:
-    """``msccl`` or ``oneccl`` from the first element of the file."""
-    head = text.lstrip()[:4096]
-    while head.startswith("<!--"):
-        end = head.find("-->")
-        head = head[end + 3:].lstrip() if end >= 0 else ""
-    if head.startswith("<?xml"):
-        head = head[head.find("?>") + 2:].lstrip()
-    return "oneccl" if head.startswith("<oneccl") else "msccl"
+def detect_backend(text: str, path: str = "") -> str:
+    """``msccl`` or ``oneccl`` from the first element of the file, past a
+    byte-order mark, the XML declaration, comments and processing
+    instructions in any order; where that element is neither ``<algo`` nor
+    ``<oneccl`` (or there is none), from the name ``path`` ends with
+    (``.oneccl.xml``, as ``colc`` names oneCCL files), so the messages
+    are the intended format's.
+
+    >>> detect_backend('\ufeff<?xml version="1.0"?>\n<!-- a -->\n<oneccl coll="allgather">')
+    'oneccl'
+    >>> detect_backend('<!-- <oneccl> --><algo name="x">')
+    'msccl'
+    """
+    head = text[:4096].lstrip("\ufeff \t\r\n")
+    while head.startswith(("<!--", "<?")):
+        close = "-->" if head.startswith("<!--") else "?>"
+        end = head.find(close)
+        head = head[end + len(close):].lstrip() if end >= 0 else ""
+    if head.startswith(("<oneccl", "<algo")):
+        return "oneccl" if head.startswith("<oneccl") else "msccl"
+    return "oneccl" if path.lower().endswith(".oneccl.xml") else "msccl"
 
 
 def verify_text(text: str, path: str, backend: str | None = None) -> VerifyReport:
@@ -74,7 +86,7 @@ class Verifier:
     def text(self, text: str, path: str, backend: str | None = None) -> VerifyReport:
         """Verify ``text`` read from ``path``: ``verify_text`` (the same
         parameters and report) in this verifier's sequence."""
-        backend = backend or detect_backend(text)
+        backend = backend or detect_backend(text, path)
         if backend == "oneccl":
             from colc.backends.oneccl_verify import verify_oneccl_text
 
@@ -170,7 +182,7 @@ def _read_text(path: str, backend: str | None) -> tuple[str, str, str]:
                 head = fh.read(HEAD_BYTES).decode("utf-8", errors="replace")
         except OSError as err:
             raise SpecError(path, f"cannot read file: {err.strerror or err}") from None
-        backend = detect_backend(head)
+        backend = detect_backend(head, path)
     data = read_bytes_limited(path, MAX_STREAM_BYTES if backend == "oneccl" else MAX_FILE_BYTES)
     try:
         text = data.decode("utf-8")

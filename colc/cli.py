@@ -449,7 +449,9 @@ def _cmd_verify(argv: list[str]) -> int:
         description="Check a runtime XML file on the runtime's terms, or every file of an "
                     "MSCCL_ALGO_DIR and the size windows between them.")
     p.add_argument("file", help="an algorithm file, or a folder")
-    p.add_argument("--backend", choices=["msccl", "oneccl"], default=None)
+    p.add_argument("--backend", choices=["msccl", "oneccl"], default=None,
+                   help="the file's format (default: from its first element, else its "
+                        "name: *.oneccl.xml is oneCCL); a folder is always MSCCL")
     p.add_argument("-q", "--quiet", action="store_true",
                    help="print only errors (no warnings, no OK lines)")
     p.add_argument("--jobs", type=int, default=0,
@@ -458,6 +460,9 @@ def _cmd_verify(argv: list[str]) -> int:
     args = p.parse_args(argv)
     jobs = _jobs(args.jobs) or None
     if os.path.isdir(args.file):
+        if args.backend == "oneccl":
+            raise ColcError(f"{args.file}: error: --backend oneccl: a folder is verified as "
+                            "an MSCCL_ALGO_DIR; name each oneCCL file")
         return _verify_folder(args.file, args.quiet, jobs)
     report = verify_file(args.file, backend=args.backend)
     for line in report.errors:
@@ -680,7 +685,7 @@ def _cmd_simulate(argv: list[str]) -> int:
         raise ColcError(f"{args.file}: error: cannot read ({err.__class__.__name__})") from None
     from colc.backends.verify import detect_backend
 
-    if detect_backend(text) == "oneccl":
+    if detect_backend(text, args.file) == "oneccl":
         raise ColcError(f"{args.file}: error: a oneCCL file; colc simulate runs MSCCL files "
                         f"(colc verify checks oneCCL files)")
     read = read_msccl(text, args.file)

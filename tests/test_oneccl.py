@@ -149,6 +149,35 @@ def test_colc_verify_says_what_a_clean_oneccl_file_holds(capsys) -> None:
     assert f"{sched.nchunks} chunks per loop; executed at eager depth {sched.eager_depth})" in out
 
 
+@pytest.mark.parametrize("edit", ["comment", "bom", "pi"])
+def test_format_is_told_past_the_declaration_comments_and_a_bom(edit, tmp_path, capsys) -> None:
+    """A comment or processing instruction after the XML declaration, or a
+    byte-order mark, does not make a oneCCL file an MSCCL one."""
+    from colc.cli import main
+
+    src = sorted(glob.glob(os.path.join(GOLDEN, "*.oneccl.xml")))[0]
+    decl, rest = open(src, encoding="utf-8").read().split("\n", 1)
+    assert decl.startswith("<?xml")
+    text = {"comment": f"{decl}\n<!-- edited by hand -->\n{rest}",
+            "bom": f"\ufeff{decl}\n{rest}",
+            "pi": f"{decl}\n<?editor mark?>\n{rest}"}[edit]
+    path = tmp_path / "edited.xml"  # not named .oneccl.xml: told from the content
+    path.write_text(text, encoding="utf-8")
+    assert main(["verify", str(path)]) == 0
+    assert ": OK (oneCCL " in capsys.readouterr().out
+
+
+def test_a_oneccl_name_tells_the_format_when_the_content_cannot(tmp_path, capsys) -> None:
+    from colc.cli import main
+
+    path = tmp_path / "x.oneccl.xml"
+    path.write_text("<schedule/>\n")
+    assert main(["verify", str(path)]) == 1
+    assert "oneCCL XML schema" in capsys.readouterr().out
+    assert main(["verify", "--backend", "oneccl", str(tmp_path)]) == 1
+    assert "--backend oneccl: a folder is verified as an MSCCL_ALGO_DIR" in capsys.readouterr().err
+
+
 # --------------------------------------------------------------------------- verifier findings
 
 
