@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 import re
+import unicodedata
 from fractions import Fraction
 from typing import Literal
 
@@ -240,6 +241,8 @@ def _parse_number(text: str, *, path: str, field: str, line: int | None) -> Frac
     if len(stripped) > MAX_NUMBER_CHARS:
         raise FieldError(path, field, f"a number of {len(stripped)} characters; at most "
                          f"{MAX_NUMBER_CHARS} are accepted", line)
+    if not stripped.isascii():  # Fraction reads any script's digits, past the exponent check
+        raise FieldError(path, field, f"write numbers in ASCII digits, got {show(text)}", line)
     exp = _EXPONENT.search(stripped)
     if exp is not None and "/" not in stripped:
         digits = exp.group(1).replace("_", "").replace("+", "")
@@ -352,4 +355,17 @@ def str_value(value: object, *, path: str, field: str, line: int | None = None) 
     if len(value) > MAX_NAME_CHARS:
         raise FieldError(path, field, f"a string of {len(value)} characters; at most "
                          f"{MAX_NAME_CHARS} are accepted", line)
+    bad = next((c for c in value if _unprintable(c)), None)
+    if bad is not None:  # YAML escapes ("\x01", "\ud800") get past the reader's check
+        raise FieldError(path, field, f"holds U+{ord(bad):04X}, a control character, "
+                         "surrogate or noncharacter; names go into XML files and messages",
+                         line)
     return value
+
+
+def _unprintable(c: str) -> bool:
+    """A character no XML file or terminal line should carry: a control
+    character (tab included), a lone surrogate or a Unicode noncharacter."""
+    code = ord(c)
+    return (unicodedata.category(c) in ("Cc", "Cs") or 0xFDD0 <= code <= 0xFDEF
+            or code & 0xFFFE == 0xFFFE)

@@ -58,6 +58,7 @@ Example
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -77,6 +78,9 @@ from .validate import validate_topology
 
 #: Largest NCCL topology file read (bytes).
 MAX_BYTES = MAX_FILE_BYTES
+#: Longest integer attribute, characters (``0x`` and 16 hex digits: a bus id or
+#: a 64-bit mask; no real value is longer).
+MAX_INT_CHARS = 18
 
 #: PCI class of an NVSwitch.
 NVSWITCH_CLASS = 0x068000
@@ -243,11 +247,14 @@ def _attr_int(el: etree._Element, attr: str, path: str, *, required: bool = True
         if required:
             raise SpecError(path, f"<{el.tag}>: attribute '{attr}' missing", el.sourceline)
         return default
+    text = raw.strip()
     try:
-        return int(raw.strip(), 0) if raw.strip().lower().startswith("0x") else int(raw.strip())
+        if not text.isascii() or len(text) > MAX_INT_CHARS:
+            raise ValueError
+        return int(text, 0) if text.lower().startswith("0x") else int(text)
     except ValueError:
-        raise SpecError(path, f"<{el.tag}>: attribute '{attr}' must be an integer, got "
-                        f"{raw!r}", el.sourceline) from None
+        raise SpecError(path, f"<{el.tag}>: attribute '{attr}' must be an integer of at most "
+                        f"{MAX_INT_CHARS} ASCII digits, got {show(raw)}", el.sourceline) from None
 
 
 def _busid(raw: str | None) -> str:
@@ -259,10 +266,8 @@ def _pci_bandwidth(el: etree._Element | None, path: str) -> Fraction:
     if el is None:
         return Fraction(24)
     words = (el.get("link_speed") or "").split()
-    try:
-        code = PCI_SPEED_CODE.get(Fraction(words[0])) if words else None
-    except ValueError:
-        code = None
+    number = words and re.fullmatch(r"[0-9]{1,4}(\.[0-9]{1,4})?", words[0])
+    code = PCI_SPEED_CODE.get(Fraction(words[0])) if number else None
     width = _attr_int(el, "link_width", path, required=False, default=16) or 16
     return Fraction(width * (code or 120), 80)
 

@@ -7,7 +7,9 @@ reverse with equal bandwidth and latency are written once with
 ``duplex: true`` (the parser expands that back to the same two links, in the
 same order), so parsing the text gives back an equal ``Topology``.
 Bandwidths and latencies are integers when whole, else ``"p/q"`` strings.
-Ids and names are quoted with JSON string syntax (valid YAML flow scalars).
+Ids and names are quoted with JSON string syntax (valid YAML flow scalars),
+but for characters past U+FFFF, which JSON writes as a surrogate pair and
+YAML would read back as two lone surrogates: those are written ``\\UXXXXXXXX``.
 
 Example
 -------
@@ -32,12 +34,24 @@ from fractions import Fraction
 from colc.ir.topology import Link, Topology
 
 
+def _quoted(text: str) -> str:
+    r"""``text`` as a double-quoted YAML scalar, in ASCII.
+
+    >>> print(_quoted("e\U0001F680 \u00e9"))
+    "e\U0001f680 \u00e9"
+    """
+    body = json.dumps(text, ensure_ascii=False)
+    return "".join(c if ord(c) < 0x80 else
+                   (f"\\u{ord(c):04x}" if ord(c) <= 0xFFFF else f"\\U{ord(c):08x}")
+                   for c in body)
+
+
 def _num(x: Fraction) -> str:
     return str(x.numerator) if x.denominator == 1 else f'"{x.numerator}/{x.denominator}"'
 
 
 def _link(link: Link, duplex: bool) -> str:
-    parts = [f"src: {json.dumps(link.src)}", f"dst: {json.dumps(link.dst)}",
+    parts = [f"src: {_quoted(link.src)}", f"dst: {_quoted(link.dst)}",
              f"bandwidth: {_num(link.bandwidth)}"]
     if link.latency:
         parts.append(f"latency: {_num(link.latency)}")
@@ -58,13 +72,13 @@ def topology_to_yaml(topo: Topology) -> str:
     str
         YAML text ending with a newline; deterministic.
     """
-    out = [f"name: {json.dumps(topo.name)}"]
+    out = [f"name: {_quoted(topo.name)}"]
     if topo.hardware:  # the machine whose cost model it takes (a hardware family's)
-        out.append(f"hardware: {json.dumps(topo.hardware)}")
+        out.append(f"hardware: {_quoted(topo.hardware)}")
     out.append("nodes:")
     for n in topo.nodes:
         extra = (", multicast: true" if n.multicast else "") + (", net: true" if n.net else "")
-        out.append(f"  - {{id: {json.dumps(n.id)}, kind: {n.kind}{extra}}}")
+        out.append(f"  - {{id: {_quoted(n.id)}, kind: {n.kind}{extra}}}")
     out.append("links:" if topo.links else "links: []")
     links = topo.links
     i = 0

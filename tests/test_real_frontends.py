@@ -293,6 +293,18 @@ def test_yaml_round_trip(load) -> None:
     assert text == topology_to_yaml(parse_topology_text(text, "x.yaml"))
 
 
+def test_yaml_round_trip_past_the_basic_plane() -> None:
+    """Names past U+FFFF came back as two lone surrogates (JSON's escape
+    for them), and the converted file was an internal error in analyze."""
+    text = ('name: "e\U0001F680 \u00e9"\nnodes: [{id: "g\U0001F6800", kind: gpu}, '
+            '{id: g1, kind: gpu}]\nlinks: [{src: "g\U0001F6800", dst: g1, bandwidth: 10, '
+            'duplex: true}]\n')
+    t = parse_topology_text(text, "x.yaml")
+    written = topology_to_yaml(t)
+    assert written.isascii() and "\\U0001f680" in written
+    assert parse_topology_text(written, "y.yaml") == t and t.name == "e\U0001F680 \u00e9"
+
+
 def test_yaml_keeps_the_hardware_cost_model() -> None:
     """colc convert of a hardware family kept its links but dropped its machine:
     the expanded file took the generic cost model (DGX A100 x2 compiled to a
