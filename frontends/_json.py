@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 from colc.errors import SpecError
 
@@ -43,7 +44,10 @@ def load_json(path: str) -> object:
     except json.JSONDecodeError as err:
         raise SpecError(path, f"malformed JSON: {err.msg}", err.lineno) from None
     except ValueError as err:  # an integer of more than 4300 digits
-        raise SpecError(path, f"malformed JSON: {' '.join(str(err).split())}") from None
+        digits = re.search(r"value has (\d+) digits", str(err))
+        what = f"a number of {digits.group(1)} digits" if digits else " ".join(str(err).split())
+        raise SpecError(path, f"malformed JSON: {what}; no topology value needs more than "
+                        "a few") from None
     except RecursionError:
         raise SpecError(path, "malformed JSON: nested too deeply") from None
 

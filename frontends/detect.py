@@ -27,12 +27,16 @@ from colc.ir.topology import Topology
 
 from ._input import check_input, decode_text, read_input
 from ._json import load_json
-from ._yaml_guard import safe_load
 from .msccl_tools_json import load_msccl_tools_topology
 from .nccl_topo_xml import load_nccl_topo, topology_from_mapping
 from .taccl_json import load_taccl_topology
+from .yaml_topology import load_topology, top_level
 
 _HEAD = 4096
+#: A key only msccl-tools or TACCL JSON has (a colc YAML file may be JSON too).
+_JSON_KEY = re.compile(r'"(msccl_type|gpus_per_node|nnodes)"\s*:')
+#: The NCCL wrapper's key at the top level, in block or flow style, quoted or not.
+_WRAPPER_KEY = re.compile(r"""^[\s{,]*["']?nccl_topo["']?\s*:""", re.M)
 
 
 def _head(path: str) -> str:
@@ -68,10 +72,11 @@ def foreign_loader(path: str, boxes: int | None = None) -> Callable[[], Topology
     text = re.sub(r"^\s*(<\?xml[^>]*\?>\s*)?(<!--.*?-->\s*)*", "", head, flags=re.S)
     if text.startswith("<"):
         return lambda: load_nccl_topo(path, boxes=boxes or 1)
-    stripped = head.lstrip()
-    if stripped.startswith("{") and path.endswith(".json") or stripped.startswith('{"'):
+    whole = decode_text(read_input(path), path)  # at most 16 MiB; keys may come late
+    if head.lstrip().startswith("{") and (path.lower().endswith(".json")
+                                          or _JSON_KEY.search(whole)):
         return lambda: _json_loader(path, boxes)
-    if re.search(r"^nccl_topo\s*:", head, flags=re.M):
+    if _WRAPPER_KEY.search(whole):
         return lambda: _wrapper(path, boxes)
     return None
 
@@ -89,14 +94,15 @@ def _json_loader(path: str, boxes: int | None) -> Topology:
     if isinstance(doc, dict) and "nnodes" in doc:
         raise SpecError(path, "this is a TACCL communication sketch; pass the TACCL topology "
                         "file (its sketch is read from <stem>.sketch.json beside it)")
+    if isinstance(doc, dict) and ("family" in doc or "nodes" in doc) and boxes is None:
+        return load_topology(path)  # colc's own form written as JSON (YAML reads it)
     raise SpecError(path, "unrecognised JSON topology: expected msccl-tools "
-                    "(\"msccl_type\": \"topology\") or TACCL (\"gpus_per_node\")")
+                    "(\"msccl_type\": \"topology\"), TACCL (\"gpus_per_node\") or colc's "
+                    "own form (\"family\" or \"nodes\")")
 
 
 def _wrapper(path: str, boxes: int | None) -> Topology:
-    doc = safe_load(decode_text(read_input(path), path), path)
-    if not isinstance(doc, dict):
-        raise SpecError(path, "top level must be a mapping")
+    doc, lines = top_level(decode_text(read_input(path), path), path)
     if boxes is not None:
         doc = {**doc, "boxes": boxes}
-    return topology_from_mapping(doc, path)
+    return topology_from_mapping(doc, path, lines)

@@ -62,6 +62,8 @@ from .families import build_family
 from .limits import bandwidth_value, check_links, check_nodes, check_ranks, latency_value
 from .validate import remember_node_lines, validate_topology
 
+#: The tag YAML resolves a plain ``<<`` key to (a merge of mappings).
+_MERGE = "tag:yaml.org,2002:merge"
 _EXPLICIT_KEYS = ("name", "hardware", "nodes", "links")
 #: What ``hardware:`` may name: the machines of the hardware families, whose
 #: runtime cost model the topology then takes (``Topology.hardware``).
@@ -126,6 +128,25 @@ def parse_topology_text(text: str, path: str = "<string>") -> Topology:
         loader.dispose()
 
 
+def top_level(text: str, path: str) -> tuple[dict[str, object], dict[str, int]]:
+    """The top-level mapping of a YAML document (the NCCL wrapper's), with
+    its keys' lines: duplicate keys refused and merge keys resolved as for
+    a topology.
+
+    Raises
+    ------
+    SpecError
+        Malformed YAML, a duplicate key, or a top level that is not a mapping.
+    """
+    root, loader = compose_node(text, path)
+    try:
+        if not isinstance(root, yaml.MappingNode):
+            raise SpecError(path, "top level must be a mapping")
+        return _Parser(path, loader).values(root)
+    finally:
+        loader.dispose()
+
+
 def _line(node: yaml.Node) -> int:
     return node.start_mark.line + 1
 
@@ -136,6 +157,7 @@ class _Parser:
     def __init__(self, path: str, loader: yaml.SafeLoader) -> None:
         self.path = path
         self.loader = loader
+        self._merged: dict[int, int] = {}  # id of a flattened mapping -> its merged pairs
 
     # ---------------------------------------------------------------- primitives
 
@@ -167,19 +189,17 @@ class _Parser:
             raise FieldError(
                 self.path, field, f"must be a mapping, got {self.describe(node)}", _line(node)
             )
-        try:
-            self.loader.flatten_mapping(node)
-        except yaml.MarkedYAMLError as err:
-            raise yaml_error(self.path, err) from None
+        merged = self._flatten(node)
         out: dict[str, tuple[yaml.Node, yaml.Node]] = {}
-        for key_node, value_node in node.value:
+        at: dict[str, int] = {}
+        for i, (key_node, value_node) in enumerate(node.value):
             key = self.value(key_node) if isinstance(key_node, yaml.ScalarNode) else None
             if not isinstance(key, str):
                 raise SpecError(
                     self.path, f"{self._in(field)}keys must be strings, got "
                     f"{self.describe(key_node)}", _line(key_node),
                 )
-            if key in out:
+            if key in out and at[key] >= merged:  # two of the mapping's own
                 raise SpecError(
                     self.path, f"{self._in(field)}duplicate key '{clip(key)}' "
                     f"(first at line {_line(out[key][0])})", _line(key_node),
@@ -189,8 +209,23 @@ class _Parser:
                     self.path, f"{self._in(field)}unknown key '{clip(key)}'; allowed: "
                     f"{hint or ', '.join(allowed)}", _line(key_node),
                 )
-            out[key] = (key_node, value_node)
+            out[key] = (key_node, value_node)  # a later merge or the own key wins
+            at[key] = i
         return out
+
+    def _flatten(self, node: yaml.MappingNode) -> int:
+        """Resolve ``node``'s merge keys (``<<``) in place, as YAML does;
+        returns how many pairs came from merges (they come first, and the
+        mapping's own keys override them)."""
+        if id(node) in self._merged:
+            return self._merged[id(node)]
+        own = sum(1 for k, _ in node.value if k.tag != _MERGE)
+        try:
+            self.loader.flatten_mapping(node)
+        except yaml.MarkedYAMLError as err:
+            raise yaml_error(self.path, err) from None
+        self._merged[id(node)] = len(node.value) - own
+        return self._merged[id(node)]
 
     @staticmethod
     def _in(field: str) -> str:
@@ -224,13 +259,16 @@ class _Parser:
                 self.path, "the file must be a mapping with 'nodes' and 'links', "
                 f"or with 'family'; got {self.describe(root)}", _line(root),
             )
+        self._flatten(root)
         keys = {self.value(k) for k, _ in root.value if isinstance(k, yaml.ScalarNode)}
         if "family" in keys:
             return self.family(root)
         return self.explicit(root)
 
-    def family(self, root: yaml.MappingNode) -> Topology:
-        # Reject duplicate / non-string keys here; build_family checks the key set.
+    def values(self, root: yaml.Node) -> tuple[dict[str, object], dict[str, int]]:
+        """The top-level mapping's values and their keys' lines (``key[i]``
+        for a list's items); duplicate and non-string keys are refused, the
+        caller checks the key set."""
         items = self.mapping(root, "", None)
         values: dict[str, object] = {}
         lines: dict[str, int] = {}
@@ -240,6 +278,10 @@ class _Parser:
             if isinstance(value_node, yaml.SequenceNode):
                 for i, item in enumerate(value_node.value):
                     lines[f"{key}[{i}]"] = _line(item)
+        return values, lines
+
+    def family(self, root: yaml.MappingNode) -> Topology:
+        values, lines = self.values(root)
         topo = build_family(values, self.path, lines=lines, line=_line(root))
         # Problems with a generated node can only be traced to the family line.
         node_lines = {n.id: lines["family"] for n in topo.nodes}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from fractions import Fraction
 
@@ -167,6 +168,45 @@ def test_wrapper_errors(tmp_path) -> None:
         topology_from_mapping({"nccl_topo": "missing.xml"}, p)
 
 
+@pytest.mark.parametrize("text", [
+    "{nccl_topo: %(x)s, boxes: 2, name: dgx-a100-2}\n",  # flow style
+    '"nccl_topo": %(x)s\nboxes: 2\nname: dgx-a100-2\n',  # a quoted key
+    "#\n" * 2000 + "nccl_topo: %(x)s\nboxes: 2\nname: dgx-a100-2\n",  # past 4 KiB
+    "  nccl_topo: %(x)s\n  boxes: 2\n  name: dgx-a100-2\n",  # an indented document
+])
+def test_yaml_wrapper_in_any_yaml_spelling(tmp_path, text) -> None:
+    """The wrapper was found only as a plain ``nccl_topo:`` at the start of a
+    line in the first 4 KiB; other spellings were read as colc YAML and its
+    key called unknown."""
+    path = tmp_path / "w.yaml"
+    path.write_text(text % {"x": DGX})
+    assert foreign_loader(str(path))() == dgx_a100(2)
+
+
+def test_yaml_wrapper_refuses_duplicate_keys(tmp_path) -> None:
+    path = tmp_path / "w.yaml"
+    path.write_text(f"nccl_topo: {DGX}\nboxes: 2\nboxes: 3\n")
+    with pytest.raises(SpecError, match=r"w.yaml:3: error: duplicate key 'boxes' \(first at "
+                       r"line 2\)"):
+        foreign_loader(str(path))()
+
+
+def test_merge_keys_resolve_as_yaml_does(tmp_path) -> None:
+    """A merge at the top level was malformed YAML, and a link's own key
+    overriding a merged one a duplicate; two of a mapping's own keys still
+    are."""
+    two = "nodes: [{id: a, kind: gpu}, {id: b, kind: gpu}]\n"
+    top = parse_topology_text(f"name: m\n<<: {{{two[:-1]}, links: [{{src: a, dst: b, "
+                              "bandwidth: 10, duplex: true}]}\n", "m.yaml")
+    links = parse_topology_text(two + "links:\n  - &l {src: a, dst: b, bandwidth: 10}\n"
+                                "  - {<<: *l, src: b, dst: a}\n", "m.yaml")
+    assert top.capacity() == links.capacity() and top.name == "m"
+    with pytest.raises(SpecError, match=r"m.yaml:4: error: field 'links\[1\]': duplicate key "
+                       r"'dst' \(first at line 4\)"):
+        parse_topology_text(two + "links:\n  - &l {src: a, dst: b, bandwidth: 10}\n"
+                            "  - {<<: *l, src: b, dst: a, dst: b}\n", "m.yaml")
+
+
 # --------------------------------------------------------------------------- msccl-tools JSON
 
 
@@ -190,6 +230,26 @@ def test_json_with_a_byte_order_mark_reads_as_without(tmp_path) -> None:
     loader = foreign_loader(str(bom))
     assert loader is not None
     assert loader().capacity() == load_msccl_tools_topology(src).capacity()
+
+
+@pytest.mark.parametrize("name", ["ring4", "ring4.JSON", "ring4.txt"])
+def test_pretty_printed_json_is_told_by_its_keys(tmp_path, name) -> None:
+    """Indented msccl-tools JSON (``{`` alone on the first line) was taken
+    for JSON only when named ``.json``; otherwise colc YAML called its
+    ``msccl_type`` unknown."""
+    src = os.path.join(DATA, "msccl-ring4.json")
+    path = tmp_path / name
+    path.write_text(json.dumps(json.load(open(src)), indent=2))
+    assert foreign_loader(str(path))().capacity() == load_msccl_tools_topology(src).capacity()
+
+
+@pytest.mark.parametrize("name", ["ring.yaml", "ring.json"])
+def test_colc_family_written_as_json_is_colc_yaml(tmp_path, name) -> None:
+    path = tmp_path / name
+    path.write_text('{"family": "ring", "ranks": 3, "bandwidth": 1}')
+    loader = foreign_loader(str(path))
+    topo = loader() if loader else parse_topology_text(path.read_text(), str(path))
+    assert topo.num_ranks == 3
 
 
 @pytest.mark.parametrize(("doc", "expect"), [
