@@ -125,6 +125,13 @@ def _check_keywords(kw: dict) -> None:
                            or value < least):
             raise ColcError(f"colc: option {name} must be a whole number of at least "
                             f"{least}, got {value!r}")
+    for mode in ("inplace", "outofplace"):
+        if kw.get(mode) not in (None, True, False):
+            raise ColcError(f"colc: option {mode} must be True, False or None, got "
+                            f"{kw[mode]!r}")
+    if kw.get("inplace") is False and kw.get("outofplace") is False:
+        raise ColcError("colc: inplace=False and outofplace=False leave no kind of call "
+                        "to compile for")
     if kw.get("max_bytes") and kw.get("min_bytes", 0) > kw["max_bytes"]:
         raise ColcError(f"colc: max_bytes {kw['max_bytes']} is smaller than min_bytes "
                         f"{kw['min_bytes']}")

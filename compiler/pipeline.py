@@ -267,6 +267,11 @@ def _modes(sched: Schedule, topo: Topology, opts: CompileOptions) -> Schedule:
             raise VerificationError(problems, header=f"the schedule is not correct {mode}: ")
         ok[mode] = not problems and wanted is not False
     if not (ok["inplace"] or ok["outofplace"]):
+        for mode, other, problems in (("inplace", "outofplace", found[1]),
+                                      ("outofplace", "inplace", found[2])):
+            if getattr(opts, other) is False and problems:  # the only mode asked for
+                raise VerificationError(problems, header=f"the schedule is not correct {mode} "
+                                        f"(and {other} calls were excluded): ")
         raise InternalError(f"{sched.algorithm} schedule is correct in no aliasing mode")
     return dataclasses.replace(sched, inplace=ok["inplace"], outofplace=ok["outofplace"])
 

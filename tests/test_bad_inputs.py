@@ -127,9 +127,16 @@ def test_api_errors_are_colcs_own(tmp_path, capsys):
     for kw, text in (({"foo": 1}, "unknown option 'foo'"),
                      ({"chunks": "2"}, "chunks must be a whole number of at least 1"),
                      ({"min_bytes": 1 << 20, "max_bytes": 1 << 10}, "max_bytes 1024 is smaller"),
-                     ({"min_bytes": -1}, "min_bytes must be a whole number of at least 0")):
+                     ({"min_bytes": -1}, "min_bytes must be a whole number of at least 0"),
+                     ({"inplace": "yes"}, "inplace must be True, False or None"),
+                     ({"inplace": False, "outofplace": False}, "leave no kind of call")):
         with pytest.raises(colc.errors.ColcError, match=text):
             colc.compile(topo, algorithm="ring", **kw)
+    # an all-to-all is correct only out of place: excluding that is the user's
+    # choice, not an internal error
+    with pytest.raises(colc.errors.ColcError,
+                       match=r"not correct inplace \(and outofplace calls were excluded\)"):
+        colc.compile(topo, collective="alltoall", algorithm="direct", outofplace=False)
     with pytest.raises(colc.errors.ColcError, match="protocol is not an option here"):
         colc.portfolio(topo, protocol="LL")
     oneccl = HERE.parent / "data" / "oneccl" / "ring3-allgather-split.oneccl.xml"
