@@ -89,7 +89,13 @@ def _call(item):
 
 
 def _quiet() -> None:
-    """In a worker: only the parent draws the progress line."""
+    """In a worker: only the parent draws the progress line, and only the
+    parent answers Ctrl-C (the terminal sends it to every process of the
+    group; the parent's pool then ends the workers, which would otherwise
+    each print a traceback)."""
+    import signal
+
     from colc import progress
 
     progress._ACTIVE.clear()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)

@@ -215,6 +215,19 @@ def test_analyze_estimates_match_built_schedules(monkeypatch):
         assert compared >= 9
 
 
+def test_only_the_parent_answers_ctrl_c():
+    """Ctrl-C reaches every process of the terminal's group: with --jobs 2
+    each forked worker printed a KeyboardInterrupt traceback before
+    'colc: interrupted'.  Workers now ignore it; the parent ends them."""
+    import signal
+
+    from colc.forked import fork_map
+
+    ignored = fork_map(lambda _: signal.getsignal(signal.SIGINT) == signal.SIG_IGN, [0, 1], 2)
+    assert ignored == [True, True]
+    assert signal.getsignal(signal.SIGINT) != signal.SIG_IGN  # the parent still answers
+
+
 def test_progress_line_on_request_and_erased(monkeypatch, capsys, tmp_path):
     """Issue 11: a progress line (stage, count, time) on stderr when asked
     (COLC_PROGRESS=1; by default only on a terminal), erased before results."""
