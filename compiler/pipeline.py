@@ -1031,16 +1031,16 @@ def _compile_once(topo: Topology, opts: CompileOptions) -> CompileResult:
     while pending:
         # A batch of up to ``jobs`` variants that can still win, lowered and
         # simulated in parallel, then ranked in order as one process would.
-        batch = []
+        # Variants pruned while the batch is drawn keep their place: their
+        # notes come in ranked order, with the bar one process would name.
+        batch, drawn = [], []
         while pending and len(batch) < jobs:
             neg_est, _, variant = pending.pop(0)
-            bar = _bar(best, _unselected(compiler, variant, sizes))
-            if -neg_est >= bar:
+            drawn.append((neg_est, variant))
+            if -neg_est >= _bar(best, _unselected(compiler, variant, sizes)):
                 batch.append((neg_est, variant))
-            else:
-                _skip(refusals, variant, -neg_est, bar)
         prefetch(compiler, [(v, sizes) for _, v in batch], jobs)
-        for neg_est, variant in batch:
+        for neg_est, variant in drawn:
             bar = _bar(best, _unselected(compiler, variant, sizes))
             if -neg_est < bar:  # as one process would: pruned by an earlier one
                 _skip(refusals, variant, -neg_est, bar)

@@ -99,6 +99,19 @@ def test_output_is_deterministic_across_hash_seeds(tmp_path) -> None:
     assert texts[0] == texts[1]
 
 
+def test_notes_do_not_depend_on_jobs(tmp_path, capsys) -> None:
+    """The file never did, but a variant pruned while a parallel batch was
+    drawn had its note printed before the notes of the batch's own
+    refusals: on a 3 x 3 torus, --jobs 2 moved trees/c64's note."""
+    topo = tmp_path / "t.yaml"
+    topo.write_text("family: torus\ndims: [3, 3]\nbandwidth: 10\n")
+    runs = []
+    for jobs in ("1", "2"):
+        assert main([str(topo), "-o", str(tmp_path / "o.xml"), "--jobs", jobs]) == 0
+        runs.append(capsys.readouterr().err)
+    assert runs[0] == runs[1] and runs[0].count("not used:") >= 5
+
+
 def test_analyze_json(capsys) -> None:
     assert main(["analyze", os.path.join(EXAMPLES, "ring-4.yaml"), "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
