@@ -258,7 +258,7 @@ def _budget_list(text: str) -> tuple[int, ...]:
     out = []
     for item in filter(None, (x.strip() for x in text.split(","))):
         try:
-            out.append(_budget(int(item)))
+            out.append(_budget(int(item), "--budgets"))
         except ValueError:
             raise ColcError(f"colc: error: --budgets takes whole numbers separated by "
                             f"commas, got {item!r}") from None
@@ -268,9 +268,9 @@ def _budget_list(text: str) -> tuple[int, ...]:
     return tuple(out)
 
 
-def _budget(n: int) -> int:
+def _budget(n: int, option: str = "--max-threadblocks") -> int:
     if n < 0:
-        raise ColcError(f"colc: error: --max-threadblocks must be 0 (the GPU's limit) or a "
+        raise ColcError(f"colc: error: {option} must be 0 (the GPU's limit) or a "
                         f"positive number of threadblocks per GPU, got {n}")
     return n
 

@@ -409,7 +409,7 @@ def budget_rows(topo: Topology, coll: Collective, sizes: tuple[int, ...],
     from colc.compiler.pipeline import CompileOptions, compile_topology, threadblock_budget
 
     model = model_named(machine) if machine else model_for(topo)
-    limits = sorted({threadblock_budget(b, model) for b in budgets})
+    limits = sorted({threadblock_budget(b, model, "--budgets") for b in budgets})
     rows: list[dict] = []
     best: dict | None = None
     for limit in limits:

@@ -21,7 +21,8 @@ from colc.errors import ColcError
 DEFAULT_THREADBLOCKS = 32
 
 
-def threadblock_budget(requested: int, model: RuntimeModel) -> int:
+def threadblock_budget(requested: int, model: RuntimeModel,
+                       option: str = "--max-threadblocks") -> int:
     """Threadblocks per GPU a file may take: ``requested``, or the GPU's own
     limit (``model.max_threadblocks``: SMs or CUs) for 0.
 
@@ -30,6 +31,8 @@ def threadblock_budget(requested: int, model: RuntimeModel) -> int:
     requested : int
         ``--max-threadblocks``: 0 for the GPU's limit, else 1..that limit.
     model : RuntimeModel
+    option : str
+        The option the budget came from, for the message.
 
     Returns
     -------
@@ -47,10 +50,10 @@ def threadblock_budget(requested: int, model: RuntimeModel) -> int:
     (108, 32)
     """
     if requested < 0:
-        raise ColcError(f"--max-threadblocks must be 0 (the GPU's limit) or a positive "
+        raise ColcError(f"{option} must be 0 (the GPU's limit) or a positive "
                         f"number of threadblocks per GPU, got {requested}")
     if requested > model.max_threadblocks:
-        raise ColcError(f"--max-threadblocks {requested} is more than the "
+        raise ColcError(f"{option} {requested} is more than the "
                         f"{model.max_threadblocks} threadblocks a GPU of machine {model.name} "
                         f"runs at once (the runtime needs all of a rank's threadblocks "
                         f"resident); use at most {model.max_threadblocks}, or 0 for that limit")

@@ -39,3 +39,15 @@ def test_chunks_that_fit_nothing_are_named_with_what_works() -> None:
     assert compile_topology(topo, CompileOptions(algorithm="bfb",
                                                  collective=Collective.ALLREDUCE)
                             ).algorithm == variant
+
+
+@pytest.mark.parametrize("budgets,text", [
+    ("-1", "--budgets must be 0 (the GPU's limit) or a positive number"),
+    ("8,200", "--budgets 200 is more than the 108 threadblocks"),
+])
+def test_analyze_budget_refusals_name_budgets(capsys, budgets, text) -> None:
+    """They named --max-threadblocks, which the user had not given."""
+    ring = os.path.join(REPO, "examples", "ring-4.yaml")
+    assert main(["analyze", ring, "--collective", "allgather", "--budgets", budgets]) == 1
+    err = capsys.readouterr().err
+    assert text in err and "--max-threadblocks" not in err, err
