@@ -589,11 +589,22 @@ def _cmd_convert(argv: list[str]) -> int:
     topo = load_any_topology(args.input, boxes=args.boxes)
     if _is_directory_target(args.output):
         raise ColcError(f"{args.output}: error: is a directory (give a file name)")
-    if args.output.lower().endswith((".json", ".xml")):  # it would hold YAML
-        raise ColcError(f"{args.output}: error: colc convert writes colc YAML; name the "
-                        f"output .yaml")
+    _refuse_suffix(args.output, "colc convert writes colc YAML", ".yaml")
     write_atomically(args.output, topology_to_yaml(topo), inputs=[args.input])
     return 0
+
+
+#: Names that promise a format colc's YAML and HTML outputs are not (a
+#: runtime loads every file of its XML folder; a JSON reader chokes).
+_OTHER_FORMATS = {".yaml": (".json", ".xml", ".html", ".htm"),
+                  ".html": (".json", ".xml", ".yaml", ".yml")}
+
+
+def _refuse_suffix(output: str, writes: str, suffix: str) -> None:
+    """Refuse an output name whose extension names another format than
+    ``suffix``'s (``colc convert``/``find`` write YAML, ``report`` HTML)."""
+    if output.lower().endswith(_OTHER_FORMATS[suffix]):
+        raise ColcError(f"{output}: error: {writes}; name the output {suffix}")
 
 
 def _cmd_find(argv: list[str]) -> int:
@@ -632,6 +643,9 @@ def _cmd_find(argv: list[str]) -> int:
                    help="processes the --mcf-lp LPs run on (0: every CPU available)")
     p.add_argument("-o", "--output", help="write the chosen topology here (colc YAML)")
     args = p.parse_args(argv)
+    if args.output:
+        _refuse_suffix(args.output, "colc find writes the chosen topology as colc YAML",
+                       ".yaml")
     try:
         alpha, bandwidth = Fraction(args.alpha), Fraction(args.bandwidth)
         share = Fraction(args.alltoall_share)
@@ -769,6 +783,7 @@ def _cmd_report(argv: list[str]) -> int:
     if not args.output or _is_directory_target(args.output):
         raise ColcError(f"colc report: error: -o takes the HTML file's name, got "
                         f"{args.output!r}")
+    _refuse_suffix(args.output, "colc report writes HTML", ".html")
     folder = os.path.dirname(os.path.abspath(args.output))
     if not os.path.isdir(folder):  # fail before the slow part, not after it
         raise ColcError(f"{args.output}: error: output folder {folder} does not exist")

@@ -184,6 +184,10 @@ NCCL_DUMP = os.path.join(REPO, "tests", "data", "real", "dgx-a100.nccl.xml")
      "--boxes must be 1 or more, got 0"),
     (["convert", os.path.join(EXAMPLES, "ring-4.yaml"), "-o", "OUT.json"],  # held YAML
      "colc convert writes colc YAML; name the output .yaml"),
+    (["find", "--ranks", "8", "--degree", "3", "-o", "OUT.xml"],  # replaced an MSCCL file
+     "colc find writes the chosen topology as colc YAML; name the output .yaml"),
+    (["report", os.path.join(EXAMPLES, "ring-4.yaml"), "-o", "OUT.xml", "--no-portfolio"],
+     "colc report writes HTML; name the output .html"),
 ])
 def test_subcommand_options_out_of_range_are_one_line(tmp_path, capsys, argv, text):
     argv = [a.replace("OUT", str(tmp_path / "out")) for a in argv]
