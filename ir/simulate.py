@@ -236,8 +236,10 @@ def selection_warnings(program: Program) -> list[str]:
     if selectable_sizes(program, 4) or selectable_sizes(program, 2):
         return []
     n = program.ngpus
-    advice = (", or colc's power-of-two chunkings, e.g. --chunks 16, give files selected there"
-              if n & (n - 1) == 0 else "")
+    odd = program.nchunks // (program.nchunks & -program.nchunks)
+    advice = (f", or a power-of-two nchunksperloop gives files selected there: colc's factor "
+              f"{odd} comes from --chunks or --instances" if n & (n - 1) == 0 and odd > 1
+              else "")
     step = program.nchunks * 4 * 1024  # fp32, a multiple of 16 bytes per rank
     example = max(step, -(-program.min_bytes // step) * step)
     return [f"nchunksperloop {program.nchunks} divides no element count of an nccl-tests "

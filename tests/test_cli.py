@@ -369,6 +369,18 @@ def test_compile_prefers_a_file_the_runtime_selects_and_warns_when_none_is(tmp_p
     assert main(["verify", str(folder)]) == 0  # a folder's files are warned of too
     out = capsys.readouterr().out
     assert f"{folder / 'ar.xml'}: warning: nchunksperloop" in out and "never selects" in out
+    assert "power-of-two nchunksperloop" not in out  # 6 ranks: no chunking helps
+
+
+def test_unselected_warning_names_the_odd_factor(tmp_path, capsys) -> None:
+    """With --instances 3 the advice was 'e.g. --chunks 16', the chunking in use."""
+    out = tmp_path / "x.xml"
+    assert main([os.path.join(EXAMPLES, "ring-4.yaml"), "--algorithm", "ring", "--instances",
+                 "3", "--chunks", "4", "-o", str(out)]) == 0
+    warning = [line for line in capsys.readouterr().err.splitlines() if "warning" in line]
+    assert len(warning) == 1 and "nchunksperloop 24 " in warning[0], warning
+    assert "colc's factor 3 comes from --chunks or --instances" in warning[0]
+    assert "e.g. --chunks 16" not in warning[0]
 
 
 def test_analyze_without_simulation_keeps_huge_exact_chunkings_out() -> None:
