@@ -377,7 +377,8 @@ def test_unselected_warning_names_the_odd_factor(tmp_path, capsys) -> None:
     out = tmp_path / "x.xml"
     assert main([os.path.join(EXAMPLES, "ring-4.yaml"), "--algorithm", "ring", "--instances",
                  "3", "--chunks", "4", "-o", str(out)]) == 0
-    warning = [line for line in capsys.readouterr().err.splitlines() if "warning" in line]
+    warning = [line for line in capsys.readouterr().err.splitlines()
+               if line.startswith("colc: warning:")]
     assert len(warning) == 1 and "nchunksperloop 24 " in warning[0], warning
     assert "colc's factor 3 comes from --chunks or --instances" in warning[0]
     assert "e.g. --chunks 16" not in warning[0]
