@@ -212,9 +212,33 @@ class Compiled:
                 for s in size_list]
 
     def analyze(self, **kw) -> dict:
-        """``colc analyze`` restricted to this file's collective (same keywords)."""
-        from colc.compiler.analyze import analyze_topology
+        """``colc analyze`` restricted to this file's collective.
 
+        Keywords as ``colc.compiler.analyze.analyze_topology``'s
+        (``algorithms``, ``collectives``, ``sizes``, ``simulate``,
+        ``machine``, ``max_threadblocks``, ``budgets``, ``search``,
+        ``jobs``); sizes may be strings (``"1M"``) and collectives names,
+        as elsewhere in the API.
+        """
+        import inspect
+
+        from colc.compiler.analyze import analyze_topology
+        from colc.ir.core import Collective
+        from colc.sizes import parse_size
+
+        known = set(inspect.signature(analyze_topology).parameters) - {"topo"}
+        unknown = sorted(set(kw) - known)
+        if unknown:
+            raise ColcError(f"colc: unknown analyze option {unknown[0]!r}; choose from "
+                            f"{', '.join(sorted(known))}")
+        if "sizes" in kw:
+            kw["sizes"] = tuple(parse_size(s) if isinstance(s, str) else s for s in kw["sizes"])
+        if "collectives" in kw:
+            for c in kw["collectives"]:
+                if not isinstance(c, Collective) and c not in COLLECTIVES:
+                    raise ColcError(f"colc: unknown collective {c!r}; choose from "
+                                    f"{', '.join(COLLECTIVES)}")
+            kw["collectives"] = tuple(Collective(c) for c in kw["collectives"])
         made = self.program if self.program is not None else self.result.threads
         kw.setdefault("collectives", (made.collective,))
         return analyze_topology(self.topology, **kw)

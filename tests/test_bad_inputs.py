@@ -137,6 +137,13 @@ def test_api_errors_are_colcs_own(tmp_path, capsys):
     with pytest.raises(colc.errors.ColcError,
                        match=r"not correct inplace \(and outofplace calls were excluded\)"):
         colc.compile(topo, collective="alltoall", algorithm="direct", outofplace=False)
+    ring = colc.compile(topo, collective="allgather", algorithm="ring")
+    report = ring.analyze(sizes=("1M",), collectives=("allgather",), algorithms=("ring",))
+    assert report["sizes"] == [1 << 20]  # strings as elsewhere in the API (were TypeErrors)
+    for kw, text in (({"foo": 1}, "unknown analyze option 'foo'"),
+                     ({"collectives": ("bogus",)}, "unknown collective 'bogus'")):
+        with pytest.raises(colc.errors.ColcError, match=text):
+            ring.analyze(**kw)
     with pytest.raises(colc.errors.ColcError, match="protocol is not an option here"):
         colc.portfolio(topo, protocol="LL")
     oneccl = HERE.parent / "data" / "oneccl" / "ring3-allgather-split.oneccl.xml"
