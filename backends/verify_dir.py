@@ -167,8 +167,9 @@ def _verify_one(verifier: Verifier, folder: str, name: str) -> tuple:
                 "fails to load it")
     try:
         report = verifier.file(os.path.join(folder, name), backend="msccl")
-    except ColcError as err:
-        return name, None, None, f"{name}: {err} (the runtime would fail to load the folder)"
+    except ColcError as err:  # "folder/name: error: why" -> "name: why"
+        why = str(err).removeprefix(f"{path}: error: ")
+        return name, None, None, f"{name}: {why} (the runtime would fail to load the folder)"
     program = report.program
     if program is None:
         return (name, report, None, f"{name}: not an MSCCL algorithm file; the runtime parses "

@@ -708,7 +708,16 @@ def _cmd_simulate(argv: list[str]) -> int:
         raise ColcError(f"{args.file}: error: the runtime would reject it: {first}")
     topo = load_any_topology(args.topo, boxes=args.boxes)
     model = model_named(args.machine) if args.machine else model_for(topo)
-    rows = [simulate(read.program, topo, model, s, dt, loaded=read.loaded) for s in sizes]
+    proto = read.program.protocol
+    if proto not in model.protocols:
+        given = (f"--machine {args.machine}" if args.machine
+                 else f"machine {model.name} (the topology's)")
+        raise ColcError(f"{args.file}: error: an {proto.value} file; {given} has no "
+                        f"{proto.value}")
+    try:
+        rows = [simulate(read.program, topo, model, s, dt, loaded=read.loaded) for s in sizes]
+    except ColcError as err:  # a hang the verifier would name: say which file
+        raise ColcError(f"{args.file}: error: {err}") from None
     tbs = read.program.max_threadblocks
     over = _over_budget(tbs, args.max_threadblocks, model)
     if args.json:

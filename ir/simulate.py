@@ -708,7 +708,8 @@ class _Simulation:
         if stuck:
             tb = stuck[0]
             raise SimulationError(
-                f"the program hangs in simulation: {len(stuck)} threadblocks never finish "
+                f"the program hangs in simulation: {len(stuck)} threadblock"
+                f"{'s never finish' if len(stuck) > 1 else ' never finishes'} "
                 f"(first: rank {tb.rank} threadblock {tb.id}); run colc verify on it")
         return eng.now
 

@@ -258,6 +258,22 @@ def test_simulate_cli_and_its_errors(tmp_path, capsys) -> None:
     assert "ranks" in capsys.readouterr().err
     assert main(["simulate", str(out), "--topo", topo, "--dtype", "int3"]) == 1
     assert main([topo, "--min-bytes", "1Z", "-o", str(out)]) == 1
+    capsys.readouterr()
+    # errors name the file, and the option that chose the machine
+    ll128 = tmp_path / "ll128.xml"
+    assert main([topo, "--algorithm", "ring", "--protocol", "LL128", "-o", str(ll128)]) == 0
+    capsys.readouterr()
+    assert main(["simulate", str(ll128), "--topo", topo, "--machine", "mi250"]) == 1
+    assert capsys.readouterr().err.strip() == (f"{ll128}: error: an LL128 file; --machine "
+                                               "mi250 has no LL128")
+    hang = tmp_path / "hang.xml"  # rank 0's threadblock waits on its own step
+    text = out.read_text()
+    first = text.index('depid="-1"', text.index('<gpu id="0"'))
+    hang.write_text(text[:first] + 'depid="0"' + text[first + len('depid="-1"'):])
+    assert main(["simulate", str(hang), "--topo", topo]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"{hang}: error: the program hangs in simulation: 4 threadblocks "
+                          "never finish"), err
 
 
 def test_parallel_and_serial_runs_give_identical_bytes():

@@ -184,6 +184,8 @@ NCCL_DUMP = os.path.join(REPO, "tests", "data", "real", "dgx-a100.nccl.xml")
      "--boxes must be 1 or more, got 0"),
     (["convert", os.path.join(EXAMPLES, "ring-4.yaml"), "-o", "OUT.json"],  # held YAML
      "colc convert writes colc YAML; name the output .yaml"),
+    (["find", "--ranks", "8", "--degree", "2", "--alpha", "-1"],  # showed "-1, 25/2"
+     "--alpha must be >= 0 microseconds, got -1"),
     (["find", "--ranks", "8", "--degree", "3", "-o", "OUT.xml"],  # replaced an MSCCL file
      "colc find writes the chosen topology as colc YAML; name the output .yaml"),
     (["report", os.path.join(EXAMPLES, "ring-4.yaml"), "-o", "OUT.xml", "--no-portfolio"],

@@ -63,6 +63,13 @@ def test_links_load_like_the_runtime_and_other_entries_are_skipped(tmp_path, cap
     assert re.search(r"error: zz-gone.xml: a symbolic link to nothing \(.*gone.xml\); the runtime "
                      r"opens every link", out), out
     assert "error: zz-dir.xml: a symbolic link to a folder" in out
+    os.unlink(os.path.join(folder, "zz-gone.xml"))
+    os.unlink(os.path.join(folder, "zz-dir.xml"))
+    with open(os.path.join(folder, "zz-bin"), "wb") as fh:
+        fh.write(b"\xff\xfe\x00")
+    assert main(["verify", folder]) == 1  # the path was printed twice
+    assert f"{folder}: error: zz-bin: not UTF-8 text (byte 0) (the runtime" in \
+        capsys.readouterr().out
 
 
 def test_file_warnings_and_an_empty_folder_are_shown(tmp_path, capsys) -> None:

@@ -432,8 +432,10 @@ def find_topology(
     if alltoall_size < 1:
         raise SpecError(src, f"--alltoall-size must be >= 1 byte, got {alltoall_size}")
     a, b = Fraction(str(alpha)), Fraction(str(bandwidth))
-    if a < 0 or b <= 0:
-        raise SpecError(src, f"--alpha must be >= 0 and --bandwidth > 0, got {alpha}, {bandwidth}")
+    if a < 0:
+        raise SpecError(src, f"--alpha must be >= 0 microseconds, got {alpha}")
+    if b <= 0:
+        raise SpecError(src, f"--bandwidth must be > 0 GB/s, got {bandwidth}")
     share = Fraction(str(alltoall_share))
     if not 0 <= share <= 1:
         raise SpecError(src, f"--alltoall-share must be between 0 and 1, got {alltoall_share}")
