@@ -28,7 +28,7 @@ class VerifyReport:
 
 
 def detect_backend(text: str, path: str = "") -> str:
-    """``msccl`` or ``oneccl`` from the first element of the file, past a
+    r"""``msccl`` or ``oneccl`` from the first element of the file, past a
     byte-order mark, the XML declaration, comments and processing
     instructions in any order; where that element is neither ``<algo`` nor
     ``<oneccl`` (or there is none), from the name ``path`` ends with
@@ -98,7 +98,7 @@ class Verifier:
         if backend != "oneccl" and program is not None and report.ok:
             from colc.ir.simulate import selection_warnings
 
-            warnings += tuple(selection_warnings(program))
+            warnings += tuple(selection_warnings(program)) + residency_warnings(program)
         summary = getattr(report, "summary", "") or (_summary(program) if program else "")
         if backend == "oneccl" and report.ok and report.schedule is not None:
             summary = _thread_summary(report.schedule)
@@ -126,6 +126,31 @@ class Verifier:
             The file cannot be read, is too large or is not UTF-8.
         """
         return self.text(*_read_text(path, backend))
+
+
+def residency_warnings(program) -> tuple[str, ...]:
+    """A warning when ``program`` takes more threadblocks per GPU than some
+    GPU colc models runs at once: the runtime launches them as one grid
+    whose blocks wait on each other, so all must be resident, and on a
+    GPU with fewer SMs (CUs) the call hangs.
+
+    >>> from colc.ir.program import Program
+    >>> from colc.ir.core import Collective, Protocol
+    >>> p = Program("x", Collective.ALLGATHER, Protocol.SIMPLE, 1, 2, 2, True, True, 0, 0, ())
+    >>> residency_warnings(p)
+    ()
+    """
+    from colc.ir.runtime_model import A100, H100, MI250
+
+    tbs = program.max_threadblocks
+    gpus = (("A100", A100), ("H100", H100), ("MI250 GCD", MI250))
+    short = [f"{name} ({m.max_threadblocks})" for name, m in gpus if m.max_threadblocks < tbs]
+    if not short:
+        return ()
+    fits = [f"{name} ({m.max_threadblocks})" for name, m in gpus if m.max_threadblocks >= tbs]
+    return (f"{tbs} threadblocks per GPU: more than {', '.join(short)} hold at once; the "
+            f"runtime needs every threadblock of a rank resident, so the call hangs on those "
+            f"GPUs (it fits: {', '.join(fits) or 'none of them'})",)
 
 
 def _thread_summary(sched) -> str:

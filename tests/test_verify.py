@@ -218,6 +218,23 @@ def test_declared_peer_without_a_partner_hangs_the_setup(tb: str, message: str) 
     assert has(errs, "rank 0 tb 1", message, "but never", "rank 2's", "hang"), errs
 
 
+def test_more_threadblocks_than_a_gpu_holds_is_warned() -> None:
+    """The runtime launches a rank's threadblocks as one grid whose blocks
+    wait on each other; 120 fit an H100's 132 SMs, not an A100's 108."""
+    text = example("01")
+    end = text.index("  </gpu>")
+    extra = "".join(f'    <tb id="{i}" send="-1" recv="-1" chan="0">\n    </tb>\n'
+                    for i in range(1, 120))
+    from colc.backends.verify import verify_text
+
+    report = verify_text(text[:end] + extra + text[end:], "wide.xml")
+    assert report.ok
+    assert any(w.startswith("120 threadblocks per GPU: more than A100 (108), MI250 GCD (104) "
+                            "hold at once") and "it fits: H100 (132)" in w
+               for w in report.warnings), report.warnings
+    assert not [w for w in verify_text(text, "narrow.xml").warnings if "hold at once" in w]
+
+
 def test_extra_send_is_unconsumed() -> None:
     text = example("01")
     extra = ('      <step s="7" type="s" srcbuf="i" srcoff="0" dstbuf="i" dstoff="0" cnt="1" '
