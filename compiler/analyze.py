@@ -312,8 +312,8 @@ def analyze_topology(topo: Topology, *, algorithms: tuple[str, ...] = (),
               "bounds": {c: b for c, b in bounds.items() if c in shown},
               "schedules": schedules}
     if budgets:
-        report["budgets"] = {c.value: budget_rows(topo, c, sizes, budgets, machine)
-                             for c in colls}
+        report["budgets"] = {c.value: budget_rows(topo, c, sizes, budgets, machine,
+                                                  algorithms) for c in colls}
     return report
 
 
@@ -392,13 +392,16 @@ def _row(topo: Topology, name: str, coll: Collective, *, sizes: tuple[int, ...],
 
 
 def budget_rows(topo: Topology, coll: Collective, sizes: tuple[int, ...],
-                budgets: tuple[int, ...], machine: str | None = None) -> list[dict]:
+                budgets: tuple[int, ...], machine: str | None = None,
+                algorithms: tuple[str, ...] = ()) -> list[dict]:
     """The best file within each budget, simulated at ``sizes``.
 
     Budgets are taken in increasing order (0, the GPU's limit, last); a file
     within a smaller budget also fits a larger one, so a row keeps the
     smaller budget's file when that one simulates faster: the figures never
-    drop as the budget grows.
+    drop as the budget grows.  ``algorithms`` (``--algorithm``) limits the
+    files to those algorithms' (each compiled, the fastest kept); none: the
+    compile's own choice (``auto``).
 
     Returns
     -------
@@ -412,20 +415,26 @@ def budget_rows(topo: Topology, coll: Collective, sizes: tuple[int, ...],
     limits = sorted({threadblock_budget(b, model, "--budgets") for b in budgets})
     rows: list[dict] = []
     best: dict | None = None
-    for limit in limits:
-        try:
-            result = compile_topology(topo, CompileOptions(
-                collective=coll, machine=machine, max_threadblocks=limit,
-                rank_sizes=_ranking_sizes(sizes)))
-        except ColcError as err:
-            rows.append({"budget": limit, "error": " ".join(str(err).split())})
-            continue
-        from colc.ir.simulate import simulate
+    from colc.ir.simulate import simulate
 
-        row = {"budget": limit, "variant": result.algorithm,
-               "threadblocks": result.program.max_threadblocks,
-               "algbw": [round(simulate(result.program, topo, model, x).algbw, 3)
-                         for x in sizes]}
+    for limit in limits:
+        found, errors = [], []
+        for name in algorithms or ("auto",):
+            try:
+                result = compile_topology(topo, CompileOptions(
+                    algorithm=name, collective=coll, machine=machine, max_threadblocks=limit,
+                    rank_sizes=_ranking_sizes(sizes)))
+            except ColcError as err:
+                errors.append(" ".join(str(err).split()))
+                continue
+            found.append({"budget": limit, "variant": result.algorithm,
+                          "threadblocks": result.program.max_threadblocks,
+                          "algbw": [round(simulate(result.program, topo, model, x).algbw, 3)
+                                    for x in sizes]})
+        if not found:
+            rows.append({"budget": limit, "error": "; ".join(errors)})
+            continue
+        row = max(found, key=lambda r: _harmonic(r["algbw"]))  # the first of equals
         if best is not None and _harmonic(best["algbw"]) > _harmonic(row["algbw"]):
             row = {**best, "budget": limit}
         rows.append(row)

@@ -110,6 +110,19 @@ def test_analyze_shows_the_trade_off_by_budget(capsys) -> None:
     assert harmonic == sorted(harmonic)
 
 
+def test_analyze_budgets_keep_to_the_algorithms_asked_for(capsys) -> None:
+    """--algorithm ring --budgets 4,0 showed a trees file at 0."""
+    import json
+
+    from colc.cli import main
+
+    assert main(["analyze", "examples/ring-4.yaml", "--collective", "allgather", "--algorithm",
+                 "ring", "--sizes", "1M", "--budgets", "4,0", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)["budgets"]["allgather"]
+    assert [r["budget"] for r in rows] == [4, 108]
+    assert all(r["variant"].startswith("ring/") for r in rows), rows
+
+
 def test_the_vendor_ring_is_a_candidate() -> None:
     """nccl-rings is NCCL's ring written as a file: a candidate of auto, so colc
     never picks slower than the vendor's ring under the simulator."""
