@@ -1053,7 +1053,7 @@ def _compile_once(topo: Topology, opts: CompileOptions) -> CompileResult:
             scored.append((-score, variant.label, variant))
             k = _unselected(compiler, variant, sizes)
             best[k] = max(best.get(k, 0.0), score)
-    scored.sort(key=lambda r: (_unselected(compiler, r[2], sizes), r[0], r[1]))
+    scored.sort(key=_ranking(compiler, sizes))
     scored = _smaller_budgets(compiler, scored, sizes, refusals)
     for neg, _, variant in scored:
         try:
@@ -1129,8 +1129,21 @@ def _smaller_budgets(compiler: Compiler, scored: list, sizes: tuple[int, ...],
             out.append((-compiler.score(variant, sizes), variant.label, variant))
         except ColcError as err:
             refusals.append(f"{variant.label}: {err}")
-    out.sort(key=lambda r: (_unselected(compiler, r[2], sizes), r[0], r[1]))
+    out.sort(key=_ranking(compiler, sizes))
     return out
+
+
+def _ranking(compiler: Compiler, sizes: tuple[int, ...]):
+    """Sort key of scored ``(-score, label, variant)`` rows: files the runtime
+    selects at more ranked sizes first, then the faster, then, of equal
+    figures, the one holding fewer threadblocks (SMs the user's kernels
+    keep), then by label."""
+    def key(row: tuple) -> tuple:
+        neg_score, label, variant = row
+        return (_unselected(compiler, variant, sizes), neg_score,
+                compiler.program(variant).max_threadblocks, label)
+
+    return key
 
 
 def _skip(refusals: list[str], variant: Variant, bound: float, best: float) -> None:

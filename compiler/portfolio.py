@@ -438,7 +438,8 @@ def _rank(compiler: Compiler, cands: list[Variant], size: int, notes: list[str],
         table.append((v.label, size, res))
         out.append((res.algbw, v))
         best = max(best, res.algbw)
-    out.sort(key=lambda e: (-e[0], e[1].label))
+    # of equal figures, the file holding fewer threadblocks (SMs) first
+    out.sort(key=lambda e: (-e[0], compiler.program(e[1]).max_threadblocks, e[1].label))
     return out
 
 

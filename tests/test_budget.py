@@ -123,6 +123,21 @@ def test_analyze_budgets_keep_to_the_algorithms_asked_for(capsys) -> None:
     assert all(r["variant"].startswith("ring/") for r in rows), rows
 
 
+def test_of_equal_figures_the_file_with_fewer_threadblocks_wins() -> None:
+    """DGX A100 x1 allgather within 12: trees/c16 lowered for 8 threadblocks
+    simulates exactly as its 12-threadblock lowering; the ranking took the
+    12 (by label), holding four SMs for nothing."""
+    from colc.compiler.pipeline import CompileOptions, compile_topology
+    from colc.frontends.families import dgx_a100
+    from colc.ir.core import Collective
+
+    topo = dgx_a100(1)
+    results = {b: compile_topology(topo, CompileOptions(collective=Collective.ALLGATHER,
+                                                        max_threadblocks=b)) for b in (8, 12)}
+    assert [r.predicted for r in results.values()][0] == results[12].predicted
+    assert results[12].program.max_threadblocks == results[8].program.max_threadblocks == 8
+
+
 def test_the_vendor_ring_is_a_candidate() -> None:
     """nccl-rings is NCCL's ring written as a file: a candidate of auto, so colc
     never picks slower than the vendor's ring under the simulator."""
