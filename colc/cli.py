@@ -293,6 +293,12 @@ def _cmd_compile(argv: list[str]) -> int:
     opts = _options(args)
     topo = load_any_topology(args.topology, boxes=args.boxes)
     if args.output and _is_directory_target(args.output):
+        given = [f"--{name} {value}" for name, value, default in (
+            ("protocol", args.protocol, "Simple"), ("min-bytes", args.min_bytes, "0"),
+            ("max-bytes", args.max_bytes, "0")) if value != default]
+        if given:
+            print(f"colc: note: {', '.join(given)} ignored: a folder gets every protocol the "
+                  f"machine offers, each over its own size window", file=sys.stderr)
         return _write_portfolio(topo, opts, args.output, args.topology)
     result = compile_topology(topo, opts)
     clear_progress()

@@ -407,3 +407,16 @@ def test_analyze_without_simulation_keeps_huge_exact_chunkings_out() -> None:
     bound = report["bounds"]["allgather"]["algbw"]
     assert rows["trees"]["algbw"] == pytest.approx(bound)
     assert 0 < rows["trees-rated"]["algbw"] < bound
+
+
+def test_single_file_options_are_named_when_a_folder_ignores_them(tmp_path, capsys) -> None:
+    """-o DIR/ builds a portfolio: --protocol and the byte window were dropped
+    without a word."""
+    ring = os.path.join(EXAMPLES, "ring-4.yaml")
+    assert main([ring, "--collective", "allgather", "--protocol", "LL", "--min-bytes", "1M",
+                 "-o", str(tmp_path / "algos") + "/"]) == 0
+    err = capsys.readouterr().err
+    assert "colc: note: --protocol LL, --min-bytes 1M ignored: a folder gets every protocol" \
+        in err
+    assert main([ring, "--collective", "allgather", "-o", str(tmp_path / "more") + "/"]) == 0
+    assert "ignored" not in capsys.readouterr().err
