@@ -126,6 +126,8 @@ def _cmd_help(argv: list[str]) -> int:
     if argv[0] not in SUBCOMMANDS:
         raise ColcError(f"colc help: error: no subcommand {argv[0]!r}; choose from "
                         f"{', '.join(SUBCOMMANDS)}")
+    if len(argv) > 1:
+        raise ColcError(f"colc help: error: one subcommand at a time, got {' '.join(argv)!r}")
     return _dispatch([argv[0], "--help"])
 
 

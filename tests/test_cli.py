@@ -161,6 +161,8 @@ def test_help_subcommand_prints_help(capsys):
     assert "colc find" in out and "(default: 1048576)" in out and "(default: 12.5)" in out
     assert main(["help", "nosuch"]) == 1
     assert "no subcommand 'nosuch'" in capsys.readouterr().err
+    assert main(["help", "verify", "extra"]) == 1  # the extra word was ignored
+    assert "one subcommand at a time, got 'verify extra'" in capsys.readouterr().err
     assert main(["help", "--help"]) == 0  # was "no subcommand '--help'"
     assert "usage: colc help [SUBCOMMAND]" in capsys.readouterr().out
     with pytest.raises(SystemExit):
