@@ -292,6 +292,7 @@ def _cmd_compile(argv: list[str]) -> int:
     from colc.sizes import format_size
 
     args = _compile_parser().parse_args(argv)
+    _check_named(args.output, "the file's name, or a folder's ending in /")
     opts = _options(args)
     topo = load_any_topology(args.topology, boxes=args.boxes)
     if args.output and _is_directory_target(args.output):
@@ -595,6 +596,7 @@ def _cmd_convert(argv: list[str]) -> int:
     except ImportError as err:
         raise ColcError("colc convert is not available in this build") from err
     topo = load_any_topology(args.input, boxes=args.boxes)
+    _check_named(args.output, "the YAML file's name")
     if _is_directory_target(args.output):
         raise ColcError(f"{args.output}: error: is a directory (give a file name)")
     _refuse_suffix(args.output, "colc convert writes colc YAML", ".yaml")
@@ -606,6 +608,14 @@ def _cmd_convert(argv: list[str]) -> int:
 #: runtime loads every file of its XML folder; a JSON reader chokes).
 _OTHER_FORMATS = {".yaml": (".json", ".xml", ".html", ".htm"),
                   ".html": (".json", ".xml", ".yaml", ".yml")}
+
+
+def _check_named(output: str | None, what: str) -> None:
+    """Refuse an empty ``-o`` (``-o ""``, a shell variable left unset): the
+    compile printed the file to stdout, find wrote nothing, convert said
+    ': error: is a directory'."""
+    if output is not None and not output.strip():
+        raise ColcError(f"colc: error: -o takes {what}, got {output!r}")
 
 
 def _refuse_suffix(output: str, writes: str, suffix: str) -> None:
@@ -651,6 +661,7 @@ def _cmd_find(argv: list[str]) -> int:
                    help="processes the --mcf-lp LPs run on (0: every CPU available)")
     p.add_argument("-o", "--output", help="write the chosen topology here (colc YAML)")
     args = p.parse_args(argv)
+    _check_named(args.output, "the YAML file's name")
     if args.output:
         _refuse_suffix(args.output, "colc find writes the chosen topology as colc YAML",
                        ".yaml")

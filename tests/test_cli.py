@@ -186,6 +186,12 @@ NCCL_DUMP = os.path.join(REPO, "tests", "data", "real", "dgx-a100.nccl.xml")
      "--boxes must be 1 or more, got 0"),
     (["convert", os.path.join(EXAMPLES, "ring-4.yaml"), "-o", "OUT.json"],  # held YAML
      "colc convert writes colc YAML; name the output .yaml"),
+    ([os.path.join(EXAMPLES, "ring-4.yaml"), "-o", ""],  # printed the file to stdout
+     "-o takes the file's name, or a folder's ending in /, got ''"),
+    (["convert", os.path.join(EXAMPLES, "ring-4.yaml"), "-o", ""],  # ": error: is a directory"
+     "-o takes the YAML file's name, got ''"),
+    (["find", "--ranks", "8", "--degree", "3", "-o", ""],  # wrote nothing, said nothing
+     "-o takes the YAML file's name, got ''"),
     (["find", "--ranks", "8", "--degree", "2", "--alpha", "-1"],  # showed "-1, 25/2"
      "--alpha must be >= 0 microseconds, got -1"),
     (["find", "--ranks", "8", "--degree", "3", "-o", "OUT.xml"],  # replaced an MSCCL file
