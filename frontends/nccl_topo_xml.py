@@ -82,6 +82,8 @@ MAX_BYTES = MAX_FILE_BYTES
 #: a 64-bit mask; no real value is longer).
 MAX_INT_CHARS = 18
 
+#: Compute capability -> the machine preset of that GPU (``runtime_model``).
+SM_MACHINES = {80: "a100", 90: "h100"}
 #: PCI class of an NVSwitch.
 NVSWITCH_CLASS = 0x068000
 
@@ -481,7 +483,13 @@ class _Box:
                         duplex(f"b{b}g{i}", nic, _pci_bandwidth(self.gpus[i].el.getparent(),
                                                                 path))
                     duplex(nic, ib, bw)
-        return Topology(name, tuple(nodes), tuple(links), path)
+        return Topology(name, tuple(nodes), tuple(links), path, hardware=self.hardware())
+
+    def hardware(self) -> str:
+        """The machine whose cost model fits the dump's GPUs (``SM_MACHINES``
+        by their ``sm``, all alike), else "" (the name decides, ``model_for``)."""
+        kinds = {SM_MACHINES.get(g.sm, "") for g in self.gpus}
+        return kinds.pop() if len(kinds) == 1 else ""
 
 
 def _tree_distance(a: etree._Element | None, b: etree._Element | None) -> int:

@@ -40,6 +40,23 @@ def test_yaml_wrapper_equals_family() -> None:
     assert t == dgx_a100(2)
 
 
+def test_dump_takes_its_gpus_cost_model_whatever_its_name(tmp_path) -> None:
+    """The same dump named node0.xml took the generic model (the name
+    decided) and compiled to another file; its GPUs' sm="80" now decides."""
+    from colc.ir.runtime_model import model_for
+
+    renamed = tmp_path / "node0.xml"
+    renamed.write_bytes(open(DGX, "rb").read())
+    t = load_nccl_topo(str(renamed), boxes=2)
+    assert t.hardware == "a100" and model_for(t).name == "a100"
+    h100 = tmp_path / "node1.xml"
+    h100.write_text(open(DGX).read().replace('sm="80"', 'sm="90"'))
+    assert model_for(load_nccl_topo(str(h100))).name == "h100"
+    mixed = tmp_path / "node2.xml"
+    mixed.write_text(open(DGX).read().replace('sm="80"', 'sm="90"', 1))
+    assert model_for(load_nccl_topo(str(mixed))).name == "generic"
+
+
 def test_dgx_a100_dump_compiles_like_family() -> None:
     pipeline = pytest.importorskip("colc.compiler.pipeline")
     from colc.ir.core import Collective
