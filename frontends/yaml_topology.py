@@ -47,6 +47,7 @@ Example
 
 from __future__ import annotations
 
+import re
 from fractions import Fraction
 from pathlib import Path
 
@@ -62,6 +63,10 @@ from .families import build_family
 from .limits import bandwidth_value, check_links, check_nodes, check_ranks, latency_value
 from .validate import remember_node_lines, validate_topology
 
+_INT, _FLOAT = "tag:yaml.org,2002:int", "tag:yaml.org,2002:float"
+#: A plain integer YAML 1.1 reads as octal (a leading 0); one with a colon
+#: it reads in base 60.  A topology means neither.
+_OCTAL = re.compile(r"[-+]?0[0-7_]+$")
 #: The tag YAML resolves a plain ``<<`` key to (a merge of mappings).
 _MERGE = "tag:yaml.org,2002:merge"
 _EXPLICIT_KEYS = ("name", "hardware", "nodes", "links")
@@ -162,7 +167,12 @@ class _Parser:
     # ---------------------------------------------------------------- primitives
 
     def value(self, node: yaml.Node) -> object:
-        """Construct the plain Python value of ``node``."""
+        """Construct the plain Python value of ``node``.
+
+        YAML 1.1 reads a plain ``010`` as octal 8 and ``1:30`` as base 60
+        (90); a topology means neither, so those spellings are refused.
+        """
+        self._decimal(node)
         try:
             return self.loader.construct_object(node, deep=True)
         except yaml.MarkedYAMLError as err:
@@ -170,6 +180,24 @@ class _Parser:
         except (ValueError, OverflowError) as err:  # e.g. a timestamp 2024-13-45
             raise SpecError(self.path, f"invalid value {node.value!r:.60}: {one_line(str(err))}",
                             _line(node)) from None
+
+    def _decimal(self, node: yaml.Node) -> None:
+        """Refuse plain numbers in ``node`` (a list's or mapping's too) that
+        YAML 1.1 reads in octal or base 60."""
+        stack = [node]
+        while stack:
+            n = stack.pop()
+            if isinstance(n, yaml.SequenceNode):
+                stack.extend(n.value)
+            elif isinstance(n, yaml.MappingNode):
+                stack.extend(v for _, v in n.value)
+            elif not n.style:  # a plain scalar (the C parser's style is "", Python's None)
+                base = ("a base-60" if n.tag in (_INT, _FLOAT) and ":" in n.value else
+                        "an octal" if n.tag == _INT and _OCTAL.match(n.value) else "")
+                if base:
+                    raise SpecError(self.path, f"{n.value!r:.40} reads as {base} number in "
+                                    f"YAML 1.1 ({self.loader.construct_object(n)}); write "
+                                    "the number in decimal", _line(n))
 
     def describe(self, node: yaml.Node) -> str:
         if isinstance(node, yaml.MappingNode):
