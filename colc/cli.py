@@ -563,7 +563,8 @@ def _cmd_analyze(argv: list[str]) -> int:
                    help="processes the algorithms are analysed on (default 0: every CPU "
                         "available, or COLC_JOBS); the output does not depend on it")
     p.add_argument("--budgets", default="", metavar="LIST",
-                   help="also the best file per collective within each of these threadblock "
+                   help="also the fastest file per collective and size within each of these "
+                        "threadblock "
                         "budgets, e.g. 8,16,24,32,48,64,0 (0 = the GPU's limit; a full "
                         "compile per budget: minutes on large machines)")
     p.add_argument("--boxes", type=int, default=None)

@@ -394,29 +394,34 @@ def _row(topo: Topology, name: str, coll: Collective, *, sizes: tuple[int, ...],
 def budget_rows(topo: Topology, coll: Collective, sizes: tuple[int, ...],
                 budgets: tuple[int, ...], machine: str | None = None,
                 algorithms: tuple[str, ...] = ()) -> list[dict]:
-    """The best file within each budget, simulated at ``sizes``.
+    """The fastest files within each budget, simulated at ``sizes``.
 
-    Budgets are taken in increasing order (0, the GPU's limit, last); a file
-    within a smaller budget also fits a larger one, so a row keeps the
-    smaller budget's file when that one simulates faster: the figures never
-    drop as the budget grows.  ``algorithms`` (``--algorithm``) limits the
-    files to those algorithms' (each compiled, the fastest kept); none: the
-    compile's own choice (``auto``).
+    Budgets are taken in increasing order (0, the GPU's limit, last).  Each
+    compiles one file (the one ``colc TOPO --max-threadblocks B`` writes;
+    ``algorithms``, from ``--algorithm``, limits it to those algorithms',
+    each compiled and the fastest over ``sizes`` kept; none: ``auto``).  A
+    file within a smaller budget also fits a larger one, and a portfolio
+    within the budget (``-o DIR/``) would serve each size with the fastest
+    file it has, so a row's figure at each size is the best of its own file
+    and the smaller budgets' at that size: no figure drops as the budget
+    grows.
 
     Returns
     -------
     list of dict
-        ``{"budget", "variant", "threadblocks", "algbw": [per size]}``, or
+        ``{"budget", "variant", "threadblocks", "algbw": [per size],
+        "files": [per size], "file_threadblocks": [per size]}``: ``variant``
+        and ``threadblocks`` are the budget's own file, ``files`` and
+        ``file_threadblocks`` the file each size's figure comes from; or
         ``{"budget", "error"}`` where nothing fits.
     """
     from colc.compiler.pipeline import CompileOptions, compile_topology, threadblock_budget
+    from colc.ir.simulate import simulate
 
     model = model_named(machine) if machine else model_for(topo)
     limits = sorted({threadblock_budget(b, model, "--budgets") for b in budgets})
     rows: list[dict] = []
     best: dict | None = None
-    from colc.ir.simulate import simulate
-
     for limit in limits:
         found, errors = [], []
         for name in algorithms or ("auto",):
@@ -435,8 +440,14 @@ def budget_rows(topo: Topology, coll: Collective, sizes: tuple[int, ...],
             rows.append({"budget": limit, "error": "; ".join(errors)})
             continue
         row = max(found, key=lambda r: _harmonic(r["algbw"]))  # the first of equals
-        if best is not None and _harmonic(best["algbw"]) > _harmonic(row["algbw"]):
-            row = {**best, "budget": limit}
+        row["files"] = [row["variant"]] * len(sizes)
+        row["file_threadblocks"] = [row["threadblocks"]] * len(sizes)
+        if best is not None:
+            for i, (old, new) in enumerate(zip(best["algbw"], row["algbw"], strict=True)):
+                if old > new:  # the smaller budget's file is faster at this size
+                    row["algbw"][i] = old
+                    row["files"][i] = best["files"][i]
+                    row["file_threadblocks"][i] = best["file_threadblocks"][i]
         rows.append(row)
         best = row
     return rows
@@ -753,14 +764,16 @@ def format_table(report: dict) -> str:
                          f"{m[f'gpu_{gpu}_after']:g} GB per GB (analysis only; "
                          f"files send unicast)")
     for coll, rows in report.get("budgets", {}).items():
-        lines += ["", f"{coll}: the best file within each threadblock budget (simulated algbw):",
+        lines += ["", f"{coll}: the fastest file within each threadblock budget at each size "
+                      f"(simulated algbw; a portfolio within the budget serves each size so):",
                   f"{'budget':>7}{'tbs/GPU':>9}{head}  file"]
         for row in rows:
             if "error" in row:
                 lines.append(f"{row['budget']:>7}  none: {row['error']}")
                 continue
-            lines.append(f"{row['budget']:>7}{row['threadblocks']:>9}"
-                         + "".join(f"{x:>10.2f}" for x in row["algbw"]) + f"  {row['variant']}")
+            lines.append(f"{row['budget']:>7}{max(row['file_threadblocks']):>9}"
+                         + "".join(f"{x:>10.2f}" for x in row["algbw"])
+                         + f"  {_files_text(row['files'], report['sizes'])}")
     if report.get("estimated"):
         lines.append(f"(above {BUILD_UP_TO} ranks the schedules are estimated, not built or "
                      f"simulated; --algorithm A builds A)")
@@ -769,6 +782,19 @@ def format_table(report: dict) -> str:
                      if report["ranks"] > SIMULATE_UP_TO else "(simulation off: --no-simulate)")
     lines += ["", *LEGEND]
     return "\n".join(lines)
+
+
+def _files_text(files: list[str], sizes: list[int]) -> str:
+    """The files a budget row's figures come from: one label, or each with
+    the sizes it serves (``ring/Simple at 4K; bfb/c1/Simple at 1G``)."""
+    from colc.sizes import format_size
+
+    if len(set(files)) == 1:
+        return files[0]
+    at: dict[str, list[str]] = {}
+    for f, s in zip(files, sizes, strict=True):
+        at.setdefault(f, []).append(format_size(s))
+    return "; ".join(f"{f} at {', '.join(where)}" for f, where in at.items())
 
 
 #: What the table's words mean, printed under it.
