@@ -59,6 +59,17 @@ def test_search_tries_every_protocol_and_keeps_the_best_per_size() -> None:
     assert quick["schedules"][0]["simulated"][1]["algbw"] <= large["algbw"] * 1.0001
 
 
+def test_search_prefers_files_the_runtime_selects() -> None:
+    """On the 3 x 5 torus at 64K bfb/c16/LL simulates fastest but the runtime
+    never selects it (240 chunks per loop); the search showed it, though the
+    file colc writes there delivers less."""
+    topo = torus([3, 5], 10)
+    report = an.analyze_topology(topo, algorithms=("bfb",), collectives=(Collective.ALLGATHER,),
+                                 sizes=(64 << 10,), search=True, jobs=1)
+    (row,) = report["schedules"][0]["simulated"]
+    assert row["selected"], row
+
+
 def test_search_ranks_ll128_past_its_range_where_simple_falls_behind(monkeypatch) -> None:
     """As the portfolio (``portfolio._falls``): past 256 MiB only Simple is
     searched, unless its best there is slower than the best one size below;
