@@ -41,6 +41,8 @@ def load_topology(source: str | os.PathLike, *, boxes: int | None = None):
     """
     from colc.cli import load_any_topology
 
+    if boxes is not None and (not isinstance(boxes, int) or isinstance(boxes, bool)):
+        raise ColcError(f"colc.load_topology: boxes must be a whole number, got {boxes!r}")
     text = os.fspath(source)
     if _names_a_file(source, text):
         return load_any_topology(text, boxes=boxes)
@@ -125,6 +127,14 @@ def _check_keywords(kw: dict) -> None:
                            or value < least):
             raise ColcError(f"colc: option {name} must be a whole number of at least "
                             f"{least}, got {value!r}")
+    for name, allowed in (("executor", ("local", "dask")), ("dtype_bytes", (1, 2, 4, 8)),
+                          ("balance", (True, False)), ("verify_each", (True, False)),
+                          ("prove", (True, False))):
+        if name in kw and (kw[name] not in allowed or type(kw[name]) is not type(allowed[0])):
+            raise ColcError(f"colc: option {name} must be one of "
+                            f"{', '.join(map(repr, allowed))}, got {kw[name]!r}")
+    if "rank_sizes" in kw:
+        kw["rank_sizes"] = _size_list(kw["rank_sizes"], "colc: option rank_sizes")
     for mode in ("inplace", "outofplace"):
         if kw.get(mode) not in (None, True, False):
             raise ColcError(f"colc: option {mode} must be True, False or None, got "
@@ -149,6 +159,7 @@ class Compiled:
 
     topology: object
     result: object
+    options: object = None  # the CompileOptions: machine and budget for simulate/analyze
 
     @property
     def algorithm(self) -> str:
@@ -200,13 +211,19 @@ class Compiled:
         return verify_text(text, f"<{self.algorithm}>", backend=backend)
 
     def simulate(self, sizes=(1 << 20, 1 << 30), dtype: str = "fp32", machine: str | None = None):
-        """Predicted call at each size (``colc.ir.simulate.SimResult`` list)."""
+        """Predicted call at each size (``colc.ir.simulate.SimResult`` list);
+        ``machine`` defaults to the compile's (``machine=`` of ``compile``),
+        else the topology's."""
         from colc.ir.runtime_model import model_for, model_named
         from colc.ir.simulate import simulate
-        from colc.sizes import dtype_bytes, parse_size
+        from colc.sizes import dtype_bytes
 
+        machine = machine or getattr(self.options, "machine", None)
         model = model_named(machine) if machine else model_for(self.topology)
-        size_list = [parse_size(s) if isinstance(s, str) else int(s) for s in sizes]
+        size_list = _size_list(sizes, "Compiled.simulate")
+        if not isinstance(dtype, str):
+            raise ColcError(f"Compiled.simulate: dtype must be a name such as 'fp32', got "
+                            f"{dtype!r}")
         program = self._program("simulation (the simulator runs threadblock programs)")
         return [simulate(program, self.topology, model, s, dtype_bytes(dtype))
                 for s in size_list]
@@ -218,13 +235,13 @@ class Compiled:
         (``algorithms``, ``collectives``, ``sizes``, ``simulate``,
         ``machine``, ``max_threadblocks``, ``budgets``, ``search``,
         ``jobs``); sizes may be strings (``"1M"``) and collectives names,
-        as elsewhere in the API.
+        as elsewhere in the API; ``machine`` and ``max_threadblocks``
+        default to the compile's.
         """
         import inspect
 
         from colc.compiler.analyze import analyze_topology
         from colc.ir.core import Collective
-        from colc.sizes import parse_size
 
         known = set(inspect.signature(analyze_topology).parameters) - {"topo"}
         unknown = sorted(set(kw) - known)
@@ -232,7 +249,24 @@ class Compiled:
             raise ColcError(f"colc: unknown analyze option {unknown[0]!r}; choose from "
                             f"{', '.join(sorted(known))}")
         if "sizes" in kw:
-            kw["sizes"] = tuple(parse_size(s) if isinstance(s, str) else s for s in kw["sizes"])
+            kw["sizes"] = _size_list(kw["sizes"], "Compiled.analyze")
+        for name in ("max_threadblocks", "jobs"):
+            value = kw.get(name)
+            if value is not None and (not isinstance(value, int) or isinstance(value, bool)
+                                      or value < 0):
+                raise ColcError(f"Compiled.analyze: {name} must be a whole number of at "
+                                f"least 0, got {value!r}")
+        budgets = kw.get("budgets", ())
+        if isinstance(budgets, (int, str)) or not all(
+                isinstance(b, int) and not isinstance(b, bool) and b >= 0 for b in budgets):
+            raise ColcError(f"Compiled.analyze: budgets must be whole numbers of at least 0, "
+                            f"got {budgets!r}")
+        if kw.get("simulate") not in (None, True, False):
+            raise ColcError(f"Compiled.analyze: simulate must be True, False or None, got "
+                            f"{kw['simulate']!r}")
+        for name in ("machine", "max_threadblocks"):  # the compile's, unless given
+            if name not in kw and getattr(self.options, name, None) is not None:
+                kw[name] = getattr(self.options, name)
         if "collectives" in kw:
             for c in kw["collectives"]:
                 if not isinstance(c, Collective) and c not in COLLECTIVES:
@@ -242,6 +276,22 @@ class Compiled:
         made = self.program if self.program is not None else self.result.threads
         kw.setdefault("collectives", (made.collective,))
         return analyze_topology(self.topology, **kw)
+
+
+def _size_list(sizes, what: str) -> tuple[int, ...]:
+    """Message sizes given as one size or several, each bytes or a string
+    (``"1M"``); refused unless whole and positive."""
+    from colc.sizes import parse_size
+
+    if isinstance(sizes, (str, int)):
+        sizes = (sizes,)
+    out = []
+    for s in sizes:
+        n = parse_size(s, what) if isinstance(s, str) else s
+        if not isinstance(n, int) or isinstance(n, bool) or n <= 0:
+            raise ColcError(f"{what}: sizes must be positive whole numbers of bytes, got {s!r}")
+        out.append(n)
+    return tuple(out)
 
 
 def compile(topology, *, collective: str = "allreduce", algorithm: str = "auto",  # noqa: A001
@@ -268,7 +318,7 @@ def compile(topology, *, collective: str = "allreduce", algorithm: str = "auto",
     topo = topology if hasattr(topology, "ranks") else load_topology(topology)
     opts = _options(collective, algorithm, protocol, **options)
     with fewer_collections():
-        return Compiled(topo, compile_topology(topo, opts))
+        return Compiled(topo, compile_topology(topo, opts), opts)
 
 
 def portfolio(topology, *, collective: str = "allreduce", algorithm: str = "auto",
@@ -281,12 +331,14 @@ def portfolio(topology, *, collective: str = "allreduce", algorithm: str = "auto
     from colc.compiler.portfolio import build_portfolio
 
     topo = topology if hasattr(topology, "ranks") else load_topology(topology)
-    if "protocol" in options:
-        raise ColcError("colc.portfolio: protocol is not an option here (a portfolio picks "
-                        "the protocol of each size window itself)")
+    for name in ("protocol", "min_bytes", "max_bytes"):
+        if name in options:
+            raise ColcError(f"colc.portfolio: {name} is not an option here (a portfolio picks "
+                            f"the protocol and size window of each file itself)")
     opts = _options(collective, algorithm, "Simple", **options)
+    wanted = _size_list(sizes, "colc.portfolio: sizes") if sizes else None
     with fewer_collections():
-        return build_portfolio(topo, opts, sizes=tuple(sizes) if sizes else None)
+        return build_portfolio(topo, opts, sizes=wanted)
 
 
 __all__ = ["Compiled", "compile", "load_topology", "portfolio"]

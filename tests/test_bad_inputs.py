@@ -141,9 +141,28 @@ def test_api_errors_are_colcs_own(tmp_path, capsys):
     report = ring.analyze(sizes=("1M",), collectives=("allgather",), algorithms=("ring",))
     assert report["sizes"] == [1 << 20]  # strings as elsewhere in the API (were TypeErrors)
     for kw, text in (({"foo": 1}, "unknown analyze option 'foo'"),
-                     ({"collectives": ("bogus",)}, "unknown collective 'bogus'")):
+                     ({"collectives": ("bogus",)}, "unknown collective 'bogus'"),
+                     ({"sizes": [-5]}, "sizes must be positive whole numbers of bytes"),
+                     ({"sizes": [1.5]}, "sizes must be positive whole numbers of bytes"),
+                     ({"max_threadblocks": "8"}, "max_threadblocks must be a whole number"),
+                     ({"budgets": 4}, "budgets must be whole numbers"),
+                     ({"simulate": "no"}, "simulate must be True, False or None")):
         with pytest.raises(colc.errors.ColcError, match=text):
             ring.analyze(**kw)
+    for kw, text in (({"executor": "ray"}, "executor must be one of 'local', 'dask'"),
+                     ({"balance": "no"}, "balance must be one of True, False"),
+                     ({"dtype_bytes": 3}, "dtype_bytes must be one of 1, 2, 4, 8")):
+        with pytest.raises(colc.errors.ColcError, match=text):
+            colc.compile(topo, algorithm="ring", **kw)
+    with pytest.raises(colc.errors.ColcError, match="min_bytes is not an option here"):
+        colc.portfolio(topo, min_bytes=1 << 20)
+    with pytest.raises(colc.errors.ColcError, match="boxes must be a whole number"):
+        colc.load_topology(str(HERE.parent.parent / "examples" / "ring-4.yaml"), boxes="2")
+    # simulate and analyze take the compile's machine (they took the topology's)
+    a100 = colc.compile(topo, collective="allgather", algorithm="ring", machine="a100")
+    (at_128m,) = a100.simulate(sizes="128M")
+    assert at_128m.algbw == dict(a100.result.predicted)[128 << 20].algbw
+    assert a100.analyze(algorithms=("ring",), sizes=(1 << 20,))["machine"] == "a100"
     with pytest.raises(colc.errors.ColcError, match="protocol is not an option here"):
         colc.portfolio(topo, protocol="LL")
     oneccl = HERE.parent / "data" / "oneccl" / "ring3-allgather-split.oneccl.xml"
