@@ -39,9 +39,10 @@ The same input gives the same dict (no clocks, no paths, fixed order).
 from __future__ import annotations
 
 from colc.compiler.analyze import DEFAULT_COLLECTIVES, analyze_topology
-from colc.compiler.pipeline import DEFAULT_THREADBLOCKS
+from colc.compiler.pipeline import DEFAULT_THREADBLOCKS, threadblock_budget
 from colc.errors import ColcError
 from colc.ir.core import Collective
+from colc.ir.runtime_model import model_named
 from colc.ir.topology import Topology, boxes
 
 #: Default sizes of the report's curves (bytes): 1 KiB .. 1 GiB by factors of 2.
@@ -112,7 +113,9 @@ def gather_report(topo: Topology, *, collective: Collective = Collective.ALLREDU
         "topology": {"name": topo.name, "ranks": topo.num_ranks, "nodes": len(topo.nodes),
                      "switches": len(topo.switches), "links": len(topo.links),
                      "boxes": len(groups), "box_ranks": _box_ranks(groups),
-                     "machine": analysis["machine"]},
+                     "machine": analysis["machine"],
+                     "budget": threadblock_budget(max_threadblocks, model_named(
+                         analysis["machine"]))},
         "collective": collective.value,
         "sizes": list(sizes),
         "simulated": bool(analysis.get("simulated", True)),

@@ -71,6 +71,9 @@ def test_page_has_tables_and_plots(report) -> None:
     assert not re.search(r"""(src|href)\s*=|@import|url\(|https?://(?!www\.w3\.org/2000/svg")""",
                          page)
     assert "<polyline points=\"\"" not in page
+    # the budget every file keeps to is stated (it was not)
+    assert f"threadblock budget</dt><dd>{data['topology']['budget']} per GPU" in page
+    assert data["topology"]["budget"] == 32
 
 
 def test_page_is_deterministic_and_escaped(report) -> None:
