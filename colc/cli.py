@@ -317,7 +317,7 @@ def _cmd_compile(argv: list[str]) -> int:
             print(f"colc: warning: {line}", file=sys.stderr)
     if args.output:
         write_atomically(args.output, result.text, inputs=[args.topology])
-        print(f"colc: wrote {args.output} ({result.algorithm}, {opts.collective.value}, "
+        print(f"colc: wrote {_target_name(args.output)} ({result.algorithm}, {opts.collective.value}, "
               f"{topo.num_ranks} ranks, {_written_shape(result, predicted)}; the schedule's "
               f"bandwidth-only figure {float(result.algbw):.1f} GB/s; verified)",
               file=sys.stderr)
@@ -611,6 +611,11 @@ _OTHER_FORMATS = {".yaml": (".json", ".xml", ".html", ".htm"),
                   ".html": (".json", ".xml", ".yaml", ".yml")}
 
 
+def _target_name(output: str) -> str:
+    """``output`` as the 'wrote' line names it (``-`` is standard output)."""
+    return "standard output" if output == "-" else output
+
+
 def _check_named(output: str | None, what: str) -> None:
     """Refuse an empty ``-o`` (``-o ""``, a shell variable left unset): the
     compile printed the file to stdout, find wrote nothing, convert said
@@ -684,7 +689,7 @@ def _cmd_find(argv: list[str]) -> int:
         print(result.table())
     if args.output:
         write_atomically(args.output, result.yaml())
-        print(f"colc: wrote {args.output}", file=sys.stderr)
+        print(f"colc: wrote {_target_name(args.output)}", file=sys.stderr)
     return 0
 
 
@@ -826,7 +831,7 @@ def _cmd_report(argv: list[str]) -> int:
         print(f"colc: warning: no portfolio for {port['collective']}: {port['error']}",
               file=sys.stderr)
     write_atomically(args.output, render_report(data), inputs=[args.topology])
-    print(f"colc: wrote {args.output}", file=sys.stderr)
+    print(f"colc: wrote {_target_name(args.output)}", file=sys.stderr)
     return 0
 
 

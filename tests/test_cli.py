@@ -428,3 +428,13 @@ def test_single_file_options_are_named_when_a_folder_ignores_them(tmp_path, caps
         in err
     assert main([ring, "--collective", "allgather", "-o", str(tmp_path / "more") + "/"]) == 0
     assert "ignored" not in capsys.readouterr().err
+
+
+def test_dash_is_standard_output_and_said_so(capsys) -> None:
+    """-o - printed the file and then 'colc: wrote -'."""
+    assert main(["convert", os.path.join(EXAMPLES, "ring-4.yaml"), "-o", "-"]) == 0
+    out, _ = capsys.readouterr()
+    assert out.startswith('name: "ring-4"')
+    assert main(["find", "--ranks", "8", "--degree", "3", "-o", "-"]) == 0
+    out, err = capsys.readouterr()
+    assert "colc: wrote standard output" in err and "nodes:" in out
