@@ -28,7 +28,7 @@ from colc.backends.msccl_reader import read_msccl
 from colc.forked import default_jobs, fork_map
 from colc.ir.diagnostics import Diagnostic, error
 from colc.ir.interpret import interpret
-from colc.ir.load_checks import LoadedProgram, load_program
+from colc.ir.load_checks import LoadedProgram, load_program, slots_problem
 from colc.ir.program import Program
 
 #: Steps from which the aliasing modes are interpreted on separate processes
@@ -101,6 +101,11 @@ def run_findings(program: Program, loaded: LoadedProgram,
     """
     if not loaded.runnable:
         return []
+    too_many = slots_problem(program.collective, program.nchunks,
+                             [(rp.input_chunks, rp.output_chunks, rp.scratch_chunks)
+                              for rp in program.ranks])
+    if too_many:  # refused before its buffers are allocated
+        return [error(too_many)]
     found: list[Diagnostic] = []
     modes = [m for m, on in ((True, program.inplace), (False, program.outofplace)) if on]
     if not modes:

@@ -17,6 +17,7 @@ from colc.backends.oneccl_xml import lower_program
 from colc.errors import SpecError
 from colc.ir.diagnostics import Diagnostic, error, warning
 from colc.ir.interpret_oneccl import verify_thread_schedule
+from colc.ir.load_checks import slots_problem
 from colc.ir.oneccl import ThreadSchedule
 from colc.ir.program import Program
 
@@ -57,6 +58,12 @@ def verify_oneccl_text(text: str | bytes, path: str) -> VerifyReport:
     except SpecError as err:
         diag = error(err.msg, line=err.line)
         return VerifyReport(path, False, (str(diag),), (), (diag,), None)
+    too_many = slots_problem(sched.collective, sched.nchunks,
+                             [(r.input_chunks, r.output_chunks, r.scratch_chunks)
+                              for r in sched.ranks])
+    if too_many:  # refused before the interpreter allocates its buffers
+        diag = error(too_many)
+        return VerifyReport(path, False, (str(diag),), (), (diag,), sched)
     diags: list[Diagnostic] = list(verify_thread_schedule(sched))
     if sched.max_bytes and sched.max_bytes < sched.min_bytes:  # as the MSCCL reader warns
         diags.append(warning(f"max_bytes {sched.max_bytes} < min_bytes {sched.min_bytes}: "

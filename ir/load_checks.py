@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from colc.ir.core import Buffer, Collective
+from colc.ir.core import Buffer, Collective, buffer_extents
 from colc.ir.diagnostics import Diagnostic, error, warning
 from colc.ir.program import Loc, Program, RankProgram, Step, StepKind, Threadblock
 
@@ -400,6 +400,38 @@ def _check_header(program: Program) -> list[Diagnostic]:
     if not 0 < program.nchannels <= MAX_CHANNELS:
         out.append(error(f"nchannels {program.nchannels} out of range 1..{MAX_CHANNELS}"))
     return out
+
+
+#: Chunk slots (every rank's input, output and scratch chunks) colc's
+#: interpreters follow at most: they keep a value, a writer and a reader per
+#: slot, about 37 bytes each in the MSCCL interpreter and 100 in oneCCL's
+#: (1.2 and 3.5 GB at this count).  colc's largest files hold about 6 M
+#: (DGX A100 x128 rings2d allreduce: 512 chunks per loop, 4608 of scratch per
+#: rank); hand-edited chunk counts of 600 M (MSCCL) and 30 M (oneCCL) took
+#: 24 and 12.7 GB before this limit.
+MAX_VERIFY_SLOTS = 1 << 25
+
+
+def slots_problem(coll: Collective, nchunks: int, ranks: list[tuple[int, int, int]]) -> str:
+    """Why a file's buffers are too many chunk slots to interpret, or "".
+
+    ``ranks`` holds each rank's declared (input, output, scratch) chunks;
+    the interpreters size input and output by ``nchunks`` too, so each
+    counts at the larger of the two.
+
+    >>> slots_problem(Collective.ALLGATHER, 8, [(2, 8, 0)] * 4)
+    ''
+    >>> slots_problem(Collective.ALLREDUCE, 1 << 30, [(1 << 30, 1 << 30, 0)])[:40]
+    'buffers of 2147483648 chunk slots over a'
+    """
+    ext = buffer_extents(coll, nchunks, max(1, len(ranks)))
+    total = sum(max(i, ext[Buffer.INPUT]) + max(o, ext[Buffer.OUTPUT]) + max(0, sc)
+                for i, o, sc in ranks)
+    if total <= MAX_VERIFY_SLOTS:
+        return ""
+    return (f"buffers of {total} chunk slots over all ranks (nchunks {nchunks}, their input, "
+            f"output and scratch chunks): more than colc's interpreter follows "
+            f"({MAX_VERIFY_SLOTS}; colc's own files need at most about 6 M)")
 
 
 def load_program(program: Program) -> LoadedProgram:

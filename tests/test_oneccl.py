@@ -178,6 +178,20 @@ def test_a_oneccl_name_tells_the_format_when_the_content_cannot(tmp_path, capsys
     assert "--backend oneccl: a folder is verified as an MSCCL_ALGO_DIR" in capsys.readouterr().err
 
 
+def test_absurd_oneccl_chunk_counts_are_refused_before_the_run() -> None:
+    """nchunks 30 M on three ranks took 12.7 GB and more than 200 s."""
+    import re as _re
+
+    src = os.path.join(os.path.dirname(__file__), "data", "oneccl",
+                       "ring3-allgather-split.oneccl.xml")
+    text = open(src, encoding="utf-8").read()
+    text = _re.sub(r'nchunks="\d+"', 'nchunks="30000000"', text)
+    text = _re.sub(r'input_chunks="\d+"', 'input_chunks="10000000"', text)
+    text = _re.sub(r'output_chunks="\d+"', 'output_chunks="30000000"', text)
+    report = verify_oneccl_text(text, "big.oneccl.xml")
+    assert not report.ok and "buffers of 120000000 chunk slots" in report.errors[0]
+
+
 # --------------------------------------------------------------------------- verifier findings
 
 

@@ -235,6 +235,22 @@ def test_more_threadblocks_than_a_gpu_holds_is_warned() -> None:
     assert not [w for w in verify_text(text, "narrow.xml").warnings if "hold at once" in w]
 
 
+def test_absurd_chunk_counts_are_refused_before_the_run() -> None:
+    """nchunksperloop 600 M on six ranks took verify past 24 GB (killed):
+    the buffers are counted before the interpreter allocates them."""
+    import re as _re
+
+    text = example("02")
+    text = _re.sub(r'nchunksperloop="\d+"', 'nchunksperloop="40000000"', text)
+    text = _re.sub(r'i_chunks="\d+"', 'i_chunks="10000000"', text)
+    text = _re.sub(r'o_chunks="\d+"', 'o_chunks="40000000"', text)
+    t0 = time.perf_counter()
+    errs = errors_of(text)
+    assert time.perf_counter() - t0 < 10
+    assert has(errs, "buffers of 200000000 chunk slots over all ranks", "more than colc's "
+               "interpreter follows (33554432"), errs
+
+
 def test_extra_send_is_unconsumed() -> None:
     text = example("01")
     extra = ('      <step s="7" type="s" srcbuf="i" srcoff="0" dstbuf="i" dstoff="0" cnt="1" '
