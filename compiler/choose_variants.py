@@ -376,6 +376,12 @@ def variants(compiler: Compiler, protocols: tuple[Protocol, ...] | None = None,
                 scale_skip(compiler.topo, name, compiler.budget, opts.collective)
                 or not builds(name, opts.collective)):
             continue
+        if opts.chunks is not None and CHUNKINGS.get(name) == (None,):
+            if opts.algorithm == name:  # its generator has no chunking to set
+                raise UnsupportedError(f"--chunks: {name} has no chunking to choose (its "
+                                       f"own is fixed); bfb, trees, hier, rings2d, rails, "
+                                       f"dimrings and nccl-rings take it")
+            continue  # under auto: it cannot honour --chunks (it was labelled c3 unchanged)
         if opts.chunks is not None:
             chunks: tuple[int | None, ...] = (opts.chunks,)
         elif opts.collective is Collective.ALLTOALL:

@@ -192,6 +192,9 @@ NCCL_DUMP = os.path.join(REPO, "tests", "data", "real", "dgx-a100.nccl.xml")
      "-o takes the YAML file's name, got ''"),
     (["find", "--ranks", "8", "--degree", "3", "-o", ""],  # wrote nothing, said nothing
      "-o takes the YAML file's name, got ''"),
+    ([os.path.join(EXAMPLES, "ring-4.yaml"), "--algorithm", "ring", "--chunks", "3", "-o",
+      "OUT.xml"],  # wrote the unchunked ring labelled ring/c3
+     "--chunks: ring has no chunking to choose (its own is fixed)"),
     (["find", "--ranks", "8", "--degree", "2", "--alpha", "-1"],  # showed "-1, 25/2"
      "--alpha must be >= 0 microseconds, got -1"),
     (["find", "--ranks", "8", "--degree", "3", "-o", "OUT.xml"],  # replaced an MSCCL file
@@ -385,11 +388,11 @@ def test_compile_prefers_a_file_the_runtime_selects_and_warns_when_none_is(tmp_p
 def test_unselected_warning_names_the_odd_factor(tmp_path, capsys) -> None:
     """With --instances 3 the advice was 'e.g. --chunks 16', the chunking in use."""
     out = tmp_path / "x.xml"
-    assert main([os.path.join(EXAMPLES, "ring-4.yaml"), "--algorithm", "ring", "--instances",
+    assert main([os.path.join(EXAMPLES, "ring-4.yaml"), "--algorithm", "trees", "--instances",
                  "3", "--chunks", "4", "-o", str(out)]) == 0
     warning = [line for line in capsys.readouterr().err.splitlines()
                if line.startswith("colc: warning:")]
-    assert len(warning) == 1 and "nchunksperloop 24 " in warning[0], warning
+    assert len(warning) == 1 and "nchunksperloop 48 " in warning[0], warning
     assert "colc's factor 3 comes from --chunks or --instances" in warning[0]
     assert "e.g. --chunks 16" not in warning[0]
 
