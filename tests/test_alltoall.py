@@ -390,3 +390,26 @@ def test_rails_alltoall_aggregators_send_their_own_block_first(monkeypatch) -> N
     rank = 3  # place 3 of box 0: its rail sends to box 1, own block first, then places 2, 1, 0
     rail = [op for op in sched.ops if op.src.rank == rank and op.dst.rank == 8 + 3]
     assert [op.dst.index for op in rail][:4] == [3, 2, 1, 0]
+
+
+def test_a_mixed_fabric_all_to_all_says_nothing_serves_it(tmp_path, capsys) -> None:
+    """A ring of six CPUs with a switch joining two of them: direct said
+    'use --algorithm mcf', mcf said 'use direct'; hop-relay named an
+    internal pass (balanced-trees)."""
+    from colc.cli import main
+
+    nodes = ", ".join(f"{{id: c{i}, kind: cpu}}" for i in range(6))
+    ring = "".join(f"  - {{src: c{i}, dst: c{(i + 1) % 6}, bandwidth: 10, duplex: true}}\n"
+                   for i in range(6))
+    path = tmp_path / "part.yaml"
+    path.write_text(f"nodes: [{nodes}, {{id: sw, kind: switch}}]\nlinks:\n{ring}"
+                    "  - {src: c0, dst: sw, bandwidth: 10, duplex: true}\n"
+                    "  - {src: c3, dst: sw, bandwidth: 10, duplex: true}\n")
+    out = str(tmp_path / "a.oneccl.xml")
+    assert main([str(path), "--collective", "alltoall", "-o", out]) == 1
+    assert "this fabric has switches too, so no colc all-to-all serves it" in \
+        capsys.readouterr().err
+    assert main([str(path), "--collective", "alltoall", "--algorithm", "hop-relay", "-o",
+                 out]) == 1
+    err = capsys.readouterr().err
+    assert "hop-relay routes over direct-connect fabrics" in err and "balanced" not in err

@@ -136,8 +136,9 @@ def balanced_trees(topo: Topology) -> RouteTrees:
     ([0, 1, 2, 1], [-1, 0, 1, 0])
     """
     if len(topo.node) != topo.num_ranks:
-        raise UnsupportedError(f"{NAME} routes over direct-connect fabrics (links between "
-                               "ranks); this one has switches")
+        raise UnsupportedError("hop-relay routes over direct-connect fabrics (links between "
+                               "ranks); this one has switches: use --algorithm direct or "
+                               "rails")
     n = topo.num_ranks
     if n < 2:
         raise UnsupportedError(f"{NAME}: an all-to-all needs at least 2 ranks, {topo.name} "

@@ -106,10 +106,12 @@ def relays(topo: Topology) -> dict[tuple[int, int], int]:
             options = [v for v in range(n) if v not in (a, b)
                        and (a, v) in reach and (v, b) in reach]
             if not options:
+                hint = ("use --algorithm mcf or hop-relay" if not topo.switches else
+                        "mcf and hop-relay route only over links between ranks, and this "
+                        "fabric has switches too, so no colc all-to-all serves it")
                 raise UnsupportedError(
                     f"direct all-to-all needs every pair joined through switches or one "
-                    f"relay; {topo.ranks[a]} reaches {topo.ranks[b]} through neither: use "
-                    f"--algorithm mcf")
+                    f"relay; {topo.ranks[a]} reaches {topo.ranks[b]} through neither: {hint}")
             out[(a, b)] = min(options, key=lambda v: (box[v] != box[a],
                                                       place[v] != place[b], v))
     return out
