@@ -127,6 +127,9 @@ def _check_keywords(kw: dict) -> None:
                            or value < least):
             raise ColcError(f"colc: option {name} must be a whole number of at least "
                             f"{least}, got {value!r}")
+    for name in ("comment", "scheduler", "backend"):
+        if name in kw and not isinstance(kw[name], str):
+            raise ColcError(f"colc: option {name} must be a string, got {kw[name]!r}")
     for name, allowed in (("executor", ("local", "dask")), ("dtype_bytes", (1, 2, 4, 8)),
                           ("balance", (True, False)), ("verify_each", (True, False)),
                           ("prove", (True, False))):
@@ -256,8 +259,11 @@ class Compiled:
                                       or value < 0):
                 raise ColcError(f"Compiled.analyze: {name} must be a whole number of at "
                                 f"least 0, got {value!r}")
+        for name in ("collectives", "algorithms"):  # one name, or several
+            if isinstance(kw.get(name), str):
+                kw[name] = (kw[name],)
         budgets = kw.get("budgets", ())
-        if isinstance(budgets, (int, str)) or not all(
+        if not isinstance(budgets, (list, tuple)) or not all(
                 isinstance(b, int) and not isinstance(b, bool) and b >= 0 for b in budgets):
             raise ColcError(f"Compiled.analyze: budgets must be whole numbers of at least 0, "
                             f"got {budgets!r}")
@@ -285,6 +291,8 @@ def _size_list(sizes, what: str) -> tuple[int, ...]:
 
     if isinstance(sizes, (str, int)):
         sizes = (sizes,)
+    if not isinstance(sizes, (list, tuple)):
+        raise ColcError(f"{what}: sizes must be a size or a list of sizes, got {sizes!r}")
     out = []
     for s in sizes:
         n = parse_size(s, what) if isinstance(s, str) else s

@@ -36,7 +36,7 @@ _HEAD = 4096
 #: A key only msccl-tools or TACCL JSON has (a colc YAML file may be JSON too).
 _JSON_KEY = re.compile(r'"(msccl_type|gpus_per_node|nnodes)"\s*:')
 #: The NCCL wrapper's key at the top level, in block or flow style, quoted or not.
-_WRAPPER_KEY = re.compile(r"""^[\s{,]*["']?nccl_topo["']?\s*:""", re.M)
+_WRAPPER_KEY = re.compile(r"""^[ \t{,]*["']?nccl_topo["']?[ \t]*:""", re.M)  # linear: no \n
 
 
 def _head(path: str) -> str:
@@ -94,8 +94,14 @@ def _json_loader(path: str, boxes: int | None) -> Topology:
     if isinstance(doc, dict) and "nnodes" in doc:
         raise SpecError(path, "this is a TACCL communication sketch; pass the TACCL topology "
                         "file (its sketch is read from <stem>.sketch.json beside it)")
-    if isinstance(doc, dict) and ("family" in doc or "nodes" in doc) and boxes is None:
+    if isinstance(doc, dict) and ("family" in doc or "nodes" in doc):
+        if boxes is not None:
+            raise SpecError(path, "--boxes applies to single-box inputs (an NCCL topology "
+                            "dump, a TACCL profile); colc's own form sets \"boxes\" in a "
+                            "family file")
         return load_topology(path)  # colc's own form written as JSON (YAML reads it)
+    if isinstance(doc, dict) and "nccl_topo" in doc:  # the NCCL wrapper written as JSON
+        return _wrapper(path, boxes)
     raise SpecError(path, "unrecognised JSON topology: expected msccl-tools "
                     "(\"msccl_type\": \"topology\"), TACCL (\"gpus_per_node\") or colc's "
                     "own form (\"family\" or \"nodes\")")

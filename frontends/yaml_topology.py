@@ -197,7 +197,8 @@ class _Parser:
                 if base:
                     raise SpecError(self.path, f"{n.value!r:.40} reads as {base} number in "
                                     f"YAML 1.1 ({self.loader.construct_object(n)}); write "
-                                    "the number in decimal", _line(n))
+                                    f"the number in decimal, or quote it for a string",
+                                    _line(n))
 
     def describe(self, node: yaml.Node) -> str:
         if isinstance(node, yaml.MappingNode):
@@ -247,6 +248,11 @@ class _Parser:
         mapping's own keys override them)."""
         if id(node) in self._merged:
             return self._merged[id(node)]
+        for key, value in node.value:  # merged mappings first: flattening them is counted
+            if key.tag == _MERGE:
+                for sub in (value.value if isinstance(value, yaml.SequenceNode) else [value]):
+                    if isinstance(sub, yaml.MappingNode):
+                        self._flatten(sub)
         own = sum(1 for k, _ in node.value if k.tag != _MERGE)
         try:
             self.loader.flatten_mapping(node)

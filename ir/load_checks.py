@@ -350,11 +350,15 @@ def _check_pairing(program: Program) -> list[Diagnostic]:
             if tb.send is not None:
                 send_ends.add((tb.channel, rp.rank, tb.send))
     out = []
+
+    def real(peer: int | None, rank: int) -> bool:  # other peers are errors of their own
+        return peer is not None and 0 <= peer < program.ngpus and peer != rank
+
     for rp in program.ranks:
         for tb in rp.threadblocks:
-            if tb.send is not None and (tb.channel, rp.rank, tb.send) not in recv_ends:
+            if real(tb.send, rp.rank) and (tb.channel, rp.rank, tb.send) not in recv_ends:
                 out.append(_unpaired(tb, "send", rp.rank, tb.send, _SENDS))
-            if tb.recv is not None and (tb.channel, tb.recv, rp.rank) not in send_ends:
+            if real(tb.recv, rp.rank) and (tb.channel, tb.recv, rp.rank) not in send_ends:
                 out.append(_unpaired(tb, "recv", rp.rank, tb.recv, _RECEIVES))
     return out
 

@@ -237,9 +237,9 @@ def selection_warnings(program: Program) -> list[str]:
         return []
     n = program.ngpus
     odd = program.nchunks // (program.nchunks & -program.nchunks)
-    advice = (f", or a power-of-two nchunksperloop gives files selected there: colc's factor "
-              f"{odd} comes from --chunks or --instances" if n & (n - 1) == 0 and odd > 1
-              else "")
+    advice = (f", or a power-of-two nchunksperloop gives files selected there: in a colc "
+              f"compile its factor {odd} comes from --chunks or --instances"
+              if n & (n - 1) == 0 and odd > 1 else "")
     step = program.nchunks * 4 * 1024  # fp32, a multiple of 16 bytes per rank
     example = max(step, -(-program.min_bytes // step) * step)
     return [f"nchunksperloop {program.nchunks} divides no element count of an nccl-tests "

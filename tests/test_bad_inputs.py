@@ -146,12 +146,18 @@ def test_api_errors_are_colcs_own(tmp_path, capsys):
                      ({"sizes": [1.5]}, "sizes must be positive whole numbers of bytes"),
                      ({"max_threadblocks": "8"}, "max_threadblocks must be a whole number"),
                      ({"budgets": 4}, "budgets must be whole numbers"),
-                     ({"simulate": "no"}, "simulate must be True, False or None")):
+                     ({"simulate": "no"}, "simulate must be True, False or None"),
+                     ({"sizes": None}, "sizes must be a size or a list of sizes"),
+                     ({"budgets": None}, "budgets must be whole numbers")):
         with pytest.raises(colc.errors.ColcError, match=text):
             ring.analyze(**kw)
+    one = ring.analyze(collectives="allgather", algorithms="ring", sizes=(1 << 20,))
+    assert [s["algorithm"] for s in one["schedules"]] == ["ring"]  # not letter by letter
     for kw, text in (({"executor": "ray"}, "executor must be one of 'local', 'dask'"),
                      ({"balance": "no"}, "balance must be one of True, False"),
-                     ({"dtype_bytes": 3}, "dtype_bytes must be one of 1, 2, 4, 8")):
+                     ({"dtype_bytes": 3}, "dtype_bytes must be one of 1, 2, 4, 8"),
+                     ({"comment": 5}, "comment must be a string"),
+                     ({"rank_sizes": None}, "sizes must be a size or a list of sizes")):
         with pytest.raises(colc.errors.ColcError, match=text):
             colc.compile(topo, algorithm="ring", **kw)
     with pytest.raises(colc.errors.ColcError, match="min_bytes is not an option here"):

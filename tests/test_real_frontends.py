@@ -200,6 +200,18 @@ def test_yaml_wrapper_in_any_yaml_spelling(tmp_path, text) -> None:
     assert foreign_loader(str(path))() == dgx_a100(2)
 
 
+def test_wrapper_detection_is_linear_in_blank_lines(tmp_path) -> None:
+    """The wrapper key was searched with whitespace that spans lines: 30,000
+    blank lines took 7 s, a megabyte of them hours."""
+    import time
+
+    path = tmp_path / "blank.yaml"
+    path.write_text("\n" * 1_000_000 + "family: ring\nranks: 3\nbandwidth: 1\n")
+    t0 = time.perf_counter()
+    assert foreign_loader(str(path)) is None  # colc YAML
+    assert time.perf_counter() - t0 < 5
+
+
 def test_yaml_wrapper_refuses_duplicate_keys(tmp_path) -> None:
     path = tmp_path / "w.yaml"
     path.write_text(f"nccl_topo: {DGX}\nboxes: 2\nboxes: 3\n")
@@ -222,6 +234,12 @@ def test_merge_keys_resolve_as_yaml_does(tmp_path) -> None:
                        r"'dst' \(first at line 4\)"):
         parse_topology_text(two + "links:\n  - &l {src: a, dst: b, bandwidth: 10}\n"
                             "  - {<<: *l, src: b, dst: a, dst: b}\n", "m.yaml")
+    # a merged mapping flattened inside another, then used again by alias
+    nested = parse_topology_text(
+        two + "links:\n  - {<<: &m {<<: {src: a, dst: b, bandwidth: 10}, src: b, dst: a}, "
+        "bandwidth: 20}\n  - *m\n  - {src: a, dst: b, bandwidth: 5}\n", "m.yaml")
+    assert [(x.src, x.dst, x.bandwidth) for x in nested.links] == [
+        ("b", "a", 20), ("b", "a", 10), ("a", "b", 5)]
 
 
 # --------------------------------------------------------------------------- msccl-tools JSON
@@ -260,13 +278,18 @@ def test_pretty_printed_json_is_told_by_its_keys(tmp_path, name) -> None:
     assert foreign_loader(str(path))().capacity() == load_msccl_tools_topology(src).capacity()
 
 
-@pytest.mark.parametrize("name", ["ring.yaml", "ring.json"])
-def test_colc_family_written_as_json_is_colc_yaml(tmp_path, name) -> None:
-    path = tmp_path / name
+def test_colc_family_and_the_wrapper_written_as_json(tmp_path) -> None:
+    """A .json file in colc's own form was 'unrecognised JSON topology', and
+    so was the NCCL wrapper written as JSON; --boxes on the former names
+    the family file's own boxes."""
+    path = tmp_path / "ring.json"
     path.write_text('{"family": "ring", "ranks": 3, "bandwidth": 1}')
-    loader = foreign_loader(str(path))
-    topo = loader() if loader else parse_topology_text(path.read_text(), str(path))
-    assert topo.num_ranks == 3
+    assert foreign_loader(str(path))().num_ranks == 3
+    with pytest.raises(SpecError, match="--boxes applies to single-box inputs"):
+        foreign_loader(str(path), boxes=2)()
+    wrapper = tmp_path / "w.json"
+    wrapper.write_text(json.dumps({"nccl_topo": DGX, "boxes": 2, "name": "dgx-a100-2"}))
+    assert foreign_loader(str(wrapper))() == dgx_a100(2)
 
 
 @pytest.mark.parametrize(("doc", "expect"), [

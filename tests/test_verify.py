@@ -251,6 +251,13 @@ def test_absurd_chunk_counts_are_refused_before_the_run() -> None:
                "interpreter follows (33554432"), errs
 
 
+def test_a_peer_out_of_range_is_one_error_not_two() -> None:
+    text = example("01").replace('<tb id="0" send="1" recv="3" chan="0">',
+                                 '<tb id="0" send="9" recv="3" chan="0">', 1)
+    errs = errors_of(text)
+    assert not has(errs, "no tb on rank 9"), errs
+
+
 def test_extra_send_is_unconsumed() -> None:
     text = example("01")
     extra = ('      <step s="7" type="s" srcbuf="i" srcoff="0" dstbuf="i" dstoff="0" cnt="1" '

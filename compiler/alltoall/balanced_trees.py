@@ -137,8 +137,8 @@ def balanced_trees(topo: Topology) -> RouteTrees:
     """
     if len(topo.node) != topo.num_ranks:
         raise UnsupportedError("hop-relay routes over direct-connect fabrics (links between "
-                               "ranks); this one has switches: use --algorithm direct or "
-                               "rails")
+                               "ranks); this one has switches (direct serves a fabric whose "
+                               "ranks meet through switches or one relay)")
     n = topo.num_ranks
     if n < 2:
         raise UnsupportedError(f"{NAME}: an all-to-all needs at least 2 ranks, {topo.name} "
