@@ -53,7 +53,8 @@ def render_report(data: dict) -> str:
     Examples
     --------
     >>> page = render_report({"title": "t", "topology": {"name": "t", "ranks": 2, "nodes": 2,
-    ...     "switches": 0, "links": 2, "boxes": 1, "box_ranks": "1 x 2", "machine": "generic"},
+    ...     "switches": 0, "links": 2, "boxes": 1, "box_ranks": "1 x 2", "machine": "generic",
+    ...     "budget": 32},
     ...     "collective": "allgather", "sizes": [1024], "simulated": True, "bounds": [],
     ...     "schedules": [], "plots": [], "portfolio": None, "notes": ["a<b"]})
     >>> page.startswith("<!DOCTYPE html>"), "a&lt;b" in page
