@@ -681,12 +681,13 @@ def _cmd_find(argv: list[str]) -> int:
                            bandwidth=bandwidth, alltoall_share=share,
                            alltoall_size=args.alltoall_size, mcf_lp=args.mcf_lp,
                            jobs=_jobs(args.jobs) or None)
+    report = sys.stderr if args.output == "-" else sys.stdout  # stdout holds the YAML then
     if args.json:
         import json
 
-        print(json.dumps(result.records(), indent=1))
+        print(json.dumps(result.records(), indent=1), file=report)
     else:
-        print(result.table())
+        print(result.table(), file=report)
     if args.output:
         write_atomically(args.output, result.yaml())
         print(f"colc: wrote {_target_name(args.output)}", file=sys.stderr)
