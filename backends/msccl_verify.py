@@ -101,9 +101,7 @@ def run_findings(program: Program, loaded: LoadedProgram,
     """
     if not loaded.runnable:
         return []
-    too_many = slots_problem(program.collective, program.nchunks,
-                             [(rp.input_chunks, rp.output_chunks, rp.scratch_chunks)
-                              for rp in program.ranks])
+    too_many = slots_problem(program.collective, program.nchunks, program.ranks)
     if too_many:  # refused before its buffers are allocated
         return [error(too_many)]
     found: list[Diagnostic] = []

@@ -58,9 +58,7 @@ def verify_oneccl_text(text: str | bytes, path: str) -> VerifyReport:
     except SpecError as err:
         diag = error(err.msg, line=err.line)
         return VerifyReport(path, False, (str(diag),), (), (diag,), None)
-    too_many = slots_problem(sched.collective, sched.nchunks,
-                             [(r.input_chunks, r.output_chunks, r.scratch_chunks)
-                              for r in sched.ranks])
+    too_many = slots_problem(sched.collective, sched.nchunks, sched.ranks)
     if too_many:  # refused before the interpreter allocates its buffers
         diag = error(too_many)
         return VerifyReport(path, False, (str(diag),), (), (diag,), sched)

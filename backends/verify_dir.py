@@ -166,7 +166,7 @@ def _verify_one(verifier: Verifier, folder: str, name: str) -> tuple:
                 f"({os.readlink(path)}); the runtime opens every link of the folder and "
                 "fails to load it")
     try:
-        report = verifier.file(os.path.join(folder, name), backend="msccl")
+        report = verifier.file(path, backend="msccl")
     except ColcError as err:  # "folder/name: error: why" -> "name: why"
         why = str(err).removeprefix(f"{path}: error: ")
         return name, None, None, f"{name}: {why} (the runtime would fail to load the folder)"

@@ -317,9 +317,10 @@ def _cmd_compile(argv: list[str]) -> int:
             print(f"colc: warning: {line}", file=sys.stderr)
     if args.output:
         write_atomically(args.output, result.text, inputs=[args.topology])
-        print(f"colc: wrote {_target_name(args.output)} ({result.algorithm}, {opts.collective.value}, "
-              f"{topo.num_ranks} ranks, {_written_shape(result, predicted)}; the schedule's "
-              f"bandwidth-only figure {float(result.algbw):.1f} GB/s; verified)",
+        print(f"colc: wrote {_target_name(args.output)} ({result.algorithm}, "
+              f"{opts.collective.value}, {topo.num_ranks} ranks, "
+              f"{_written_shape(result, predicted)}; the schedule's bandwidth-only figure "
+              f"{float(result.algbw):.1f} GB/s; verified)",
               file=sys.stderr)
     else:
         sys.stdout.write(result.text)
@@ -596,11 +597,10 @@ def _cmd_convert(argv: list[str]) -> int:
         from colc.frontends.yaml_writer import topology_to_yaml
     except ImportError as err:
         raise ColcError("colc convert is not available in this build") from err
-    topo = load_any_topology(args.input, boxes=args.boxes)
-    _check_named(args.output, "the YAML file's name")
+    _check_output(args.output, "colc convert writes colc YAML", ".yaml")
     if _is_directory_target(args.output):
         raise ColcError(f"{args.output}: error: is a directory (give a file name)")
-    _refuse_suffix(args.output, "colc convert writes colc YAML", ".yaml")
+    topo = load_any_topology(args.input, boxes=args.boxes)
     write_atomically(args.output, topology_to_yaml(topo), inputs=[args.input])
     return 0
 
@@ -624,10 +624,11 @@ def _check_named(output: str | None, what: str) -> None:
         raise ColcError(f"colc: error: -o takes {what}, got {output!r}")
 
 
-def _refuse_suffix(output: str, writes: str, suffix: str) -> None:
-    """Refuse an output name whose extension names another format than
-    ``suffix``'s (``colc convert``/``find`` write YAML, ``report`` HTML)."""
-    if output.lower().endswith(_OTHER_FORMATS[suffix]):
+def _check_output(output: str | None, writes: str, suffix: str) -> None:
+    """Refuse an empty ``-o``, or a name whose extension names another format
+    than ``suffix``'s (``colc convert``/``find`` write YAML, ``report`` HTML)."""
+    _check_named(output, f"the {suffix[1:].upper()} file's name")
+    if output and output.lower().endswith(_OTHER_FORMATS[suffix]):
         raise ColcError(f"{output}: error: {writes}; name the output {suffix}")
 
 
@@ -667,10 +668,7 @@ def _cmd_find(argv: list[str]) -> int:
                    help="processes the --mcf-lp LPs run on (0: every CPU available)")
     p.add_argument("-o", "--output", help="write the chosen topology here (colc YAML)")
     args = p.parse_args(argv)
-    _check_named(args.output, "the YAML file's name")
-    if args.output:
-        _refuse_suffix(args.output, "colc find writes the chosen topology as colc YAML",
-                       ".yaml")
+    _check_output(args.output, "colc find writes the chosen topology as colc YAML", ".yaml")
     try:
         alpha, bandwidth = Fraction(args.alpha), Fraction(args.bandwidth)
         share = Fraction(args.alltoall_share)
@@ -818,7 +816,7 @@ def _cmd_report(argv: list[str]) -> int:
     if not args.output or _is_directory_target(args.output):
         raise ColcError(f"colc report: error: -o takes the HTML file's name, got "
                         f"{args.output!r}")
-    _refuse_suffix(args.output, "colc report writes HTML", ".html")
+    _check_output(args.output, "colc report writes HTML", ".html")
     folder = os.path.dirname(os.path.abspath(args.output))
     if not os.path.isdir(folder):  # fail before the slow part, not after it
         raise ColcError(f"{args.output}: error: output folder {folder} does not exist")

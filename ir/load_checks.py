@@ -416,21 +416,24 @@ def _check_header(program: Program) -> list[Diagnostic]:
 MAX_VERIFY_SLOTS = 1 << 25
 
 
-def slots_problem(coll: Collective, nchunks: int, ranks: list[tuple[int, int, int]]) -> str:
+def slots_problem(coll: Collective, nchunks: int, ranks) -> str:
     """Why a file's buffers are too many chunk slots to interpret, or "".
 
-    ``ranks`` holds each rank's declared (input, output, scratch) chunks;
-    the interpreters size input and output by ``nchunks`` too, so each
-    counts at the larger of the two.
+    ``ranks`` are the file's ranks (MSCCL ``RankProgram``s or oneCCL
+    ``RankThreads``: both declare ``input_chunks``, ``output_chunks`` and
+    ``scratch_chunks``); the interpreters size input and output by
+    ``nchunks`` too, so each counts at the larger of the two.
 
-    >>> slots_problem(Collective.ALLGATHER, 8, [(2, 8, 0)] * 4)
+    >>> from colc.ir.program import RankProgram
+    >>> slots_problem(Collective.ALLGATHER, 8, [RankProgram(r, 2, 8, 0, ()) for r in range(4)])
     ''
-    >>> slots_problem(Collective.ALLREDUCE, 1 << 30, [(1 << 30, 1 << 30, 0)])[:40]
+    >>> big = [RankProgram(0, 1 << 30, 1 << 30, 0, ())]
+    >>> slots_problem(Collective.ALLREDUCE, 1 << 30, big)[:40]
     'buffers of 2147483648 chunk slots over a'
     """
     ext = buffer_extents(coll, nchunks, max(1, len(ranks)))
-    total = sum(max(i, ext[Buffer.INPUT]) + max(o, ext[Buffer.OUTPUT]) + max(0, sc)
-                for i, o, sc in ranks)
+    total = sum(max(r.input_chunks, ext[Buffer.INPUT]) + max(r.output_chunks, ext[Buffer.OUTPUT])
+                + max(0, r.scratch_chunks) for r in ranks)
     if total <= MAX_VERIFY_SLOTS:
         return ""
     return (f"buffers of {total} chunk slots over all ranks (nchunks {nchunks}, their input, "
