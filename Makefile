@@ -1,7 +1,7 @@
 # colc: two commands set everything up on a fresh machine.
 PYTHON ?= python3
 
-.PHONY: help install test examples fuzz golden bench clean
+.PHONY: help install test scale examples fuzz golden bench clean
 
 help:  ## list targets
 	@grep -E '^[a-z]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -10,8 +10,11 @@ install:  ## install colc and its dependencies (colc lands on PATH)
 	$(PYTHON) -m pip install --upgrade pip
 	$(PYTHON) -m pip install -e ".[test,dask]"
 
-test:  ## run the whole test suite (doctests included), one worker per core (pytest-xdist)
-	$(PYTHON) -m pytest -n auto --maxprocesses 4 --dist worksteal tests --doctest-modules ir compiler frontends backends colc --doctest-glob='api.md' docs -p no:cacheprovider
+test:  ## run the test suite (doctests included), one worker per core (pytest-xdist); not the scale checks
+	$(PYTHON) -m pytest -n auto --maxprocesses 4 --dist worksteal -m "not scale" tests --doctest-modules ir compiler frontends backends colc --doctest-glob='api.md' docs -p no:cacheprovider
+
+scale:  ## the figure checks at 32 to 128 GPUs (minutes; .ci/run runs them after the suite)
+	$(PYTHON) -m pytest -n auto --maxprocesses 4 --dist worksteal -m scale tests -p no:cacheprovider
 
 examples:  ## run every README command as written (minutes; .ci/run runs it after the tests)
 	COLC_EXAMPLES=all $(PYTHON) -m pytest tests/test_readme.py -q -p no:cacheprovider

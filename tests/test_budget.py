@@ -180,6 +180,7 @@ def test_the_vendor_ring_is_a_candidate() -> None:
         _compile(FAMILIES["torus3x4"](), "nccl-rings", Collective.ALLGATHER, 32)
 
 
+@pytest.mark.scale
 def test_the_vendor_rings_take_32_channels_where_a_ring_is_one_threadblock() -> None:
     """nccl-rings' chunks are its rings.  A reduce-scatter ring of 64 ranks takes
     one threadblock per rank, so 32 rings fit the default budget (the

@@ -695,6 +695,7 @@ def test_allgather_tapers_its_last_pieces_with_one_segment_per_block() -> None:
     assert {op.count for op in x16.ops if op.src.rank // 8 != op.dst.rank // 8} == {2}
 
 
+@pytest.mark.scale
 def test_only_simple_files_take_the_simple_form() -> None:
     """The pipeline builds rails' form for Simple files for those only (LL
     pays a round more of latency at small sizes): on DGX A100 x64 the Simple
@@ -891,6 +892,7 @@ def test_allreduce_spreads_own_shards_as_their_sums_end_from_single_chunk_pieces
     assert simulate(program, x4, A100, 1 << 30).algbw >= 0.8 * bound
 
 
+@pytest.mark.scale
 def test_allreduce_on_eight_boxes_staggers_its_crossings() -> None:
     """DGX A100 x8 (seven crossings a rank, 8 chunks per shard): a Simple
     allreduce's allgather starts a rank's first ``STAGGER_FREE`` crossings

@@ -236,6 +236,7 @@ def test_switched_reduce_scatter_in_two_groups_a_pass() -> None:
     assert fast > comp.simulate(one, 1 << 30).algbw and fast > 210
 
 
+@pytest.mark.scale
 def test_switched_reduce_scatter_splits_its_first_chains_within_the_budget() -> None:
     """DGX A100 x4, 32 chunks per shard: the first pass's first
     ``split_chunks`` chunks run each chain in two halves meeting at its end
@@ -273,6 +274,7 @@ def test_switched_reduce_scatter_splits_its_first_chains_within_the_budget() -> 
     assert comp.simulate(v, 1 << 30).algbw >= 0.8 * 266.7
 
 
+@pytest.mark.scale
 def test_grid_splits_its_first_chains_within_the_budget() -> None:
     """DGX A100 x16 allreduce (a 4 x 4 grid, 4 chunks per shard): the grid's
     first pass splits two chunks' chains where the budget holds their two
@@ -360,6 +362,7 @@ def test_crossing_sends_the_partials_of_the_least_shared_rings_first() -> None:
         assert got[0] == max(shares) and got == sorted(got, reverse=True)
 
 
+@pytest.mark.scale
 def test_crossing_reduce_scatter_sends_to_the_next_box_twice_within_the_budget() -> None:
     """MI250 x4 reduce-scatter: the partials for the next box cross on two
     connections where the budget holds them (``next_box_twice``; 24
@@ -392,7 +395,8 @@ def test_crossing_reduce_scatter_sends_to_the_next_box_twice_within_the_budget()
     assert keys == {16: 1, 23: 1, 24: 24, 25: 24, 26: 0, 32: 0}
 
 
-@pytest.mark.parametrize("nboxes,spare", [(2, 22), (4, 26)])
+@pytest.mark.parametrize("nboxes,spare",
+                         [(2, 22), pytest.param(4, 26, marks=pytest.mark.scale)])
 def test_crossing_reduce_scatter_splits_its_first_chains_within_the_budget(nboxes, spare) -> None:
     """MI250 x2 and x4 reduce-scatter, 16 chunks per shard: the crossing
     form's first pass splits the chains of its first two chunks in halves
@@ -497,6 +501,7 @@ def test_split_chains_on_small_boxes(nb, gpus, coll, cf) -> None:
     validate_schedule(topo, rings2d_schedule(topo, coll, cf, simple=True))
 
 
+@pytest.mark.scale
 def test_crossing_allreduce_sends_to_every_box_twice_within_the_budget() -> None:
     """MI250 x4 allreduce (8 chunks on 16 rings): its reduce-scatter half
     sends every box's partials on two connections within 28 threadblocks,
@@ -581,6 +586,7 @@ def test_crossing_form_shares_passes_among_more_rings(coll, nboxes, cf) -> None:
 @pytest.mark.parametrize("coll,cf,before", [(Collective.ALLGATHER, 8, 83.5),
                                              (Collective.REDUCESCATTER, 8, 66.0),
                                              (Collective.ALLREDUCE, 4, 29.2)])
+@pytest.mark.scale
 def test_crossing_form_on_eight_mi250_boxes(coll, cf, before) -> None:
     """MI250 x8 at 1 GiB within 32 threadblocks, on 16 rings: allgather and
     reduce-scatter with 8 chunks per shard (4 passes per ring), allreduce
@@ -622,6 +628,7 @@ def test_crossings_list_each_box_send_before_its_receive() -> None:
             assert len(late) == math.gcd(nb, k)
 
 
+@pytest.mark.scale
 def test_crossing_form_on_sixteen_mi250_boxes() -> None:
     """MI250 x16 allgather at 1 GiB, 2 chunks per shard, within 32
     threadblocks (over a 4 x 4 grid of boxes): faster than the rails file
@@ -904,6 +911,7 @@ def test_a_budget_one_short_takes_the_second_connection_away() -> None:
 
 @pytest.mark.parametrize("coll,tbs", [(Collective.ALLGATHER, 29),
                                       (Collective.REDUCESCATTER, 32)])
+@pytest.mark.scale
 def test_grid_reaches_80_percent_of_the_cut_bound_on_sixteen_boxes(coll, tbs) -> None:
     """DGX A100 x16 at 1 GiB within the default budget (simulated): at least
     80% of the cut bound (640/3 GB/s), where rails gave 162.3 (allgather)
@@ -1033,6 +1041,7 @@ def test_grid_reduce_scatter_forwards_its_last_stage_as_it_lands() -> None:
     validate_schedule(topo, sched)
 
 
+@pytest.mark.scale
 def test_paired_allreduce_exchanges_between_halves() -> None:
     """Where the grid allreduce over all the boxes does not fit 64 steps per
     ring (DGX A100 x16, 8 chunks per shard), each half of the boxes runs it
