@@ -59,13 +59,15 @@ class Variant:
     chunks: int | None = None
     protocol: Protocol = Protocol.SIMPLE
     budget: int = 0  # threadblocks its lowering may take; 0: the compiler's budget
-    #: rails only: sends and receives on separate threadblocks, the lanes
-    #: planned for about half the budget (``Compiler.plan_budget``)
+    #: sends and receives on separate threadblocks: rails plans its lanes for
+    #: about half the budget (``Compiler.plan_budget``); the algorithms the
+    #: pipeline balances (``direct`` all-to-all) keep their schedule and
+    #: balance-lanes plans it for the whole budget, unpaired
     unpaired: bool = False
 
     @property
     def label(self) -> str:
-        """``algorithm[/chunks]/protocol`` (``/unpaired`` for rails' unpaired
+        """``algorithm[/chunks]/protocol`` (``/unpaired`` for an unpaired
         lowering, ``/tbN`` when lowered for a smaller budget)."""
         mid = f"/c{self.chunks}" if self.chunks is not None else ""
         tail = ("/unpaired" if self.unpaired else "") + (f"/tb{self.budget}" if self.budget else "")

@@ -112,7 +112,7 @@ DECOUPLED = ({"fuse": False, "pair_connections": False},
 #: (``separated_rounds``: DGX A100 x16 Simple allreduce), before the unpaired
 #: lowerings (which take up to twice the threadblocks).
 RAILS = (FUSED[0], {**FUSED[0], "rounds": "separated"}, *FUSED[1:])
-#: rails' unpaired variants (``Variant.unpaired``): the unpaired lowerings only.
+#: Unpaired variants (``Variant.unpaired``: rails, direct): the unpaired lowerings only.
 UNPAIRED = FUSED[1:]
 #: rings2d's crossing form (``rings2d.crossing_once``): its
 #: network sends and landing receives on threadblocks of their own, so a send
@@ -320,8 +320,9 @@ class Compiler:
         else:
             budget = self._narrowing(variant.algorithm, variant.chunks,
                                      variant.budget or self.budget)
-        return (variant.algorithm, variant.chunks, budget, variant.unpaired,
-                self._simple_form(variant))
+        # only rails builds another schedule for an unpaired lowering
+        return (variant.algorithm, variant.chunks, budget,
+                variant.unpaired and variant.algorithm in BUDGETED, self._simple_form(variant))
 
     def _narrowing(self, algorithm: str, chunks: int | None, budget: int) -> int:
         """The budget a schedule of ``algorithm`` outside ``BUDGETED`` is
@@ -1124,11 +1125,14 @@ def _smaller_budgets(compiler: Compiler, scored: list, sizes: tuple[int, ...],
     for b in sorted(x for x in budgets if x >= 1):
         # an unpaired winner's lanes, planned for half of a smaller budget, do
         # not fit (rails needs 17 on two DGX boxes): the paired file does
-        variant = dataclasses.replace(winner, budget=b, unpaired=False)
-        try:
-            out.append((-compiler.score(variant, sizes), variant.label, variant))
-        except ColcError as err:
-            refusals.append(f"{variant.label}: {err}")
+        tries = [dataclasses.replace(winner, budget=b, unpaired=False)]
+        if winner.unpaired and winner.algorithm not in BUDGETED:
+            tries.append(dataclasses.replace(winner, budget=b))  # direct: the same lanes, fewer
+        for variant in tries:
+            try:
+                out.append((-compiler.score(variant, sizes), variant.label, variant))
+            except ColcError as err:
+                refusals.append(f"{variant.label}: {err}")
     out.sort(key=_ranking(compiler, sizes))
     return out
 
