@@ -96,9 +96,10 @@ class Verifier:
         program = getattr(report, "program", None)
         warnings = tuple(str(w) for w in report.warnings)
         if backend != "oneccl" and program is not None and report.ok:
-            from colc.ir.simulate import selection_warnings
+            from colc.ir.simulate import iteration_warnings, selection_warnings
 
-            warnings += tuple(selection_warnings(program)) + residency_warnings(program)
+            warnings += (tuple(selection_warnings(program)) + tuple(iteration_warnings(program))
+                         + residency_warnings(program) + rooted_warnings(program))
         summary = getattr(report, "summary", "") or (_summary(program) if program else "")
         if backend == "oneccl" and report.ok and report.schedule is not None:
             summary = _thread_summary(report.schedule)
@@ -151,6 +152,32 @@ def residency_warnings(program) -> tuple[str, ...]:
     return (f"{tbs} threadblocks per GPU: more than {', '.join(short)} hold at once; the "
             f"runtime needs every threadblock of a rank resident, so the call hangs on those "
             f"GPUs (it fits: {', '.join(fits) or 'none of them'})",)
+
+
+def rooted_warnings(program) -> tuple[str, ...]:
+    """Warnings for a broadcast or reduce file: the runtime ignores the
+    call's root when it selects a file, so it runs this one for every root,
+    while its steps (proved for root 0) serve one; and with Simple the
+    runtime's host and kernel cut such a call differently (1 against 4
+    chunk steps).
+
+    >>> from colc.ir.program import Program
+    >>> from colc.ir.core import Collective, Protocol
+    >>> p = Program("x", Collective.BROADCAST, Protocol.LL, 1, 2, 2, True, True, 0, 0, ())
+    >>> len(rooted_warnings(p))
+    1
+    """
+    from colc.ir.core import Collective, Protocol
+
+    if program.collective not in (Collective.BROADCAST, Collective.REDUCE):
+        return ()
+    coll = program.collective.value
+    out = (f"{coll}: the runtime selects a file whatever the call's root, and this one is "
+           f"proved for root 0: a {coll} from another root runs it too and gets wrong data",)
+    if program.protocol is Protocol.SIMPLE:
+        out += (f"{coll} with Simple: the runtime's host plans such a call with 1 chunk step and "
+                f"its kernel runs 4, so their step counts disagree (use LL or LL128)",)
+    return out
 
 
 def _thread_summary(sched) -> str:

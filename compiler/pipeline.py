@@ -778,7 +778,7 @@ class Compiler:
         changes: dict[str, object] = {"comment": comment() if callable(comment) else comment}
         if window is not None:
             changes.update(min_bytes=window[0], max_bytes=window[1])
-        program = dataclasses.replace(program, **changes)
+        program = _iterations_capped(dataclasses.replace(program, **changes), self.opts.backend)
         return program, _emit(program, self.opts.backend)
 
     def verify_all(self, texts: list[str]) -> list[bool]:
@@ -1108,6 +1108,25 @@ LADDER_RANKS = 256
 #: lowering costs seconds to minutes; below it the test suite's compiles
 #: take 15% longer with the halves as well.
 FULL_LADDER_RANKS = 64
+
+
+def _iterations_capped(program: Program, backend: str) -> Program:
+    """``program`` with its MSCCL window ending where a call would run more
+    loop iterations than the executor's flags count (``iteration_limit``:
+    an LL file of nchunksperloop 8 past 16 GiB); the runtime falls back to
+    NCCL's own algorithm above it."""
+    from colc.ir.simulate import MAX_ITERATIONS, iteration_limit
+
+    limit = iteration_limit(program) if backend == "msccl" else None
+    if limit is None or (program.max_bytes and program.max_bytes <= limit):
+        return program
+    if program.min_bytes > limit:
+        raise InfeasibleError(
+            f"minBytes {program.min_bytes}: a call of that size runs more than {MAX_ITERATIONS} "
+            f"loop iterations of {program.protocol.value} with nchunksperloop {program.nchunks}, "
+            f"where the runtime's dependency flags overflow; the file serves at most {limit} "
+            f"bytes (lower --min-bytes, or use another protocol)")
+    return dataclasses.replace(program, max_bytes=limit)
 
 
 def _smaller_budgets(compiler: Compiler, scored: list, sizes: tuple[int, ...],

@@ -160,6 +160,8 @@ def fold_threadblock(tb: Threadblock, rank: int) -> tuple[FoldedThreadblock, lis
     n_reductions = 0
     for pos, st in enumerate(tb.steps):
         if st.kind is _NOP:
+            if st.dep is not None and st.dep[0] > MAX_DEPID:  # a nop's depid is int8 too
+                diags.append(_depid_error(st.dep[0], rank, tb.id, pos))
             if st.dep is not None and st.dep[0] >= 0:
                 pending_deps.append((st.dep[0], st.dep[1], pos))
             else:
@@ -242,8 +244,16 @@ def _check_step(st: Step, tb: Threadblock, rank: int, pos: int) -> list[Diagnost
     if tb.recv is None and st.kind._value_ in _RECEIVES:
         out.append(error(f"{st.kind.value} step in a tb without a recv peer", rank, tb.id, pos))
     if st.dep is not None and st.dep[0] > MAX_DEPID:
-        out.append(error(f"depid {st.dep[0]} > {MAX_DEPID} (stored as int8)", rank, tb.id, pos))
+        out.append(_depid_error(st.dep[0], rank, tb.id, pos))
     return out
+
+
+def _depid_error(depid: int, rank: int, tb: int, pos: int) -> Diagnostic:
+    """The runtime keeps a depid in an int8: 128 names no threadblock (the
+    wait reads outside the flags: a hang), 256 + k names threadblock k."""
+    return error(f"depid {depid} > {MAX_DEPID} (stored as int8: the runtime waits on "
+                 f"{'threadblock ' + str(depid % 256) if depid % 256 <= MAX_DEPID else 'no threadblock'}"
+                 f" instead)", rank, tb, pos)
 
 
 def _declared(rp: RankProgram, buf: Buffer) -> int:
@@ -301,18 +311,24 @@ def _check_tbs(program: Program, rp: RankProgram) -> list[Diagnostic]:
             elif peer == r:
                 out.append(error(f"{what} peer {peer} is the tb's own rank", r, tb.id))
         if 0 <= c <= MAX_CHANNELS:
-            if n_send[c] >= MAX_TBS_PER_CHANNEL and any(s.kind._value_ in _SENDS
-                                                        for s in tb.steps):
-                out.append(error(f"too many sends per channel {c} (max {MAX_TBS_PER_CHANNEL} tbs)",
-                                 r, tb.id))
-            if n_recv[c] >= MAX_TBS_PER_CHANNEL and any(s.kind._value_ in _RECEIVES
-                                                        for s in tb.steps):
-                out.append(error(f"too many recvs per channel {c} (max {MAX_TBS_PER_CHANNEL} tbs)",
-                                 r, tb.id))
-            n_send[c] += tb.send is not None
-            n_recv[c] += tb.recv is not None
+            for what, peer, counts, kinds in (("send", tb.send, n_send, _SENDS),
+                                              ("recv", tb.recv, n_recv, _RECEIVES)):
+                if peer is not None and counts[c] == MAX_TBS_PER_CHANNEL:
+                    out.append(_peers_error(what, c, any(s.kind._value_ in kinds
+                                                         for s in tb.steps), r, tb.id))
+                counts[c] += peer is not None
     out.extend(_check_connections(rp))
     return out
+
+
+def _peers_error(what: str, channel: int, used: bool, rank: int, tb: int) -> Diagnostic:
+    """The first threadblock past ``MAX_TBS_PER_CHANNEL`` with a ``what`` peer
+    on ``channel``: the parser refuses its first such step, and after the
+    threadblock records the peer in a 32-entry array without a check."""
+    effect = (f"too many {what}s per channel (load fails)" if used else
+              f"the parser writes its peer past the channel's {MAX_TBS_PER_CHANNEL}-entry array")
+    return error(f"more than {MAX_TBS_PER_CHANNEL} tbs with a {what} peer on channel {channel}: "
+                 f"{effect}", rank, tb)
 
 
 def _check_connections(rp: RankProgram) -> list[Diagnostic]:

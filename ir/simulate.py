@@ -217,6 +217,78 @@ def selectable_sizes(program: Program, dtype_bytes: int = 4,
     return out
 
 
+#: Loop iterations one call may run (``MSCCL_MAX_ITER``): a threadblock's
+#: dependency flag is (launch, iteration, step) with 16 bits for the
+#: iteration, so past it the iteration spills into the launch and a wait
+#: on the flag never ends (or, in the next call, ends early).
+MAX_ITERATIONS = 1 << 16
+
+
+#: Calls of this many bytes exceed every GPU's memory (the largest hold 256
+#: GB): a limit past it is never met.
+UNREACHABLE_BYTES = 1 << 40
+
+
+def iteration_limit(program: Program) -> int | None:
+    """The largest call (bytes) ``program`` runs in at most
+    ``MAX_ITERATIONS`` loop iterations, or None when no step waits on a
+    dependency flag (the overflow then harms nothing) or no GPU holds a
+    call that large (``UNREACHABLE_BYTES``).
+
+    An iteration moves at most the protocol's ``call_bytes`` of every chunk
+    (Simple 2 MiB, LL 32 KiB, LL128 540000 bytes), and a call of ``nbytes``
+    has chunks of ``nbytes / nchunksperloop``.
+
+    Examples
+    --------
+    >>> import dataclasses
+    >>> from colc.ir.program import Loc, Program, RankProgram, Step, Threadblock
+    >>> from colc.ir.core import Buffer, Collective, Protocol
+    >>> wait = Step(StepKind.COPY, Loc(Buffer.INPUT, 0), Loc(Buffer.OUTPUT, 0), 1, dep=(1, 0))
+    >>> rank = RankProgram(0, 1, 1, 0, (Threadblock(0, None, None, 0, (wait,)),))
+    >>> p = Program("x", Collective.ALLREDUCE, Protocol.LL, 1, 3, 1, True, True, 0, 0, (rank,))
+    >>> iteration_limit(p) == 3 * (1 << 16) * (1 << 15)  # 6 GiB
+    True
+    >>> iteration_limit(dataclasses.replace(p, protocol=Protocol.SIMPLE))  # 384 GiB
+    412316860416
+    >>> iteration_limit(dataclasses.replace(p, nchunks=3 << 9)) is None  # 3 TiB: no GPU's
+    True
+    """
+    from colc.ir.runtime_model import GEOMETRY
+
+    waits = any(st.dep is not None and st.dep[0] >= 0
+                for rank in program.ranks for tb in rank.threadblocks for st in tb.steps)
+    limit = MAX_ITERATIONS * GEOMETRY[program.protocol].call_bytes * program.nchunks
+    return limit if waits and limit < UNREACHABLE_BYTES else None
+
+
+def iteration_warnings(program: Program) -> list[str]:
+    """A warning when the runtime may select ``program`` for calls that run
+    more than ``MAX_ITERATIONS`` loop iterations (``iteration_limit``;
+    colc caps the maxBytes of the files it writes there).
+
+    Parameters
+    ----------
+    program : Program
+        A loaded file (its window, protocol, chunks and dependencies).
+
+    Returns
+    -------
+    list of str
+        The warning, naming the limit in bytes, or nothing.
+    """
+    from colc.sizes import format_size
+
+    limit = iteration_limit(program)
+    if limit is None or (program.max_bytes and program.max_bytes <= limit):
+        return []
+    return [f"maxBytes {program.max_bytes} lets the runtime select this file for calls above "
+            f"{format_size(limit)}, which run more than {MAX_ITERATIONS} loop iterations "
+            f"(nchunksperloop {program.nchunks}, {program.protocol.value}): the dependency "
+            f"flags overflow (MSCCL_MAX_ITER) and such a call can hang or race; set maxBytes "
+            f"to at most {limit}"]
+
+
 def selection_warnings(program: Program) -> list[str]:
     """Why the runtime selects ``program`` at no power-of-two size.
 
@@ -795,6 +867,7 @@ def simulate(program: Program, topo: Topology, model: RuntimeModel, nbytes: int,
                      not why, why, busiest_tb, busiest_link)
 
 
-__all__ = ["SimResult", "SimulationError", "busbw_factor", "nccl_tests_bytes", "selectable_sizes",
-           "selection", "selection_warnings", "simulate", "window_selection"]
+__all__ = ["MAX_ITERATIONS", "SimResult", "SimulationError", "busbw_factor", "iteration_limit",
+           "iteration_warnings", "nccl_tests_bytes", "selectable_sizes", "selection",
+           "selection_warnings", "simulate", "window_selection"]
 _ = math

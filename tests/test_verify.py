@@ -483,3 +483,118 @@ def test_token_game_finds_the_interpreters_deadlocks() -> None:
         game = [d for d in deadlocks(program, depth) if "deadlock" in d.message]
         assert [str(d) for d in game] == [str(d) for d in full]
     assert deadlocks(read_msccl(example("01"), "01").program, 2) == []
+
+
+def test_a_nop_depid_past_int8_is_an_error() -> None:
+    """The runtime keeps a nop's depid in an int8 like a step's: 130 names
+    no threadblock (the wait never ends), 257 names threadblock 1."""
+    text = example("01")
+    head = '<tb id="0" send="1" recv="3" chan="0">\n'
+    for depid, says in ((130, "waits on no threadblock"), (257, "waits on threadblock 1")):
+        nop = step(0, "nop", ("i", -1), ("i", -1), cnt=0, dep=(depid, 0)) + "\n"
+        errs = errors_of(mutate(text, head, head + nop))
+        assert has(errs, f"depid {depid} > 127", says), errs
+
+
+def test_a_33rd_send_peer_on_a_channel_is_an_error_even_when_idle() -> None:
+    """Past 32 threadblocks with a send (or recv) peer on one channel the
+    executor's parser records the peer past its 32-entry array, whether or
+    not the threadblock sends; with a send step the load fails."""
+    n = 34
+    lines = [f'<algo name="x" proto="Simple" nchannels="2" nchunksperloop="{n}" ngpus="{n}" '
+             'coll="allgather" inplace="0" outofplace="1" minBytes="0" maxBytes="0">']
+    for r in range(n):
+        lines.append(f'  <gpu id="{r}" i_chunks="1" o_chunks="{n}" s_chunks="0">')
+        nxt, prv = (r + 1) % n, (r - 1) % n
+        lines.append(f'    <tb id="0" send="{nxt}" recv="{prv}" chan="0">')
+        lines.append(step(0, "cpy", ("i", 0), ("o", r)))
+        lines += [step(1, "s", ("o", r), ("o", r))]
+        lines += [step(1 + j, "rcs", ("o", (r - j) % n), ("o", (r - j) % n))
+                  for j in range(1, n - 1)]
+        lines += [step(n - 1, "r", ("o", (r + 1) % n), ("o", (r + 1) % n)), "    </tb>"]
+        idle = ([f'    <tb id="{p}" send="{p}" recv="-1" chan="1">\n    </tb>' for p in range(1, n)]
+                if r == 0 else [f'    <tb id="1" send="-1" recv="0" chan="1">\n    </tb>'])
+        lines += idle + ["  </gpu>"]
+    text = "\n".join(lines + ["</algo>"]) + "\n"
+    errs = errors_of(text)
+    assert has(errs, "rank 0 tb 33", "more than 32 tbs with a send peer on channel 1",
+               "past the channel's 32-entry array"), errs
+    assert not has(errs, "tb 32:"), errs  # the 32nd fits
+    busy = mutate(text, f'<tb id="33" send="33" recv="-1" chan="1">\n    </tb>',
+                  f'<tb id="33" send="33" recv="-1" chan="1">\n'
+                  + step(0, "s", ("o", 0), ("o", 0)) + "\n    </tb>")
+    assert has(errors_of(busy), "rank 0 tb 33", "too many sends per channel (load fails)")
+
+
+def test_a_window_past_the_loop_iteration_limit_is_warned() -> None:
+    """A call runs at most 65536 loop iterations (MSCCL_MAX_ITER) before its
+    dependency flags overflow: an LL file with dependencies and no maxBytes
+    (example 03: nchunksperloop 9, 32 KiB of a chunk an iteration) hangs
+    past 18 GiB; with maxBytes there, or no dependency (example 04), there
+    is no warning."""
+    from colc.backends.verify import verify_text
+
+    limit = 9 * 65536 * 32768
+    text = example("03")
+    warned = [w for w in verify_text(text, "a.xml").warnings if "MSCCL_MAX_ITER" in w]
+    assert len(warned) == 1 and "above 18G" in warned[0] and str(limit) in warned[0], warned
+    capped = mutate(text, 'maxBytes="0"', f'maxBytes="{limit}"')
+    assert not [w for w in verify_text(capped, "b.xml").warnings if "MSCCL_MAX_ITER" in w]
+    assert not [w for w in verify_text(example("04"), "c.xml").warnings
+                if "MSCCL_MAX_ITER" in w]
+
+
+def test_broadcast_and_reduce_files_are_warned_of_their_root() -> None:
+    """The runtime ignores the root when it selects a file, so a broadcast
+    or reduce file (proved for root 0) runs for every root; with Simple
+    its host and kernel also disagree on chunk steps."""
+    from colc.backends.verify import verify_text
+
+    for coll, kind in (("broadcast", "r"), ("reduce", "rrc")):
+        text = "\n".join([
+            f'<algo name="t" proto="Simple" nchannels="1" nchunksperloop="1" ngpus="2" '
+            f'coll="{coll}" inplace="0" outofplace="1" minBytes="0" maxBytes="0">',
+            '  <gpu id="0" i_chunks="1" o_chunks="1" s_chunks="0">',
+            '    <tb id="0" send="-1" recv="1" chan="0">' if coll == "reduce" else
+            '    <tb id="0" send="1" recv="-1" chan="0">',
+            step(0, "cpy", ("i", 0), ("o", 0)) if coll == "broadcast" else
+            step(0, kind, ("i", 0), ("o", 0)),
+            step(1, "s", ("i", 0), ("o", 0)) if coll == "broadcast" else "",
+            '    </tb>', '  </gpu>',
+            '  <gpu id="1" i_chunks="1" o_chunks="1" s_chunks="0">',
+            '    <tb id="0" send="-1" recv="0" chan="0">' if coll == "broadcast" else
+            '    <tb id="0" send="0" recv="-1" chan="0">',
+            step(0, "r", ("i", 0), ("o", 0)) if coll == "broadcast" else
+            step(0, "s", ("i", 0), ("o", 0)),
+            '    </tb>', '  </gpu>', '</algo>', ""])
+        report = verify_text(text, f"{coll}.xml")
+        assert report.ok, report.errors
+        assert any(w.startswith(f"{coll}: the runtime selects a file whatever the call's root")
+                   for w in report.warnings), report.warnings
+        assert any(f"{coll} with Simple" in w for w in report.warnings)
+        ll = verify_text(text.replace('proto="Simple"', 'proto="LL"'), f"{coll}-ll.xml")
+        assert not [w for w in ll.warnings if "with Simple" in w]
+
+
+def test_compiled_ll_files_end_their_window_at_the_loop_iteration_limit() -> None:
+    """A compiled LL file without a --max-bytes (ring allgather on 4 ranks,
+    nchunksperloop 8) ends its window at 16 GiB, the last size its calls
+    run within 65536 loop iterations; its verify has no warning of it, and
+    a Simple file (1 TiB and more) keeps an unlimited window."""
+    import dataclasses
+
+    from colc.backends.verify import verify_text
+    from colc.compiler.pipeline import CompileOptions, compile_topology
+    from colc.frontends.families import ring
+    from colc.ir.core import Collective, Protocol
+    from colc.ir.simulate import iteration_limit
+
+    topo = ring(4, 25)
+    opts = CompileOptions(collective=Collective.ALLGATHER, algorithm="ring", jobs=1,
+                          protocol=Protocol.LL)
+    result = compile_topology(topo, opts)
+    assert result.program.max_bytes == iteration_limit(result.program) == 8 * (1 << 31)
+    assert 'maxBytes="17179869184"' in result.text
+    assert not [w for w in verify_text(result.text, "ll.xml").warnings if "MSCCL_MAX_ITER" in w]
+    simple = compile_topology(topo, dataclasses.replace(opts, protocol=Protocol.SIMPLE))
+    assert simple.program.max_bytes == 0
