@@ -87,7 +87,11 @@ def plan_lanes(sched: Schedule, topo: Topology, model: RuntimeModel, protocol: P
     protocol : Protocol
     target_algbw : float, optional
         GB/s to provision for; default: the bandwidth-model algbw of
-        ``sched`` times the model's link efficiency.
+        ``sched`` times the model's link efficiency (the lower of its GPU
+        link and NIC efficiencies where the topology has a network, the GPU
+        link's where it has none: one MI250 box at 0.859, not the NICs'
+        0.577, whose lanes then carried its all-to-all at 42.2 GB/s where
+        it runs at 52.5).
     step_budget, max_channels, max_threadblocks
         Runtime limits (threadblocks default to the model's).
     router : Router, optional
@@ -104,7 +108,8 @@ def plan_lanes(sched: Schedule, topo: Topology, model: RuntimeModel, protocol: P
     router = router or Router(topo)
     costs = model.costs(protocol)
     if target_algbw is None:
-        eff = min(model.p2p_efficiency, model.net_efficiency)
+        eff = (min(model.p2p_efficiency, model.net_efficiency)
+               if any(node.is_network for node in topo.nodes) else model.p2p_efficiency)
         target_algbw = float(schedule_algbw(sched, topo, router)) * eff
     chunks: dict[tuple[int, int], int] = defaultdict(int)
     nops: dict[tuple[int, int], int] = defaultdict(int)
