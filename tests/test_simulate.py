@@ -240,17 +240,21 @@ def test_a_slice_nobody_receives_still_lands_before_the_call_ends() -> None:
 
     from colc.backends.msccl_reader import read_msccl
     from colc.cli import load_any_topology
+    from colc.compiler.pipeline import CompileOptions, compile_topology
     from colc.ir.runtime_model import model_for
 
     repo = Path(__file__).resolve().parent.parent
-    text = (repo / "golden" / "msccl" / "ring4-alltoall-direct.xml").read_text()
+    topo = load_any_topology(str(repo / "examples" / "ring-4.yaml"))
+    # direct with a paired threadblock per peer (unpaired needs 7 threadblocks)
+    text = compile_topology(topo, CompileOptions(collective=Collective.ALLTOALL, jobs=1,
+                                                 algorithm="direct", chunks=1,
+                                                 max_threadblocks=6)).text
     last = '<step s="1" type="r" srcbuf="i" srcoff="0" dstbuf="o" dstoff="1" cnt="1" ' \
            'depid="-1" deps="-1" hasdep="0"/>'
     extra = '<step s="2" type="s" srcbuf="i" srcoff="1" dstbuf="o" dstoff="0" cnt="1" ' \
             'depid="-1" deps="-1" hasdep="0"/>'
     assert text.count(last) >= 1
     longer = text.replace(last, last + "\n      " + extra, 1)
-    topo = load_any_topology(str(repo / "examples" / "ring-4.yaml"))
     model = model_for(topo)
     base, more = read_msccl(text, "base"), read_msccl(longer, "extra")
     assert more.runnable and not more.loaded.diagnostics
