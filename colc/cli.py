@@ -42,7 +42,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(_one_line(str(err)), file=sys.stderr)
         return 1
     except InternalError as err:
-        print(f"colc: internal error (please report): {_one_line(str(err))}", file=sys.stderr)
+        print(f"colc: internal error (please report): {_plain(err)}", file=sys.stderr)
         return 3
     except KeyboardInterrupt:
         print("colc: interrupted", file=sys.stderr)
@@ -66,8 +66,8 @@ _WRITE_ERRNOS = frozenset({errno.ENOSPC, errno.EFBIG, errno.EDQUOT})
 
 def _internal(err: BaseException) -> int:
     """Report an unexpected exception in one line (exit status 3)."""
-    print(f"colc: internal error (please report): {type(err).__name__}: "
-          f"{_one_line(str(err))}", file=sys.stderr)
+    print(f"colc: internal error (please report): {type(err).__name__}: {_plain(err)}",
+          file=sys.stderr)
     if os.environ.get("COLC_DEBUG"):
         raise err
     return 3
@@ -78,6 +78,12 @@ def clear_progress() -> None:
     from colc.progress import clear
 
     clear()
+
+
+def _plain(err: BaseException) -> str:
+    """An internal error's message on one line, without the user-error
+    prefix ``_one_line`` gives (a MemoryError has none: say so)."""
+    return " ".join(str(err).split()) or "(no message)"
 
 
 def _one_line(msg: str) -> str:

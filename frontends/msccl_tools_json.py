@@ -35,7 +35,7 @@ from colc.errors import SpecError
 from colc.ir.topology import Link, Node, Topology
 
 from ._json import load_json, matrix
-from ._values import fraction_value
+from ._values import fraction_value, show, str_value
 from .limits import check_ranks
 from .validate import validate_topology
 
@@ -92,7 +92,7 @@ def load_msccl_tools_topology(path: str, unit: object = 1) -> Topology:
         bw = _count(sw[2], path, f + "[2]")
         if bw <= 0:
             raise SpecError(path, f"field '{f}[2]': switch bandwidth must be > 0, got {bw}")
-        name = sw[3] if isinstance(sw[3], str) and sw[3] else f"switch{k}"
+        name = str_value(sw[3], path=path, field=f + "[3]") if sw[3] else f"switch{k}"
         cap = bw * bw_unit
         if len(srcs) == 1 or len(dsts) == 1:
             names = [_fresh(name, used)]
@@ -108,7 +108,7 @@ def load_msccl_tools_topology(path: str, unit: object = 1) -> Topology:
     direct = [Link(f"r{s}", f"r{d}", mult[d][s] * bw_unit)
               for s in range(n) for d in range(n)
               if s != d and mult[d][s] > 0 and (s, d) not in covered]
-    name = doc.get("name") if isinstance(doc.get("name"), str) and doc.get("name") else "msccl"
+    name = str_value(doc["name"], path=path, field="name") if "name" in doc else "msccl"
     topo = Topology(name, tuple(nodes), tuple(direct + extra), path)
     validate_topology(topo, path)
     return topo
@@ -116,7 +116,7 @@ def load_msccl_tools_topology(path: str, unit: object = 1) -> Topology:
 
 def _count(v: object, path: str, field: str) -> int:
     if isinstance(v, bool) or not isinstance(v, int) or v < 0:
-        raise SpecError(path, f"field '{field}': must be an integer >= 0, got {v!r}")
+        raise SpecError(path, f"field '{field}': must be an integer >= 0, got {show(v)}")
     return v
 
 
@@ -126,7 +126,7 @@ def _ranks(v: object, n: int, path: str, field: str) -> list[int]:
     out = []
     for r in v:
         if isinstance(r, bool) or not isinstance(r, int) or not 0 <= r < n:
-            raise SpecError(path, f"field '{field}': rank {r!r} is not in 0..{n - 1}")
+            raise SpecError(path, f"field '{field}': rank {show(r)} is not in 0..{n - 1}")
         out.append(r)
     return sorted(set(out))
 

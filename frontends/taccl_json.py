@@ -35,7 +35,7 @@ from colc.errors import SpecError
 from colc.ir.topology import Link, Node, Topology
 
 from ._json import load_json, matrix
-from ._values import fraction_value
+from ._values import fraction_value, str_value
 from .limits import check_ranks
 from .validate import validate_topology
 
@@ -83,9 +83,9 @@ def load_taccl_topology(path: str, sketch: str | None = None, nnodes: int | None
         nnodes = load_taccl_sketch(sketch) if sketch is not None else 1
     if isinstance(nnodes, bool) or not isinstance(nnodes, int) or not 1 <= nnodes <= _MAX_NODES:
         raise SpecError(path, f"nnodes must be an integer in 1..{_MAX_NODES}, got {nnodes!r}")
-    name = doc.get("name")
-    if not isinstance(name, str) or not name:
-        raise SpecError(path, "field 'name': missing or not a string")
+    if "name" not in doc:
+        raise SpecError(path, "field 'name': missing")
+    name = str_value(doc["name"], path=path, field="name")
     gpn = doc.get("gpus_per_node")
     if isinstance(gpn, bool) or not isinstance(gpn, int) or not 1 <= gpn <= 1024:
         raise SpecError(path, f"field 'gpus_per_node': must be an integer in 1..1024, got {gpn!r}")
@@ -126,6 +126,8 @@ def _intra(doc: dict, name: str, gpn: int, path: str
         m = matrix(doc["links"], path, "links", gpn)
         if "betas" in doc:
             costs = matrix(doc["betas"], path, "betas", gpn)
+            if "alpha" in doc:  # checked, not used: betas are the whole cost
+                fraction_value(doc["alpha"], path=path, field="alpha", minimum="nonnegative")
             alpha = Fraction(0)
             field = "betas"
         elif "invbws" in doc:

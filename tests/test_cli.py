@@ -444,3 +444,18 @@ def test_dash_is_standard_output_and_said_so(capsys) -> None:
     import yaml
 
     assert "nodes" in yaml.safe_load(out)
+
+
+def test_internal_errors_say_so_without_the_user_error_prefix(monkeypatch, capsys) -> None:
+    """An unexpected exception is one line naming it, exit 3, without the
+    'colc: error:' of a user error inside; a MemoryError, which has no
+    message, says so."""
+    import colc.cli as cli
+
+    for exc, text in ((ValueError("bad\nvalue"), "ValueError: bad value"),
+                      (MemoryError(), "MemoryError: (no message)")):
+        def broken(args, exc=exc):
+            raise exc
+        monkeypatch.setattr(cli, "_dispatch", broken)
+        assert cli.main(["x.yaml"]) == 3
+        assert capsys.readouterr().err == f"colc: internal error (please report): {text}\n"
