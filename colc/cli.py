@@ -137,6 +137,14 @@ def _cmd_help(argv: list[str]) -> int:
     return _dispatch([argv[0], "--help"])
 
 
+def check_target(path: str, inputs: Sequence[str] = ()) -> None:
+    """Refuse an output ``write_atomically`` would refuse, before the work
+    (``colc.output.check_target``)."""
+    from colc.output import check_target as check
+
+    check(path, inputs)
+
+
 def write_atomically(path: str, text: str, inputs: Sequence[str] = ()) -> None:
     """Write ``text`` to ``path`` safely: atomically for files, in place for
     devices and FIFOs, never over a directory or an input (``colc.output``)."""
@@ -309,6 +317,8 @@ def _cmd_compile(argv: list[str]) -> int:
             print(f"colc: note: {', '.join(given)} ignored: a folder gets every protocol the "
                   f"machine offers, each over its own size window", file=sys.stderr)
         return _write_portfolio(topo, opts, args.output, args.topology)
+    if args.output and args.output != "-":
+        check_target(args.output, [args.topology])  # before the compile: minutes at scale
     result = compile_topology(topo, opts)
     clear_progress()
     for note in result.notes:
@@ -675,12 +685,11 @@ def _cmd_find(argv: list[str]) -> int:
     p.add_argument("-o", "--output", help="write the chosen topology here (colc YAML)")
     args = p.parse_args(argv)
     _check_output(args.output, "colc find writes the chosen topology as colc YAML", ".yaml")
-    try:
-        alpha, bandwidth = Fraction(args.alpha), Fraction(args.bandwidth)
-        share = Fraction(args.alltoall_share)
-    except (ValueError, ZeroDivisionError) as err:
-        raise ColcError(f"colc find: error: --alpha/--bandwidth/--alltoall-share must be "
-                        f"numbers ({err})") from err
+    if args.output and args.output != "-":
+        check_target(args.output)  # before the search: minutes with --mcf-lp
+    alpha, bandwidth, share = (_option_number(getattr(args, name), option) for name, option in (
+        ("alpha", "--alpha"), ("bandwidth", "--bandwidth"),
+        ("alltoall_share", "--alltoall-share")))
     result = find_topology(args.ranks, args.degree, size=args.size, alpha=alpha,
                            bandwidth=bandwidth, alltoall_share=share,
                            alltoall_size=args.alltoall_size, mcf_lp=args.mcf_lp,
@@ -696,6 +705,17 @@ def _cmd_find(argv: list[str]) -> int:
         write_atomically(args.output, result.yaml())
         print(f"colc: wrote {_target_name(args.output)}", file=sys.stderr)
     return 0
+
+
+def _option_number(text: str, option: str) -> Fraction:
+    """A number given on the command line, read as a topology field is (no
+    exponent past 1000 either way: ``1e999999999`` took minutes)."""
+    from colc.frontends._values import FieldError, parse_number
+
+    try:
+        return parse_number(text, path="colc", field=option)  # find_topology checks ranges
+    except FieldError as err:
+        raise ColcError(f"colc find: error: {option}: {err.problem}") from None
 
 
 def _cmd_simulate(argv: list[str]) -> int:

@@ -204,6 +204,29 @@ def _unlink(staged: list[tuple[str, str, str]]) -> None:
             os.unlink(tmp)
 
 
+def check_target(path: str, inputs: Sequence[str] = ()) -> None:
+    """Refuse, before any work, an output ``write_output`` would refuse
+    after it: a directory, an input, or a name in a folder that does not
+    exist.
+
+    Parameters
+    ----------
+    path : str
+        The output file's name (not ``-``).
+    inputs : sequence of str
+        The command's input files.
+
+    Raises
+    ------
+    ColcError
+        Naming the output and the problem.
+    """
+    real, _ = _target(path, inputs)
+    folder = os.path.dirname(real) or "."
+    if not os.path.isdir(folder):
+        raise ColcError(f"{path}: error: output folder {folder} does not exist")
+
+
 def _target(path: str, inputs: Sequence[str]) -> tuple[str, os.stat_result | None]:
     """``path`` resolved, and its status (None: a new name); refuses inputs and folders."""
     real = os.path.realpath(path)

@@ -225,7 +225,7 @@ def fraction_value(
             raise FieldError(path, field, f"must be a finite number, got {value}", line)
         result = Fraction(str(value))
     elif isinstance(value, str):
-        result = _parse_number(value, path=path, field=field, line=line)
+        result = parse_number(value, path=path, field=field, line=line)
     else:
         raise FieldError(path, field, f"must be a number, got {type_name(value)}", line)
     if minimum == "positive" and result <= 0:
@@ -235,8 +235,10 @@ def fraction_value(
     return result
 
 
-def _parse_number(text: str, *, path: str, field: str, line: int | None) -> Fraction:
-    """``Fraction(text)``, refusing texts whose value would take long to compute."""
+def parse_number(text: str, *, path: str, field: str, line: int | None = None) -> Fraction:
+    """``Fraction(text)``, refusing texts whose value would take long to compute
+    (``MAX_NUMBER_CHARS``, ``MAX_NUMBER_EXPONENT``) or written in other digits
+    than ASCII; the sign is not checked."""
     stripped = text.strip()
     if len(stripped) > MAX_NUMBER_CHARS:
         raise FieldError(path, field, f"a number of {len(stripped)} characters; at most "

@@ -196,7 +196,21 @@ NCCL_DUMP = os.path.join(REPO, "tests", "data", "real", "dgx-a100.nccl.xml")
       "OUT.xml"],  # wrote the unchunked ring labelled ring/c3
      "--chunks: ring has no chunking to choose (its own is fixed)"),
     (["find", "--ranks", "8", "--degree", "2", "--alpha", "-1"],  # showed "-1, 25/2"
-     "--alpha must be >= 0 microseconds, got -1"),
+     "--alpha must be from 0 to 1e+09 microseconds, got -1"),
+    (["find", "--ranks", "8", "--degree", "2", "--alpha", "1e999999999"],  # minutes of CPU
+     "colc find: error: --alpha: exponent 999999999 is out of range"),
+    (["find", "--ranks", "8", "--degree", "2", "--alpha", "1e400"],  # an internal error
+     "--alpha must be from 0 to 1e+09 microseconds, got about 1e400"),
+    (["find", "--ranks", "8", "--degree", "4", "--bandwidth", "1e10"],  # a table, no file
+     "--bandwidth 1e+10 GB/s over 4 links is 2.5e+09 GB/s a link; colc takes 1e-06 to 1e+09"),
+    (["find", "--ranks", "5000", "--degree", "3"],  # wrote a file colc refuses
+     "--ranks must be from 2 to 4096 (the most colc handles), got 5000"),
+    (["find", "--ranks", "4", "--degree", "100000"],  # minutes
+     "--degree must be from 1 to 64 links per rank, got 100000"),
+    (["find", "--ranks", "8", "--degree", "2", "-o", "OUT/none/x.yaml"],  # after the table
+     "error: output folder"),
+    ([os.path.join(EXAMPLES, "ring-4.yaml"), "-o", "OUT/none/x.xml"],  # after the compile
+     "error: output folder"),
     (["find", "--ranks", "8", "--degree", "3", "-o", "OUT.xml"],  # replaced an MSCCL file
      "colc find writes the chosen topology as colc YAML; name the output .yaml"),
     (["report", os.path.join(EXAMPLES, "ring-4.yaml"), "-o", "OUT.xml", "--no-portfolio"],
@@ -205,8 +219,9 @@ NCCL_DUMP = os.path.join(REPO, "tests", "data", "real", "dgx-a100.nccl.xml")
 def test_subcommand_options_out_of_range_are_one_line(tmp_path, capsys, argv, text):
     argv = [a.replace("OUT", str(tmp_path / "out")) for a in argv]
     assert main(argv) == 1
-    err = capsys.readouterr().err
+    out, err = capsys.readouterr()
     assert text in err and len(err.strip().splitlines()) == 1, err
+    assert not out  # refused before the work: no table
     assert not list(tmp_path.iterdir())
 
 

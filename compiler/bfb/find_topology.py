@@ -38,6 +38,7 @@ from functools import lru_cache
 from colc.compiler.bfb.schedule import generate_bfb, rank_capacity
 from colc.compiler.bfb.expand_topology import cartesian_power, cartesian_product, degree_expansion, line_graph
 from colc.errors import InfeasibleError, SpecError
+from colc.frontends.limits import MAX_BANDWIDTH, MAX_LATENCY, MAX_RANKS, MIN_BANDWIDTH
 from colc.frontends import families, generative
 from colc.ir.topology import Link, Node, Topology
 
@@ -46,6 +47,11 @@ NAME = "find-topology"
 #: Largest generalized Kautz / de Bruijn base whose tau is computed by BFB.
 MAX_BFB_BASE = 4096
 
+
+#: Most links per rank ``colc find`` searches: direct-connect fabrics have a
+#: few to a few tens of ports (optical patch panels, tori: 2 to 16), and the
+#: search grows with the degree (4 ranks of degree 100000 took minutes).
+MAX_FIND_DEGREE = 64
 
 @dataclass(frozen=True)
 class Candidate:
@@ -423,19 +429,26 @@ def find_topology(
     ('C(12,{2,3})', 2)
     """
     src = "<colc find>"
-    if ranks < 2:
-        raise SpecError(src, f"--ranks must be >= 2, got {ranks}")
-    if degree < 1:
-        raise SpecError(src, f"--degree must be >= 1, got {degree}")
+    if not 2 <= ranks <= MAX_RANKS:
+        raise SpecError(src, f"--ranks must be from 2 to {MAX_RANKS} (the most colc handles), "
+                        f"got {ranks}")
+    if not 1 <= degree <= MAX_FIND_DEGREE:
+        raise SpecError(src, f"--degree must be from 1 to {MAX_FIND_DEGREE} links per rank, "
+                        f"got {degree}")
     if size < 1:
         raise SpecError(src, f"--size must be >= 1 byte, got {size}")
     if alltoall_size < 1:
         raise SpecError(src, f"--alltoall-size must be >= 1 byte, got {alltoall_size}")
     a, b = Fraction(str(alpha)), Fraction(str(bandwidth))
-    if a < 0:
-        raise SpecError(src, f"--alpha must be >= 0 microseconds, got {alpha}")
+    if not 0 <= a <= MAX_LATENCY:
+        raise SpecError(src, f"--alpha must be from 0 to {float(MAX_LATENCY):g} microseconds, "
+                        f"got {_short(a)}")
     if b <= 0:
         raise SpecError(src, f"--bandwidth must be > 0 GB/s, got {bandwidth}")
+    if not MIN_BANDWIDTH <= b / degree <= MAX_BANDWIDTH:
+        raise SpecError(src, f"--bandwidth {_short(b)} GB/s over {degree} links is "
+                        f"{_short(b / degree)} GB/s a link; colc takes {float(MIN_BANDWIDTH):g} "
+                        f"to {float(MAX_BANDWIDTH):g}")
     share = Fraction(str(alltoall_share))
     if not 0 <= share <= 1:
         raise SpecError(src, f"--alltoall-share must be between 0 and 1, got {alltoall_share}")
@@ -459,6 +472,14 @@ def find_topology(
     return FindResult(front, chosen, moore_hops(ranks, degree), _bw_opt(ranks), size, a, b,
                       figures, share, alltoall_size)
 
+
+
+def _short(x: Fraction) -> str:
+    """``x`` for a message, however large (``float`` overflows past 1e308)."""
+    try:
+        return f"{float(x):g}"
+    except OverflowError:
+        return f"about 1e{len(str(x.numerator // x.denominator)) - 1}"
 
 @lru_cache(maxsize=64)
 def alltoall_figures(c: Candidate) -> AlltoallFigures:
