@@ -87,6 +87,9 @@ class Verifier:
         """Verify ``text`` read from ``path``: ``verify_text`` (the same
         parameters and report) in this verifier's sequence."""
         backend = backend or detect_backend(text, path)
+        problem = _not_a_schedule(text, path)
+        if problem:
+            return VerifyReport(False, (problem,), (), "", None)
         if backend == "oneccl":
             from colc.backends.oneccl_verify import verify_oneccl_text
 
@@ -127,6 +130,25 @@ class Verifier:
             The file cannot be read, is too large or is not UTF-8.
         """
         return self.text(*_read_text(path, backend))
+
+
+#: Names of the topology formats colc reads, which ``colc verify`` is
+#: sometimes given by mistake.
+_TOPOLOGY_SUFFIXES = (".yaml", ".yml", ".json")
+
+
+def _not_a_schedule(text: str, path: str) -> str:
+    """Why ``text`` is no algorithm file at all ('' when it may be one): an
+    MSCCL or oneCCL file starts with an XML element, and a topology given
+    by mistake is named so (it read as an XML error at line 1)."""
+    head = text.lstrip("\ufeff \t\r\n")
+    if not head or head.startswith("<"):
+        return ""
+    if path.lower().endswith(_TOPOLOGY_SUFFIXES) or head.startswith(("{", "#", "name:")):
+        return ("this is not an algorithm file but, by its name or first line, a topology "
+                "(YAML or JSON): colc verify checks the XML files colc writes; compile it "
+                f"first (colc {path} -o OUT.xml)")
+    return "not an algorithm file: an MSCCL or oneCCL file starts with an XML element ('<')"
 
 
 def residency_warnings(program) -> tuple[str, ...]:

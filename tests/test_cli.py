@@ -474,3 +474,19 @@ def test_internal_errors_say_so_without_the_user_error_prefix(monkeypatch, capsy
         monkeypatch.setattr(cli, "_dispatch", broken)
         assert cli.main(["x.yaml"]) == 3
         assert capsys.readouterr().err == f"colc: internal error (please report): {text}\n"
+
+
+def test_verify_names_a_topology_given_instead_of_a_schedule(tmp_path, capsys) -> None:
+    """A topology given to colc verify was an XML error at line 1
+    ("expecting '<', got '#'"); it is named as a topology, with the
+    command that compiles it; other text is named as no algorithm file."""
+    topo = os.path.join(EXAMPLES, "ring-4.yaml")
+    assert main(["verify", topo]) == 1
+    out = capsys.readouterr().out
+    assert out.startswith(f"{topo}: error: this is not an algorithm file but") and \
+        f"compile it first (colc {topo} -o OUT.xml)" in out and len(out.splitlines()) == 1
+    text = tmp_path / "notes.txt"
+    text.write_text("hello\n")
+    assert main(["verify", str(text)]) == 1
+    assert "not an algorithm file: an MSCCL or oneCCL file starts with an XML element" in \
+        capsys.readouterr().out
