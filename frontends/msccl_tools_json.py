@@ -8,7 +8,8 @@ Format (``msccl/serialization.py``; peer survey section 2.1)::
 
 ``links[dst][src]`` is an integer multiplicity (rows are DESTINATIONS); a
 switch ``[srcs, dsts, bw, name]`` caps at ``bw`` the traffic from all of
-``srcs`` to all of ``dsts``.  colc model: ranks ``r0..r{n-1}`` (kind gpu);
+``srcs`` to all of ``dsts``; switches over the same ranks are one switch at
+the smallest cap, and a pair under two other switches is refused.  colc model: ranks ``r0..r{n-1}`` (kind gpu);
 ``src -> dst`` at ``multiplicity * unit`` GB/s (``unit`` = 1 by default; the
 format has no physical unit).  A switch becomes a node named after it: with
 one source or one destination, ``src -> switch`` and ``switch -> dst`` links
@@ -83,16 +84,7 @@ def load_msccl_tools_topology(path: str, unit: object = 1) -> Topology:
     if not isinstance(switches, list):
         raise SpecError(path, "field 'switches': must be a list")
     used: set[str] = {nd.id for nd in nodes}
-    for k, sw in enumerate(switches):
-        f = f"switches[{k}]"
-        if not isinstance(sw, list) or len(sw) != 4:
-            raise SpecError(path, f"field '{f}': must be [srcs, dsts, bw, name]")
-        srcs = _ranks(sw[0], n, path, f + "[0]")
-        dsts = _ranks(sw[1], n, path, f + "[1]")
-        bw = _count(sw[2], path, f + "[2]")
-        if bw <= 0:
-            raise SpecError(path, f"field '{f}[2]': switch bandwidth must be > 0, got {bw}")
-        name = str_value(sw[3], path=path, field=f + "[3]") if sw[3] else f"switch{k}"
+    for srcs, dsts, bw, name in _merged_switches(switches, n, path):
         cap = bw * bw_unit
         if len(srcs) == 1 or len(dsts) == 1:
             names = [_fresh(name, used)]
@@ -112,6 +104,40 @@ def load_msccl_tools_topology(path: str, unit: object = 1) -> Topology:
     topo = Topology(name, tuple(nodes), tuple(direct + extra), path)
     validate_topology(topo, path)
     return topo
+
+
+def _merged_switches(switches: list, n: int, path: str
+                     ) -> list[tuple[list[int], list[int], int, str]]:
+    """The switches as ``(srcs, dsts, bw, name)``, those over the same ranks
+    merged into one at the smallest cap (msccl-tools' distributed hub and
+    spoke writes a box's out-switch and the other box's in-switch so).
+    Every cap holds at once, so a pair under two different switches would
+    need both on its path; colc's graph gives it either, adding their
+    bandwidths: refused."""
+    out: dict[tuple[tuple[int, ...], tuple[int, ...]], list] = {}
+    owner: dict[tuple[int, int], int] = {}
+    for k, sw in enumerate(switches):
+        f = f"switches[{k}]"
+        if not isinstance(sw, list) or len(sw) != 4:
+            raise SpecError(path, f"field '{f}': must be [srcs, dsts, bw, name]")
+        srcs = _ranks(sw[0], n, path, f + "[0]")
+        dsts = _ranks(sw[1], n, path, f + "[1]")
+        bw = _count(sw[2], path, f + "[2]")
+        if bw <= 0:
+            raise SpecError(path, f"field '{f}[2]': switch bandwidth must be > 0, got {bw}")
+        name = str_value(sw[3], path=path, field=f + "[3]") if sw[3] else f"switch{k}"
+        key = (tuple(srcs), tuple(dsts))
+        if key in out:
+            out[key][2] = min(out[key][2], bw)
+            continue
+        for pair in ((s, d) for s in srcs for d in dsts if s != d):
+            if pair in owner:
+                raise SpecError(path, f"field '{f}': caps rank {pair[0]} -> rank {pair[1]}, "
+                                f"which switches[{owner[pair]}] caps too; colc models one "
+                                f"switch per pair (switches over the same ranks are merged)")
+            owner[pair] = k
+        out[key] = [srcs, dsts, bw, name]
+    return [tuple(v) for v in out.values()]
 
 
 def _count(v: object, path: str, field: str) -> int:

@@ -440,3 +440,32 @@ def test_dgx_dump_both_backends_verify(backend: str) -> None:
         text = pipeline.compile_topology(topo, opts).text
         report = verify_text(text, f"dgx.{backend}", backend)
         assert report.ok, report.errors[:3]
+
+
+def test_msccl_tools_switches_over_the_same_ranks_are_one(tmp_path) -> None:
+    """msccl-tools' distributed hub and spoke (two copies) caps box 0 -> box 1
+    twice, by box 0's out-switch and box 1's in-switch; every cap holds at
+    once, so the two are one switch at the smaller cap (each became a path
+    of its own, doubling the boxes' bandwidth: all-to-all 2 GB/s, not 1).
+    A pair under two switches over other ranks is refused by name."""
+    from colc.compiler.alltoall.mcf import alltoall_mcf
+
+    def doc(switches):
+        return {"msccl_type": "topology", "name": "dhs", "switches": switches,
+                "links": [[0, 1, 1, 1], [1, 0, 1, 1], [1, 1, 0, 1], [1, 1, 1, 0]]}
+
+    both = [[[0, 1], [2, 3], 1, "copy_0_out_remote"], [[2, 3], [0, 1], 1, "copy_0_in_remote"],
+            [[2, 3], [0, 1], 2, "copy_1_out_remote"], [[0, 1], [2, 3], 1, "copy_1_in_remote"]]
+    half = [both[0], both[1]]
+    loaded = []
+    for k, switches in enumerate((both, half)):
+        p = tmp_path / f"t{k}.json"
+        p.write_text(json.dumps(doc(switches)))
+        loaded.append(load_msccl_tools_topology(str(p)))
+    assert loaded[0].capacity() == loaded[1].capacity()
+    assert alltoall_mcf(loaded[0]).f == pytest.approx(alltoall_mcf(loaded[1]).f)
+    p = tmp_path / "overlap.json"
+    p.write_text(json.dumps(doc([[[0, 1], [2, 3], 1, "a"], [[0], [2], 1, "b"]])))
+    with pytest.raises(SpecError, match=r"field 'switches\[1\]': caps rank 0 -> rank 2, which "
+                                        r"switches\[0\] caps too"):
+        load_msccl_tools_topology(str(p))
