@@ -29,7 +29,7 @@ from colc.compiler.bfb.expand_topology import (
     line_graph_schedule,
     power_schedule,
 )
-from colc.compiler.bfb.find_topology import find_topology, frontier
+from colc.compiler.bfb.find_topology import build_candidate, find_topology, frontier
 from colc.errors import SpecError, TopologyError, UnsupportedError
 from colc.frontends import families as F
 from colc.frontends import generative as G
@@ -371,7 +371,7 @@ def test_switches_rejected():
     (lambda: G.uniring(1, 1), "m must be >= 2"),
     (lambda: G.de_bruijn(1, 3), "d must be >= 2"),
     (lambda: G.distance_regular("nope"), "unknown distance-regular graph 'nope'"),
-    (lambda: find_topology(1, 4), "--ranks must be >= 2"),
+    (lambda: find_topology(1, 4), "--ranks must be from 2 to 4096"),
     (lambda: degree_expansion(F.ring(4, 1), 0), "copies must be >= 1"),
 ])
 def test_impossible_parameters(call, match):
@@ -421,3 +421,19 @@ def test_channel_packing_under_a_low_budget(coll):
         assert report.ok, report.errors[:3]
     if coll is Collective.ALLGATHER:  # each hint is one direction: all fit one channel
         assert max(color.values()) == 0
+
+
+def test_finder_counts_parallel_links_in_the_all_to_all_figures() -> None:
+    """Two ranks joined by five links each way (UniRing(5,2)): LP (A.1) with
+    unit links counts each link (f = 5, as the bound row), so find's
+    all-to-all time is analyze's on the written file (41.9 us for 1 MiB at
+    12.5 GB/s); it counted one link per pair (f = 1, 209.7 us)."""
+    from colc.compiler.alltoall.mcf import alltoall_mcf
+
+    result = find_topology(2, 5)
+    (c,) = result.frontier
+    figures = result.alltoall[0]
+    assert figures.mcf == pytest.approx(5)
+    assert figures.time_us(1 << 20, 2, 5, Fraction(25, 2)) == pytest.approx(
+        (1 << 20) / 2 / 12.5e3)
+    assert alltoall_mcf(build_candidate(c.recipe), unit=True).f == pytest.approx(5)

@@ -147,10 +147,13 @@ def fabric(topo: Topology, unit: bool = False):
     capacities in GB/s (1 per link with ``unit``; parallel links add up)."""
     nodes = tuple(topo.ranks) + tuple(n for n in topo.node if n not in set(topo.ranks))
     index = {n: i for i, n in enumerate(nodes)}
+    count: dict[tuple[str, str], int] = {}  # links per pair: a unit each
+    for link in topo.links:
+        count[(link.src, link.dst)] = count.get((link.src, link.dst), 0) + 1
     caps: dict[tuple[int, int], float] = {}
     for (u, v), c in sorted(topo.capacity().items()):
         key = (index[u], index[v])
-        caps[key] = caps.get(key, 0.0) + (1.0 if unit else float(c))
+        caps[key] = caps.get(key, 0.0) + (float(count[(u, v)]) if unit else float(c))
     edges = tuple(sorted(caps))
     return nodes, edges, tuple(caps[e] for e in edges)
 
