@@ -37,7 +37,7 @@ from colc.ir.topology import Link, Node, Topology
 
 from ._json import load_json, matrix
 from ._values import fraction_value, show, str_value
-from .limits import check_ranks
+from .limits import bandwidth_value, check_ranks
 from .validate import validate_topology
 
 
@@ -84,8 +84,8 @@ def load_msccl_tools_topology(path: str, unit: object = 1) -> Topology:
     if not isinstance(switches, list):
         raise SpecError(path, "field 'switches': must be a list")
     used: set[str] = {nd.id for nd in nodes}
-    for srcs, dsts, bw, name in _merged_switches(switches, n, path):
-        cap = bw * bw_unit
+    for k, srcs, dsts, bw, name in _merged_switches(switches, n, path):
+        cap = bandwidth_value(bw * bw_unit, path=path, field=f"switches[{k}][2]")
         if len(srcs) == 1 or len(dsts) == 1:
             names = [_fresh(name, used)]
             nodes.append(Node(names[0], "switch"))
@@ -97,7 +97,8 @@ def load_msccl_tools_topology(path: str, unit: object = 1) -> Topology:
         extra += [Link(f"r{s}", hub_in, cap) for s in srcs]
         extra += [Link(hub_out, f"r{d}", cap) for d in dsts]
         covered |= {(s, d) for s in srcs for d in dsts}
-    direct = [Link(f"r{s}", f"r{d}", mult[d][s] * bw_unit)
+    direct = [Link(f"r{s}", f"r{d}", bandwidth_value(mult[d][s] * bw_unit, path=path,
+                                                       field=f"links[{d}][{s}]"))
               for s in range(n) for d in range(n)
               if s != d and mult[d][s] > 0 and (s, d) not in covered]
     name = str_value(doc["name"], path=path, field="name") if "name" in doc else "msccl"
@@ -107,8 +108,8 @@ def load_msccl_tools_topology(path: str, unit: object = 1) -> Topology:
 
 
 def _merged_switches(switches: list, n: int, path: str
-                     ) -> list[tuple[list[int], list[int], int, str]]:
-    """The switches as ``(srcs, dsts, bw, name)``, those over the same ranks
+                     ) -> list[tuple[int, list[int], list[int], int, str]]:
+    """The switches as ``(index, srcs, dsts, bw, name)``, those over the same ranks
     merged into one at the smallest cap (msccl-tools' distributed hub and
     spoke writes a box's out-switch and the other box's in-switch so).
     Every cap holds at once, so a pair under two different switches would
@@ -128,7 +129,7 @@ def _merged_switches(switches: list, n: int, path: str
         name = str_value(sw[3], path=path, field=f + "[3]") if sw[3] else f"switch{k}"
         key = (tuple(srcs), tuple(dsts))
         if key in out:
-            out[key][2] = min(out[key][2], bw)
+            out[key][3] = min(out[key][3], bw)
             continue
         for pair in ((s, d) for s in srcs for d in dsts if s != d):
             if pair in owner:
@@ -136,7 +137,7 @@ def _merged_switches(switches: list, n: int, path: str
                                 f"which switches[{owner[pair]}] caps too; colc models one "
                                 f"switch per pair (switches over the same ranks are merged)")
             owner[pair] = k
-        out[key] = [srcs, dsts, bw, name]
+        out[key] = [k, srcs, dsts, bw, name]
     return [tuple(v) for v in out.values()]
 
 

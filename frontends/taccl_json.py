@@ -35,8 +35,8 @@ from colc.errors import SpecError
 from colc.ir.topology import Link, Node, Topology
 
 from ._json import load_json, matrix
-from ._values import fraction_value, str_value
-from .limits import check_ranks
+from ._values import FieldError, fraction_value, show, str_value
+from .limits import MAX_BANDWIDTH, MIN_BANDWIDTH, approx, check_ranks
 from .validate import validate_topology
 
 #: The DGX-1 / NDv2 NVLink pattern: 2 = double (fast) link, 1 = single (slow).
@@ -50,7 +50,13 @@ _MAX_NODES = 4096
 
 
 def _bw(beta: object, path: str, field: str) -> Fraction:
-    return Fraction(1000) / fraction_value(beta, path=path, field=field)
+    """GB/s of a beta (us per MB), within the bandwidths colc takes."""
+    bw = Fraction(1000) / fraction_value(beta, path=path, field=field)
+    if not MIN_BANDWIDTH <= bw <= MAX_BANDWIDTH:
+        shown = approx(beta) if isinstance(beta, Fraction) else show(beta)
+        raise FieldError(path, field, f"{shown} us/MB is {approx(bw)} GB/s; colc takes "
+                         f"{approx(MIN_BANDWIDTH)} to {approx(MAX_BANDWIDTH)} GB/s")
+    return bw
 
 
 def load_taccl_topology(path: str, sketch: str | None = None, nnodes: int | None = None
@@ -147,7 +153,7 @@ def _intra(doc: dict, name: str, gpn: int, path: str
                     beta = fraction_value(costs[d][s], path=path, field=f"{field}[{d}][{s}]")
                     if beta - alpha <= 0:
                         raise SpecError(path, f"field '{field}[{d}][{s}]': must exceed alpha")
-                    out.append((s, d, Fraction(1000) / (beta - alpha)))
+                    out.append((s, d, _bw(beta - alpha, path, f"{field}[{d}][{s}]")))
         return out, None
     betas = doc.get("node_betas_list")
     if not isinstance(betas, list) or not betas:
