@@ -514,12 +514,18 @@ class _Reader:
                                       ("dstoff", dstoff, checked[1])):
             if is_checked and off < -1:
                 self.err(f"{name} {off} < -1 (runtime: 'Incorrect offset')", node, *loc)
-            if off > INT16_MAX:
+            if off > INT16_MAX and is_checked:
                 self.err(f"{name} {off} does not fit in int16", node, *loc)
+            elif off > INT16_MAX:  # kept truncated, never read: the runtime loads the file
+                self.diags.append(warning(f"{name} {off} does not fit in int16 (unused by a "
+                                          f"{kind.value} step)", *loc, line))
         if kind is not StepKind.NOP and hasdep not in (0, 1):
             self.err(f"hasdep={hasdep} must be 0 or 1", node, *loc)
-        if not -(1 << 15) <= deps <= INT16_MAX:
+        if not -(1 << 15) <= deps <= INT16_MAX and depid >= 0:
             self.err(f"deps={deps} does not fit in int16", node, *loc)
+        elif not -(1 << 15) <= deps <= INT16_MAX:
+            self.diags.append(warning(f"deps={deps} does not fit in int16 (unused: depid "
+                                      f"{depid})", *loc, line))
         if depid < -1:
             self.diags.append(warning(f"depid={depid} < -1 is ignored", *loc, line))
         dep = (depid, deps) if depid >= 0 else None

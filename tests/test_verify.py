@@ -598,3 +598,24 @@ def test_compiled_ll_files_end_their_window_at_the_loop_iteration_limit() -> Non
     assert not [w for w in verify_text(result.text, "ll.xml").warnings if "MSCCL_MAX_ITER" in w]
     simple = compile_topology(topo, dataclasses.replace(opts, protocol=Protocol.SIMPLE))
     assert simple.program.max_bytes == 0
+
+
+def test_int16_overflow_in_a_field_the_step_does_not_use_is_a_warning() -> None:
+    """The runtime keeps srcoff, dstoff and deps as int16 but reads an
+    offset only where the step type uses it and deps only with a depid:
+    40000 in an unused one loads and runs (it was an error); in a used one
+    it stays an error."""
+    from colc.backends.verify import verify_text
+
+    text = example("01")
+    recv = '<step s="6" type="r" srcbuf="i" srcoff="2"'
+    unused = mutate(text, recv, '<step s="6" type="r" srcbuf="i" srcoff="40000"')
+    unused = mutate(unused, 'depid="-1" deps="-1"', 'depid="-1" deps="40000"')
+    report = verify_text(unused, "unused.xml")
+    assert report.ok, report.errors
+    assert any("srcoff 40000 does not fit in int16 (unused" in w for w in report.warnings)
+    assert any("deps=40000 does not fit in int16 (unused: depid -1)" in w
+               for w in report.warnings)
+    send = '<step s="0" type="s" srcbuf="i" srcoff="0"'
+    assert has(errors_of(mutate(text, send, '<step s="0" type="s" srcbuf="i" srcoff="40000"')),
+               "srcoff 40000 does not fit in int16")
