@@ -466,6 +466,33 @@ def test_msccl_tools_switches_over_the_same_ranks_are_one(tmp_path) -> None:
     assert alltoall_mcf(loaded[0]).f == pytest.approx(alltoall_mcf(loaded[1]).f)
     p = tmp_path / "overlap.json"
     p.write_text(json.dumps(doc([[[0, 1], [2, 3], 1, "a"], [[0], [2], 1, "b"]])))
-    with pytest.raises(SpecError, match=r"field 'switches\[1\]': caps rank 0 -> rank 2, which "
-                                        r"switches\[0\] caps too"):
+    with pytest.raises(SpecError, match=r"rank 0 -> rank 2 is under switches\[0\] and "
+                                        r"switches\[1\], which colc cannot chain"):
         load_msccl_tools_topology(str(p))
+
+
+def test_msccl_tools_hub_and_spoke_chains_out_into_in_switches(tmp_path) -> None:
+    """msccl-tools' hub and spoke caps each rank's egress (node_i_out: [i] to
+    the others) and ingress (node_j_in: the others to [j]): i -> j crosses
+    both, so i's out-switch feeds j's in-switch and neither reaches a rank
+    alone.  On 3 ranks at 1 each, the all-to-all LP gives f = 0.5 (egress
+    1 over two peers) and every link out of an out-switch enters an
+    in-switch."""
+    from colc.compiler.alltoall.mcf import alltoall_mcf
+
+    n = 3
+    switches = []
+    for i in range(n):
+        others = [j for j in range(n) if j != i]
+        switches += [[[i], others, 1, f"node_{i}_out"], [others, [i], 1, f"node_{i}_in"]]
+    p = tmp_path / "hub3.json"
+    p.write_text(json.dumps({"msccl_type": "topology", "name": "HubAndSpoke(n=3)",
+                             "links": [[0, 1, 1], [1, 0, 1], [1, 1, 0]],
+                             "switches": switches}))
+    topo = load_msccl_tools_topology(str(p))
+    assert alltoall_mcf(topo).f == pytest.approx(0.5)
+    cap = topo.capacity()
+    assert {(u, v) for u, v in cap if u.endswith("_out")} == {
+        (f"node_{i}_out", f"node_{j}_in") for i in range(n) for j in range(n) if i != j}
+    assert {(u, v) for u, v in cap if v.startswith("r")} == {
+        (f"node_{j}_in", f"r{j}") for j in range(n)}
