@@ -471,3 +471,20 @@ def test_lanes_on_one_mi250_box_are_planned_at_its_gpu_links_efficiency() -> Non
     result = compile_topology(topo, CompileOptions(collective=A2A, jobs=1))
     assert dict(result.predicted)[1 << 30].algbw >= 50
     assert result.program.max_threadblocks <= 32
+
+
+def test_unit_links_skip_symmetries_that_map_one_link_onto_three(tmp_path) -> None:
+    """A 5-ring at 60 GB/s a pair, one pair as one 60 GB/s link and the rest
+    as three of 20: its rotations keep every pair's GB/s but not its link
+    count, so with unit links (one per link) the LP is solved without them:
+    f = 2/3 (the rotations gave 1/3)."""
+    from colc.frontends.yaml_topology import load_topology
+
+    lines = ["name: ring5mixed", "nodes:"] + [f"  - {{id: g{i}, kind: gpu}}" for i in range(5)]
+    lines += ["links:", "  - {src: g0, dst: g1, bandwidth: 60, duplex: true}"]
+    lines += [f"  - {{src: g{i}, dst: g{(i + 1) % 5}, bandwidth: 20, duplex: true}}"
+              for i in range(1, 5) for _ in range(3)]
+    path = tmp_path / "ring5mixed.yaml"
+    path.write_text("\n".join(lines) + "\n")
+    topo = load_topology(str(path))
+    assert alltoall_mcf(topo, unit=True).f == pytest.approx(2 / 3)

@@ -186,8 +186,11 @@ def alltoall_mcf(topo: Topology, unit: bool = False, shortest: bool = False) -> 
     nodes, edges, capacity = fabric(topo, unit)
     n = topo.num_ranks
     _check_reach(topo, nodes, edges)
-    perms = rank_translations(topo)
-    reduction = fabric_classes(topo) if perms is None else None
+    # the symmetries keep each pair's GB/s; with unit links they must keep
+    # its link count too, which they do where every link has one bandwidth
+    uniform = not unit or len({link.bandwidth for link in topo.links}) == 1
+    perms = rank_translations(topo) if uniform else None
+    reduction = fabric_classes(topo) if perms is None and uniform else None
     columns = lp_columns(topo)
     if columns > PDLP_MAX_COLUMNS:
         raise InfeasibleError(
