@@ -359,6 +359,7 @@ def _written_shape(result, predicted: str) -> str:
 
 def _write_portfolio(topo, opts, folder: str, source: str) -> int:
     from colc.compiler.portfolio import build_portfolio, format_portfolio
+    from colc.ir.simulate import MAX_ITERATIONS
     from colc.output import write_outputs
 
     folder = folder.rstrip("/") or "/"
@@ -386,8 +387,11 @@ def _write_portfolio(topo, opts, folder: str, source: str) -> int:
     for note in portfolio.notes:
         print(f"colc: note: {note}", file=sys.stderr)
     removed = f"; removed {len(stale)} older colc files of this collective" if stale else ""
+    end = portfolio.windows[-1].hi
+    reach = (f"{end} (past it a call runs more than {MAX_ITERATIONS} loop iterations)" if end
+             else "unlimited")
     print(f"colc: wrote {len(names)} files to {folder} ({opts.collective.value}, "
-          f"{topo.num_ranks} ranks, windows 0..unlimited, verified){removed}", file=sys.stderr)
+          f"{topo.num_ranks} ranks, windows 0..{reach}, verified){removed}", file=sys.stderr)
     return 0
 
 

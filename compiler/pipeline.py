@@ -75,10 +75,12 @@ from colc.ir.load_checks import load_program
 from colc.ir.program import Program
 from colc.ir.runtime_model import RuntimeModel, model_for, model_named
 from colc.ir.simulate import (
+    MAX_ITERATIONS,
     SimResult,
     SimulationError,
     nccl_tests_bytes,
     selectable_sizes,
+    selection,
     simulate,
     window_selection,
 )
@@ -768,6 +770,13 @@ class Compiler:
                                          "verification: " + "; ".join(report.errors[:3]))
 
 
+    def window_end(self, variant: Variant, hi: int) -> int:
+        """The last size (``hi``, 0 = unlimited) ``variant``'s file may serve:
+        ``hi``, or earlier its loop-iteration limit (``_iterations_capped``)."""
+        capped = _iterations_capped(dataclasses.replace(self.program(variant), min_bytes=0,
+                                                        max_bytes=hi), self.opts.backend)
+        return capped.max_bytes
+
     def emit(self, variant: Variant, comment: str | Callable[[], str] = "",
              window: tuple[int, int] | None = None) -> tuple[Program, str]:
         """``variant``'s program with its comment and window, and its text
@@ -1064,13 +1073,29 @@ def _compile_once(topo: Topology, opts: CompileOptions) -> CompileResult:
             refusals.append(str(err))
             continue
         notes = tuple(dict.fromkeys(f"not used: {r}" for r in refusals))
+        if program.max_bytes != opts.max_bytes:  # _iterations_capped
+            notes += (f"maxBytes {program.max_bytes}: a larger call runs more than "
+                      f"{MAX_ITERATIONS} loop iterations of this file, past the runtime's "
+                      f"dependency flags (MSCCL_MAX_ITER); NCCL's own algorithm runs there",)
         sched = compiler.variant_schedule(variant)
-        predicted = tuple((s, compiler.simulate(variant, s)) for s in sizes)
+        predicted = tuple((s, _as_written(compiler.simulate(variant, s), program, opts))
+                          for s in sizes)
         return CompileResult(sched, program, text, variant.label,
                              schedule_algbw(sched, topo), notes, predicted, variant)
     if refusals and all("failed verification" in r for r in refusals):
         raise InternalError("every candidate failed verification: " + "; ".join(refusals[:3]))
-    raise InfeasibleError("no schedule fits the runtime's limits: " + "; ".join(refusals[-3:]))
+    raise InfeasibleError("no schedule fits the runtime's limits: "
+                          + "; ".join(list(dict.fromkeys(refusals))[-3:]))
+
+
+def _as_written(result: SimResult, program: Program, opts: CompileOptions) -> SimResult:
+    """``result`` with the written file's window: a size past the maxBytes
+    the loop-iteration limit set is not selected."""
+    moved = nccl_tests_bytes(program.collective, program.ngpus, result.nbytes, opts.dtype_bytes)
+    why = selection(program, moved, opts.dtype_bytes) if moved > 0 else result.why_not
+    if not result.selected or not why:
+        return result
+    return dataclasses.replace(result, selected=False, why_not=why)
 
 
 def _unselected(compiler: Compiler, variant: Variant, sizes: tuple[int, ...]) -> int:
@@ -1115,7 +1140,7 @@ def _iterations_capped(program: Program, backend: str) -> Program:
     loop iterations than the executor's flags count (``iteration_limit``:
     an LL file of nchunksperloop 8 past 16 GiB); the runtime falls back to
     NCCL's own algorithm above it."""
-    from colc.ir.simulate import MAX_ITERATIONS, iteration_limit
+    from colc.ir.simulate import iteration_limit
 
     limit = iteration_limit(program) if backend == "msccl" else None
     if limit is None or (program.max_bytes and program.max_bytes <= limit):

@@ -115,6 +115,10 @@ def load_taccl_topology(path: str, sketch: str | None = None, nnodes: int | None
         if "remote_beta" not in doc:
             raise SpecError(path, "field 'remote_beta': missing (needed for more than one node)")
         share = _bw(doc["remote_beta"], path, "remote_beta") * nics / gpn
+        if not MIN_BANDWIDTH <= share <= MAX_BANDWIDTH:  # a GPU's share of the node's NICs
+            raise FieldError(path, "remote_beta", f"{show(doc['remote_beta'])} us/MB over "
+                             f"{nics} NIC(s) and {gpn} GPUs is {approx(share)} GB/s a GPU; "
+                             f"colc takes {approx(MIN_BANDWIDTH)} to {approx(MAX_BANDWIDTH)}")
         nodes.append(Node("ib", "switch", net=True))
         for b in range(nnodes):
             for i in range(gpn):

@@ -313,9 +313,10 @@ def _check_tbs(program: Program, rp: RankProgram) -> list[Diagnostic]:
         if 0 <= c <= MAX_CHANNELS:
             for what, peer, counts, kinds in (("send", tb.send, n_send, _SENDS),
                                               ("recv", tb.recv, n_recv, _RECEIVES)):
-                if peer is not None and counts[c] == MAX_TBS_PER_CHANNEL:
-                    out.append(_peers_error(what, c, any(s.kind._value_ in kinds
-                                                         for s in tb.steps), r, tb.id))
+                used = peer is not None and any(s.kind._value_ in kinds for s in tb.steps)
+                if peer is not None and counts[c] >= MAX_TBS_PER_CHANNEL and (
+                        used or counts[c] == MAX_TBS_PER_CHANNEL):  # the first, and each sender
+                    out.append(_peers_error(what, c, used, r, tb.id))
                 counts[c] += peer is not None
     out.extend(_check_connections(rp))
     return out

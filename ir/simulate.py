@@ -236,7 +236,8 @@ def iteration_limit(program: Program) -> int | None:
     call that large (``UNREACHABLE_BYTES``).
 
     An iteration moves at most the protocol's ``call_bytes`` of every chunk
-    (Simple 2 MiB, LL 32 KiB, LL128 540000 bytes), and a call of ``nbytes``
+    (Simple 2 MiB; LL 32 KiB, RCCL's 16 KiB; LL128 540000 bytes, RCCL's
+    50176: the smaller, as a file runs on either), and a call of ``nbytes``
     has chunks of ``nbytes / nchunksperloop``.
 
     Examples
@@ -247,18 +248,19 @@ def iteration_limit(program: Program) -> int | None:
     >>> wait = Step(StepKind.COPY, Loc(Buffer.INPUT, 0), Loc(Buffer.OUTPUT, 0), 1, dep=(1, 0))
     >>> rank = RankProgram(0, 1, 1, 0, (Threadblock(0, None, None, 0, (wait,)),))
     >>> p = Program("x", Collective.ALLREDUCE, Protocol.LL, 1, 3, 1, True, True, 0, 0, (rank,))
-    >>> iteration_limit(p) == 3 * (1 << 16) * (1 << 15)  # 6 GiB
+    >>> iteration_limit(p) == 3 * (1 << 16) * (1 << 14)  # 3 GiB (RCCL's LL)
     True
     >>> iteration_limit(dataclasses.replace(p, protocol=Protocol.SIMPLE))  # 384 GiB
     412316860416
     >>> iteration_limit(dataclasses.replace(p, nchunks=3 << 9)) is None  # 3 TiB: no GPU's
     True
     """
-    from colc.ir.runtime_model import GEOMETRY
+    from colc.ir.runtime_model import GEOMETRY, RCCL_GEOMETRY
 
     waits = any(st.dep is not None and st.dep[0] >= 0
                 for rank in program.ranks for tb in rank.threadblocks for st in tb.steps)
-    limit = MAX_ITERATIONS * GEOMETRY[program.protocol].call_bytes * program.nchunks
+    call = min(g[program.protocol].call_bytes for g in (GEOMETRY, RCCL_GEOMETRY))
+    limit = MAX_ITERATIONS * call * program.nchunks
     return limit if waits and limit < UNREACHABLE_BYTES else None
 
 

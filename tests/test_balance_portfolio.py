@@ -30,7 +30,7 @@ from colc.compiler.pipeline import (
 from colc.compiler.portfolio import build_portfolio, check_windows
 from colc.frontends.families import dgx_a100, hypercube, ring, torus
 from colc.ir.check_chunks import check_schedule
-from colc.ir.core import Collective, Protocol
+from colc.ir.core import Buffer, Collective, Protocol
 from colc.ir.runtime_model import A100, GENERIC, MI250
 from colc.ir.topology import Link, Node, Topology
 
@@ -188,8 +188,11 @@ def test_portfolio_covers_every_size_once(tmp_path) -> None:
     topo = two_boxes(4)
     sizes = (1 << 10, 1 << 14, 1 << 18, 1 << 22)
     p = build_portfolio(topo, CompileOptions(collective=Collective.ALLREDUCE), sizes=sizes)
+    from colc.ir.simulate import iteration_limit
+
     assert check_windows(p.windows) == []
-    assert p.windows[0].lo == 0 and p.windows[-1].hi == 0
+    last = p.windows[-1]  # unlimited, or ended at its file's loop-iteration limit
+    assert p.windows[0].lo == 0 and last.hi in (0, iteration_limit(last.program))
     for w in p.windows:  # every window's file is selected at the sizes it won
         assert all(r.selected for r in w.results)
         assert w.program.min_bytes == w.lo and w.program.max_bytes == w.hi
@@ -206,14 +209,25 @@ def test_portfolio_says_when_the_runtime_cannot_select_it() -> None:
 
 
 def test_check_windows_finds_gaps_and_overlaps() -> None:
+    """Gaps, overlaps and a bounded last window, but one bounded at its
+    file's loop-iteration limit (65536 iterations of 16 KiB of LL's 3 chunks)."""
+    from colc.ir.program import Loc, Program, RankProgram, Step, StepKind, Threadblock
+
+    wait = Step(StepKind.COPY, Loc(Buffer.INPUT, 0), Loc(Buffer.OUTPUT, 0), 1, dep=(1, 0))
+    rank = RankProgram(0, 1, 1, 0, (Threadblock(0, None, None, 0, (wait,)),))
+    waits = Program("x", Collective.ALLREDUCE, Protocol.LL, 1, 3, 1, True, True, 0, 0, (rank,))
+    plain = Program("x", Collective.ALLREDUCE, Protocol.LL, 1, 3, 1, True, True, 0, 0, ())
+
     class W:
-        def __init__(self, lo, hi):
-            self.lo, self.hi = lo, hi
+        def __init__(self, lo, hi, program=plain):
+            self.lo, self.hi, self.program = lo, hi, program
 
     assert check_windows([W(0, 100), W(101, 0)]) == []
     assert check_windows([W(0, 100), W(150, 0)]) == ["window 1 starts at 150, expected 101"]
     assert check_windows([W(0, 100), W(50, 0)]) == ["window 1 starts at 50, expected 101"]
     assert check_windows([W(0, 100)]) == ["the last window is bounded"]
+    assert check_windows([W(0, 100), W(101, 3 << 30, waits)]) == []
+    assert check_windows([W(0, 100), W(101, 1 << 30, waits)]) == ["the last window is bounded"]
 
 
 def test_directory_output_writes_verified_windows(tmp_path, capsys) -> None:

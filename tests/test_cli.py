@@ -490,3 +490,30 @@ def test_verify_names_a_topology_given_instead_of_a_schedule(tmp_path, capsys) -
     assert main(["verify", str(text)]) == 1
     assert "not an algorithm file: an MSCCL or oneCCL file starts with an XML element" in \
         capsys.readouterr().out
+
+
+def test_a_portfolio_whose_last_file_meets_the_loop_iteration_limit_says_so(tmp_path,
+                                                                            capsys) -> None:
+    """3-rank ring allgather: its last (Simple) file, 6 chunks per loop,
+    runs more than 65536 loop iterations past 768 GiB, so its window ends
+    there; the file name, its comment and the summary say so, and colc
+    verify finds the windows in order (it said 'unlimited' while the file
+    ended)."""
+    from colc.ir.simulate import iteration_limit
+
+    topo = tmp_path / "ring3.yaml"
+    topo.write_text("family: ring\nranks: 3\nbandwidth: 25\nbidirectional: true\n")
+    out = tmp_path / "pf"
+    assert main([str(topo), "--algorithm", "ring", "--collective", "allgather", "--jobs", "1",
+                 "-o", f"{out}/"]) == 0
+    err = capsys.readouterr().err
+    files = sorted(out.iterdir())
+    last = files[-1].read_text()
+    limit = 6 * 65536 * (2 << 20)
+    assert f'maxBytes="{limit}"' in last and f"..{limit} bytes" in last
+    assert files[-1].name.endswith("-768G.xml")
+    assert f"windows 0..{limit} (past it a call runs more than 65536 loop iterations)" in err
+    assert main(["verify", str(out)]) == 0
+    from colc.backends.msccl_reader import read_msccl
+
+    assert iteration_limit(read_msccl(last, "last").program) == limit

@@ -496,3 +496,15 @@ def test_msccl_tools_hub_and_spoke_chains_out_into_in_switches(tmp_path) -> None
         (f"node_{i}_out", f"node_{j}_in") for i in range(n) for j in range(n) if i != j}
     assert {(u, v) for u, v in cap if v.startswith("r")} == {
         (f"node_{j}_in", f"r{j}") for j in range(n)}
+
+
+def test_taccl_remote_beta_out_of_range_is_named(tmp_path) -> None:
+    """A remote_beta whose share per GPU (over the node's NICs and GPUs) is
+    below colc's least bandwidth is named by its field; it was refused
+    naming an internal link ('link 32 (b0g0 -> ib)')."""
+    p = tmp_path / "rb.json"
+    p.write_text(json.dumps({"name": "HubAndSpokeX", "gpus_per_node": 8,
+                             "node_betas_list": [40], "remote_beta": 1e9, "nics_per_node": 1}))
+    with pytest.raises(SpecError, match=r"field 'remote_beta': 1000000000.0 us/MB over 1 NIC\(s\) "
+                                        r"and 8 GPUs is 1.25e-7 GB/s a GPU"):
+        load_taccl_topology(str(p), nnodes=2)

@@ -524,20 +524,28 @@ def test_a_33rd_send_peer_on_a_channel_is_an_error_even_when_idle() -> None:
                   f'<tb id="33" send="33" recv="-1" chan="1">\n'
                   + step(0, "s", ("o", 0), ("o", 0)) + "\n    </tb>")
     assert has(errors_of(busy), "rank 0 tb 33", "too many sends per channel (load fails)")
+    # a 34th that sends is named too (the load fails there)
+    n_more = mutate(text, '<tb id="33" send="33" recv="-1" chan="1">\n    </tb>',
+                    '<tb id="33" send="33" recv="-1" chan="1">\n    </tb>\n'
+                    '    <tb id="34" send="2" recv="-1" chan="1">\n'
+                    + step(0, "s", ("o", 0), ("o", 0)) + "\n    </tb>")
+    errs = errors_of(n_more)
+    assert has(errs, "rank 0 tb 33", "past the channel's") and has(
+        errs, "rank 0 tb 34", "too many sends per channel (load fails)"), errs
 
 
 def test_a_window_past_the_loop_iteration_limit_is_warned() -> None:
     """A call runs at most 65536 loop iterations (MSCCL_MAX_ITER) before its
     dependency flags overflow: an LL file with dependencies and no maxBytes
-    (example 03: nchunksperloop 9, 32 KiB of a chunk an iteration) hangs
-    past 18 GiB; with maxBytes there, or no dependency (example 04), there
-    is no warning."""
+    (example 03: nchunksperloop 9, RCCL's 16 KiB of a chunk an iteration, the
+    smaller LL buffer) hangs past 9 GiB; with maxBytes there, or no
+    dependency (example 04), there is no warning."""
     from colc.backends.verify import verify_text
 
-    limit = 9 * 65536 * 32768
+    limit = 9 * 65536 * 16384
     text = example("03")
     warned = [w for w in verify_text(text, "a.xml").warnings if "MSCCL_MAX_ITER" in w]
-    assert len(warned) == 1 and "above 18G" in warned[0] and str(limit) in warned[0], warned
+    assert len(warned) == 1 and "above 9G" in warned[0] and str(limit) in warned[0], warned
     capped = mutate(text, 'maxBytes="0"', f'maxBytes="{limit}"')
     assert not [w for w in verify_text(capped, "b.xml").warnings if "MSCCL_MAX_ITER" in w]
     assert not [w for w in verify_text(example("04"), "c.xml").warnings
@@ -578,9 +586,11 @@ def test_broadcast_and_reduce_files_are_warned_of_their_root() -> None:
 
 def test_compiled_ll_files_end_their_window_at_the_loop_iteration_limit() -> None:
     """A compiled LL file without a --max-bytes (ring allgather on 4 ranks,
-    nchunksperloop 8) ends its window at 16 GiB, the last size its calls
-    run within 65536 loop iterations; its verify has no warning of it, and
-    a Simple file (1 TiB and more) keeps an unlimited window."""
+    nchunksperloop 8) ends its window at 8 GiB, the last size its calls
+    run within 65536 loop iterations (RCCL's LL buffer), and says so; its
+    verify has no warning of it, a size past it is predicted as not
+    selected, and a Simple file (1 TiB and more) keeps an unlimited
+    window."""
     import dataclasses
 
     from colc.backends.verify import verify_text
@@ -593,9 +603,13 @@ def test_compiled_ll_files_end_their_window_at_the_loop_iteration_limit() -> Non
     opts = CompileOptions(collective=Collective.ALLGATHER, algorithm="ring", jobs=1,
                           protocol=Protocol.LL)
     result = compile_topology(topo, opts)
-    assert result.program.max_bytes == iteration_limit(result.program) == 8 * (1 << 31)
-    assert 'maxBytes="17179869184"' in result.text
+    assert result.program.max_bytes == iteration_limit(result.program) == 8 * (1 << 30)
+    assert 'maxBytes="8589934592"' in result.text
+    assert any(n.startswith("maxBytes 8589934592: a larger call runs more than 65536 loop")
+               for n in result.notes), result.notes
     assert not [w for w in verify_text(result.text, "ll.xml").warnings if "MSCCL_MAX_ITER" in w]
+    wide = compile_topology(topo, dataclasses.replace(opts, max_bytes=1 << 36))
+    assert [r.selected for _, r in wide.predicted][-1] is False  # 64 GiB: past the limit
     simple = compile_topology(topo, dataclasses.replace(opts, protocol=Protocol.SIMPLE))
     assert simple.program.max_bytes == 0
 

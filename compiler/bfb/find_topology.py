@@ -444,7 +444,7 @@ def find_topology(
         raise SpecError(src, f"--alpha must be from 0 to {float(MAX_LATENCY):g} microseconds, "
                         f"got {_short(a)}")
     if b <= 0:
-        raise SpecError(src, f"--bandwidth must be > 0 GB/s, got {bandwidth}")
+        raise SpecError(src, f"--bandwidth must be > 0 GB/s, got {_short(b)}")
     if not MIN_BANDWIDTH <= b / degree <= MAX_BANDWIDTH:
         raise SpecError(src, f"--bandwidth {_short(b)} GB/s over {degree} links is "
                         f"{_short(b / degree)} GB/s a link; colc takes {float(MIN_BANDWIDTH):g} "
@@ -475,11 +475,22 @@ def find_topology(
 
 
 def _short(x: Fraction) -> str:
-    """``x`` for a message, however large (``float`` overflows past 1e308)."""
+    """``x`` for a message, however large or small (``float`` overflows past
+    1e308 and rounds to 0 below 1e-323).
+
+    >>> _short(-Fraction(10) ** 400), _short(Fraction(1, 10 ** 400)), _short(Fraction(5, 2))
+    ('about -1e400', 'about 1e-400', '2.5')
+    """
     try:
-        return f"{float(x):g}"
+        shown = f"{float(x):g}"
     except OverflowError:
-        return f"about 1e{len(str(x.numerator // x.denominator)) - 1}"
+        shown = ""
+    if x == 0 or shown not in ("", "0", "-0"):
+        return shown
+    sign = "-" if x < 0 else ""
+    big, small = abs(x.numerator), x.denominator
+    exp = len(str(big // small)) - 1 if big >= small else 1 - len(str(small // big))
+    return f"about {sign}1e{exp}"
 
 @lru_cache(maxsize=64)
 def alltoall_figures(c: Candidate) -> AlltoallFigures:
