@@ -145,7 +145,7 @@ def build_portfolio(topo: Topology, opts: CompileOptions,
         ``protocol`` and ``min_bytes``/``max_bytes`` are ignored: every
         protocol the machine offers is tried and the windows cover all sizes.
     sizes : tuple of int, optional
-        Evaluated sizes, increasing (default ``default_sizes``).
+        Evaluated sizes, in any order (sorted here; default ``default_sizes``).
 
     Returns
     -------
@@ -156,7 +156,7 @@ def build_portfolio(topo: Topology, opts: CompileOptions,
     InfeasibleError
         No variant is selectable and correct at some evaluated size.
     """
-    sizes = sizes or default_sizes(topo.num_ranks)
+    sizes = tuple(sorted(set(sizes))) if sizes else default_sizes(topo.num_ranks)  # windows ascend
     opts = dataclasses.replace(opts, min_bytes=0, max_bytes=0, rank_sizes=sizes,
                                protocol_ranges=tuple((p, lo, hi) for p, (lo, hi)
                                                      in STRETCHED_SIZES.items()))

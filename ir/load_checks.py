@@ -251,9 +251,10 @@ def _check_step(st: Step, tb: Threadblock, rank: int, pos: int) -> list[Diagnost
 def _depid_error(depid: int, rank: int, tb: int, pos: int) -> Diagnostic:
     """The runtime keeps a depid in an int8: 128 names no threadblock (the
     wait reads outside the flags: a hang), 256 + k names threadblock k."""
-    return error(f"depid {depid} > {MAX_DEPID} (stored as int8: the runtime waits on "
-                 f"{'threadblock ' + str(depid % 256) if depid % 256 <= MAX_DEPID else 'no threadblock'}"
-                 f" instead)", rank, tb, pos)
+    stored = depid % 256
+    target = f"threadblock {stored}" if stored <= MAX_DEPID else "no threadblock"
+    return error(f"depid {depid} > {MAX_DEPID} (stored as int8: the runtime waits on {target} "
+                 f"instead)", rank, tb, pos)
 
 
 def _declared(rp: RankProgram, buf: Buffer) -> int:

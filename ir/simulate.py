@@ -788,6 +788,19 @@ class _Simulation:
         return eng.now
 
 
+def _check_dependencies(loaded: LoadedProgram) -> None:
+    """Refuse a file whose step waits on a threadblock its rank lacks (the
+    runtime hangs; ``colc verify`` says so)."""
+    for r, tbs in enumerate(loaded.tbs):
+        for ftb in tbs:
+            for t in ftb.transmissions:
+                for dtb, _, _ in t.deps:
+                    if not 0 <= dtb < len(tbs):
+                        raise SimulationError(
+                            f"rank {r} threadblock {ftb.id} waits on threadblock {dtb}, which "
+                            f"the rank does not have (the runtime hangs); run colc verify on it")
+
+
 def simulate(program: Program, topo: Topology, model: RuntimeModel, nbytes: int,
              dtype_bytes: int = 4, loaded: LoadedProgram | None = None,
              extrapolate: bool = True) -> SimResult:
@@ -837,6 +850,7 @@ def simulate(program: Program, topo: Topology, model: RuntimeModel, nbytes: int,
     if not loaded.runnable:
         first = next((d for d in loaded.diagnostics if d.is_error), None)
         raise SimulationError(f"the runtime would reject the file: {first}")
+    _check_dependencies(loaded)
     sim = _Simulation(loaded, topo, model, moved, dtype_bytes)
     iters = sim.iters
     if extrapolate and len(iters) > EXTRAPOLATE_ABOVE:

@@ -670,3 +670,14 @@ def test_prefetch_expects_the_midpoint_below_a_form_ranked_from_a_large_size(mon
                                      {lo: rails, hi: grid}) == [(rails, mid)]
     assert portfolio._midpoint_pairs(comp, [rails, grid], sizes, {hi: grid}) == []
     assert portfolio._midpoint_pairs(comp, [rails, grid], (lo, 256 << 20, hi), {lo: rails}) == []
+
+
+def test_portfolio_sizes_in_any_order_give_the_same_windows() -> None:
+    """The API passes sizes as given: listed large first, the small-message
+    file was given the large sizes' window.  They are sorted first."""
+    topo = two_boxes(2)
+    opts = CompileOptions(collective=Collective.ALLGATHER, jobs=1)
+    up = build_portfolio(topo, opts, sizes=(1 << 10, 1 << 20))
+    down = build_portfolio(topo, opts, sizes=(1 << 20, 1 << 10, 1 << 20))
+    assert [(w.lo, w.hi, w.variant) for w in up.windows] == \
+        [(w.lo, w.hi, w.variant) for w in down.windows]

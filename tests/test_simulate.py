@@ -279,3 +279,28 @@ def test_presets_keep_their_calibration_error(machine, documented) -> None:
               for m, p in zip(measured, predicted, strict=True)]
     assert len(errors) == 12
     assert sum(errors) / len(errors) == pytest.approx(documented, abs=0.0006)
+
+
+def test_a_dependency_on_a_missing_threadblock_is_an_error_not_a_crash(tmp_path,
+                                                                        capsys) -> None:
+    """A step waiting on a threadblock its rank does not have (the runtime
+    hangs) was an internal error (IndexError) in colc simulate; it is one
+    line, as colc verify's."""
+    import re
+    from pathlib import Path
+
+    from colc.cli import main
+
+    repo = Path(__file__).resolve().parent.parent
+    topo = str(repo / "examples" / "ring-4.yaml")
+    good = tmp_path / "good.xml"
+    assert main([topo, "--collective", "allreduce", "--algorithm", "ring", "-o", str(good)]) == 0
+    text = good.read_text()
+    assert 'depid="-1"' in text
+    bad = tmp_path / "bad.xml"
+    bad.write_text(re.sub(r'depid="-1" deps="-1"', 'depid="50" deps="0"', text, count=1))
+    capsys.readouterr()
+    assert main(["simulate", str(bad), "--topo", topo, "--sizes", "1M"]) == 1
+    err = capsys.readouterr().err
+    assert "waits on threadblock 50, which the rank does not have" in err
+    assert "internal error" not in err and len(err.strip().splitlines()) == 1
