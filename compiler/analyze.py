@@ -43,7 +43,7 @@ from colc.compiler.pipeline import (
     DEFAULT_THREADBLOCKS,
     rank_limit_problem,
 )
-from colc.errors import ColcError
+from colc.errors import ColcError, InfeasibleError
 from colc.forked import fork_map
 from colc.progress import report as progress_report
 from colc.ir.chunks import Schedule
@@ -491,21 +491,32 @@ def _simulated(topo: Topology, name: str, coll: Collective, sizes: tuple[int, ..
 
 
 def _representative(compiler, sizes: tuple[int, ...]) -> dict:
-    """The default of ``_simulated``: one lowering, a protocol per size (the
-    result's ``schedule`` is the lowered ``Schedule``, for the caller)."""
+    """The default of ``_simulated``: one lowering (the first variant whose
+    lowering fits, of the first variant's protocol), a protocol per size
+    (the result's ``schedule`` is the lowered ``Schedule``, for the caller)."""
     from colc.compiler.estimate_time import estimate_time
     from colc.compiler.pipeline import variants
 
     found = variants(compiler)
     if not found:
         raise ColcError("no variant applies")
-    v = found[0]
+    program, first = None, None
+    for v in (x for x in found if x.protocol is found[0].protocol):  # the first that fits
+        compiler.variant_schedule(v)  # a generator that does not apply says so to the caller
+        try:
+            program = compiler.program(v)
+            break
+        except InfeasibleError as err:  # rails all-to-all's first chunking: 31 at budget 16
+            first = first or (err, v)
+        except ColcError as err:  # it applies to none of them
+            first = first or (err, v)
+            break
+    if program is None:
+        err, v = first
+        return {"emittable": False, "schedule": compiler.variant_schedule(v),
+                "why": f"{err} ({v.label} and its protocol's other chunkings; --search tries "
+                       f"the others)"}
     sched = compiler.variant_schedule(v)
-    try:
-        program = compiler.program(v)
-    except ColcError as err:
-        return {"emittable": False, "schedule": sched,
-                "why": f"{err} ({v.label}; --search tries the others)"}
     est = estimate_time(sched, compiler.topo, compiler.model, program.max_threadblocks)
     rows, used = [], []
     for size in sizes:

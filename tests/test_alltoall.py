@@ -488,3 +488,17 @@ def test_unit_links_skip_symmetries_that_map_one_link_onto_three(tmp_path) -> No
     path.write_text("\n".join(lines) + "\n")
     topo = load_topology(str(path))
     assert alltoall_mcf(topo, unit=True).f == pytest.approx(2 / 3)
+
+
+def test_analyze_rows_take_the_first_chunking_that_fits_the_budget() -> None:
+    """DGX A100 x2 all-to-all within 16 threadblocks: rails' first chunking
+    (one network message per rail peer and box) takes 31, and analyze called
+    rails not emittable while the compile writes rails files within 16; the
+    row now shows the first chunking that fits."""
+    from colc.compiler.analyze import analyze_topology
+
+    report = analyze_topology(dgx_a100(2), algorithms=("rails",), collectives=(A2A,),
+                              sizes=(1 << 30,), max_threadblocks=16, jobs=1)
+    (row,) = [r for r in report["schedules"] if r["algorithm"] == "rails"]
+    assert row["emittable"], row
+    assert row["threadblocks"] <= 16 and row["simulated"][0]["algbw"] > 20
