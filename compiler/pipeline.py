@@ -1138,7 +1138,7 @@ FULL_LADDER_RANKS = 64
 def _iterations_capped(program: Program, backend: str) -> Program:
     """``program`` with its MSCCL window ending where a call would run more
     loop iterations than the executor's flags count (``iteration_limit``:
-    an LL file of nchunksperloop 8 past 16 GiB); the runtime falls back to
+    an LL file of nchunksperloop 8 past 8 GiB); the runtime falls back to
     NCCL's own algorithm above it."""
     from colc.ir.simulate import iteration_limit
 

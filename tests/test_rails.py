@@ -242,8 +242,10 @@ def test_large_sizes_rank_ll128_where_every_simple_file_is_slower(monkeypatch) -
     port = build_portfolio(dgx_a100(2), CompileOptions(
         algorithm="rails", collective=Collective.ALLGATHER, chunks=8, jobs=1),
         sizes=(64 << 20, 1 << 30))
-    top = port.windows[-1]
-    assert top.variant.protocol is Protocol.LL128 and top.hi == 0
+    from colc.ir.simulate import iteration_limit
+
+    top = port.windows[-1]  # unlimited, or ended at its loop-iteration limit (420 GB)
+    assert top.variant.protocol is Protocol.LL128 and top.hi in (0, iteration_limit(top.program))
     assert any("at 1GB LL128" in n and "faster than every Simple file" in n
                for n in port.notes)
     monkeypatch.setattr(pipeline.Compiler, "simulate", real)
