@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -517,3 +518,18 @@ def test_a_portfolio_whose_last_file_meets_the_loop_iteration_limit_says_so(tmp_
     from colc.backends.msccl_reader import read_msccl
 
     assert iteration_limit(read_msccl(last, "last").program) == limit
+
+
+def test_the_file_header_names_what_its_figure_is(tmp_path, capsys) -> None:
+    """A file's header figure is the ranking's score, the harmonic mean of
+    the simulated algbw at the ranked sizes (128M and 1G by default): it
+    matched neither figure the compile printed and did not say so."""
+    out = tmp_path / "x.xml"
+    assert main([os.path.join(EXAMPLES, "ring-4.yaml"), "--collective", "allgather",
+                 "-o", str(out)]) == 0
+    err = capsys.readouterr().err
+    first = out.read_text().splitlines()[0]
+    assert first.endswith("GB/s (simulated, harmonic mean at 128M, 1G) -->"), first
+    figure = float(first.split("predicted algbw ")[1].split(" GB/s")[0])
+    at = [float(x) for x in re.findall(r"([0-9.]+) GB/s at (?:128M|1G)", err)]
+    assert len(at) == 2 and figure == pytest.approx(2 / (1 / at[0] + 1 / at[1]), abs=0.1)
