@@ -847,9 +847,7 @@ def _cmd_report(argv: list[str]) -> int:
         raise ColcError(f"colc report: error: -o takes the HTML file's name, got "
                         f"{args.output!r}")
     _check_output(args.output, "colc report writes HTML", ".html")
-    folder = os.path.dirname(os.path.abspath(args.output))
-    if not os.path.isdir(folder):  # fail before the slow part, not after it
-        raise ColcError(f"{args.output}: error: output folder {folder} does not exist")
+    check_target(args.output, [args.topology])  # before the slow part, not after it
     topo = load_any_topology(args.topology, boxes=args.boxes)
     data = gather_report(topo, collective=Collective(args.collective), sizes=sizes,
                          machine=args.machine, portfolio=args.portfolio,

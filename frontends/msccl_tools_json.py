@@ -169,10 +169,11 @@ def _layers(merged: list, path: str) -> tuple[list[str], list[tuple[int, int]]]:
         if role[start] != "lone":
             continue
         part, edges = _component(start, pairs, cover)
-        for first in (start, None):
-            side = _sides(start, part, edges, first is not None)
+        for start_first in (True, False):
+            side = _sides(start, part, edges, start_first)
             oriented = [(a, b) if side[a] else (b, a) for a, b in edges]
-            if all(_chainable(merged[a], merged[b], pairs[a] & pairs[b]) for a, b in oriented):
+            if all(side[a] != side[b] and _chainable(merged[a], merged[b], pairs[a] & pairs[b])
+                   for a, b in oriented):  # two layers, every chain carrying only its pairs
                 break
         else:
             a, b = edges[0]

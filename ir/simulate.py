@@ -549,6 +549,7 @@ def _transmission_table(loaded: LoadedProgram, local: float) -> list[list[list[t
     hit = _TABLES.get(key)
     if hit is not None and hit[0] is loaded.tbs and hit[1] == local:
         return hit[2]
+    _check_dependencies(loaded)  # once per program, not per simulated size
     table = [[[(*_ENDS[t.kind], t.count, t.deps, t.has_dep, t.flag,
                 _local_work(t.kind, len(t.operands)) / local) for t in ftb.transmissions]
               for ftb in tbs] for tbs in loaded.tbs]
@@ -850,7 +851,6 @@ def simulate(program: Program, topo: Topology, model: RuntimeModel, nbytes: int,
     if not loaded.runnable:
         first = next((d for d in loaded.diagnostics if d.is_error), None)
         raise SimulationError(f"the runtime would reject the file: {first}")
-    _check_dependencies(loaded)
     sim = _Simulation(loaded, topo, model, moved, dtype_bytes)
     iters = sim.iters
     if extrapolate and len(iters) > EXTRAPOLATE_ABOVE:

@@ -38,7 +38,8 @@ from functools import lru_cache
 from colc.compiler.bfb.schedule import generate_bfb, rank_capacity
 from colc.compiler.bfb.expand_topology import cartesian_power, cartesian_product, degree_expansion, line_graph
 from colc.errors import InfeasibleError, SpecError
-from colc.frontends.limits import MAX_BANDWIDTH, MAX_LATENCY, MAX_RANKS, MIN_BANDWIDTH
+from colc.frontends.limits import (MAX_BANDWIDTH, MAX_LATENCY, MAX_RANKS, MIN_BANDWIDTH,
+                                   approx)
 from colc.frontends import families, generative
 from colc.ir.topology import Link, Node, Topology
 
@@ -487,10 +488,7 @@ def _short(x: Fraction) -> str:
         shown = ""
     if x == 0 or shown not in ("", "0", "-0"):
         return shown
-    sign = "-" if x < 0 else ""
-    big, small = abs(x.numerator), x.denominator
-    exp = len(str(big // small)) - 1 if big >= small else 1 - len(str(small // big))
-    return f"about {sign}1e{exp}"
+    return f"about {approx(x)}"
 
 @lru_cache(maxsize=64)
 def alltoall_figures(c: Candidate) -> AlltoallFigures:
