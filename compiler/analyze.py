@@ -41,6 +41,7 @@ from colc.compiler.estimate_bandwidth import schedule_algbw, schedule_steps
 from colc.compiler.pipeline import (
     ALGORITHMS,
     DEFAULT_THREADBLOCKS,
+    CompileOptions,
     rank_limit_problem,
 )
 from colc.errors import ColcError, InfeasibleError
@@ -242,9 +243,10 @@ def analyze_topology(topo: Topology, *, algorithms: tuple[str, ...] = (),
     max_threadblocks : int
         Threadblocks per GPU the simulated files may take (0: the GPU's limit).
     budgets : tuple of int
-        Threadblock budgets (0: the GPU's limit) at which to report the best
-        file colc writes for each collective (``budget_rows``): the
-        trade-off between SMs held and speed.
+        Threadblock budgets (0: the GPU's limit) at which to report, per
+        size, the file the portfolio within the budget serves it with, for
+        each collective (``budget_rows``): the trade-off between SMs held
+        and speed.
     search : bool
         Simulate every chunking and protocol the portfolio tries, per
         algorithm (minutes); default: one representative lowering each.
@@ -313,7 +315,7 @@ def analyze_topology(topo: Topology, *, algorithms: tuple[str, ...] = (),
               "schedules": schedules}
     if budgets:
         report["budgets"] = {c.value: budget_rows(topo, c, sizes, budgets, machine,
-                                                  algorithms) for c in colls}
+                                                  algorithms, jobs or 0) for c in colls}
     return report
 
 
@@ -393,64 +395,82 @@ def _row(topo: Topology, name: str, coll: Collective, *, sizes: tuple[int, ...],
 
 def budget_rows(topo: Topology, coll: Collective, sizes: tuple[int, ...],
                 budgets: tuple[int, ...], machine: str | None = None,
-                algorithms: tuple[str, ...] = ()) -> list[dict]:
-    """The fastest files within each budget, simulated at ``sizes``.
+                algorithms: tuple[str, ...] = (), jobs: int = 0) -> list[dict]:
+    """The file the portfolio within each budget serves each of ``sizes`` with.
 
     Budgets are taken in increasing order (0, the GPU's limit, last).  Each
-    compiles one file (the one ``colc TOPO --max-threadblocks B`` writes;
-    ``algorithms``, from ``--algorithm``, limits it to those algorithms',
-    each compiled and the fastest over ``sizes`` kept; none: ``auto``).  A
-    file within a smaller budget also fits a larger one, and a portfolio
-    within the budget (``-o DIR/``) would serve each size with the fastest
-    file it has, so a row's figure at each size is the best of its own file
-    and the smaller budgets' at that size: no figure drops as the budget
-    grows.
+    builds the portfolio ``colc TOPO --max-threadblocks B -o DIR/`` would
+    write, ranked at ``sizes`` (``algorithms``, from ``--algorithm``, limits
+    it to those algorithms', one portfolio each; none: ``auto``), and a
+    size's figure is the file the runtime would select there, simulated.  A
+    file within a smaller budget also fits a larger one, so a figure is at
+    least the smaller budgets' at that size (their file, where faster).
 
     Returns
     -------
     list of dict
         ``{"budget", "variant", "threadblocks", "algbw": [per size],
         "files": [per size], "file_threadblocks": [per size]}``: ``variant``
-        and ``threadblocks`` are the budget's own file, ``files`` and
+        is the budget's own file at the largest size and ``threadblocks``
+        the most any of its own files takes; ``files`` and
         ``file_threadblocks`` the file each size's figure comes from; or
         ``{"budget", "error"}`` where nothing fits.
     """
-    from colc.compiler.pipeline import CompileOptions, compile_topology, threadblock_budget
-    from colc.ir.simulate import simulate
+    from colc.compiler.pipeline import threadblock_budget
 
     model = model_named(machine) if machine else model_for(topo)
     limits = sorted({threadblock_budget(b, model, "--budgets") for b in budgets})
     rows: list[dict] = []
     best: dict | None = None
     for limit in limits:
-        found, errors = [], []
-        for name in algorithms or ("auto",):
-            try:
-                result = compile_topology(topo, CompileOptions(
-                    algorithm=name, collective=coll, machine=machine, max_threadblocks=limit,
-                    rank_sizes=_ranking_sizes(sizes)))
-            except ColcError as err:
-                errors.append(" ".join(str(err).split()))
-                continue
-            found.append({"budget": limit, "variant": result.algorithm,
-                          "threadblocks": result.program.max_threadblocks,
-                          "algbw": [round(simulate(result.program, topo, model, x).algbw, 3)
-                                    for x in sizes]})
+        found, errors = _budget_files(topo, sizes, CompileOptions(
+            collective=coll, machine=machine, max_threadblocks=limit, jobs=jobs), algorithms,
+            model)
         if not found:
-            rows.append({"budget": limit, "error": "; ".join(errors)})
+            rows.append({"budget": limit, "error": "; ".join(dict.fromkeys(errors))})
             continue
-        row = max(found, key=lambda r: _harmonic(r["algbw"]))  # the first of equals
-        row["files"] = [row["variant"]] * len(sizes)
-        row["file_threadblocks"] = [row["threadblocks"]] * len(sizes)
-        if best is not None:
-            for i, (old, new) in enumerate(zip(best["algbw"], row["algbw"], strict=True)):
-                if old > new:  # the smaller budget's file is faster at this size
-                    row["algbw"][i] = old
-                    row["files"][i] = best["files"][i]
-                    row["file_threadblocks"][i] = best["file_threadblocks"][i]
+        largest = max(range(len(sizes)), key=lambda i: sizes[i])
+        row = {"budget": limit, "threadblocks": max(f[1] for f in found),
+               "variant": next(f[0] for f in found if f[2][largest] is not None),
+               "algbw": [], "files": [], "file_threadblocks": []}
+        for i in range(len(sizes)):
+            label, tbs, figures = max((f for f in found if f[2][i] is not None),
+                                      key=lambda f, i=i: f[2][i])  # the first of equals
+            if best is not None and best["algbw"][i] > figures[i]:  # a smaller budget's is faster
+                label, tbs = best["files"][i], best["file_threadblocks"][i]
+                figures = best["algbw"]
+            row["algbw"].append(figures[i])
+            row["files"].append(label)
+            row["file_threadblocks"].append(tbs)
         rows.append(row)
         best = row
     return rows
+
+
+def _budget_files(topo: Topology, sizes: tuple[int, ...], opts: CompileOptions,
+                  algorithms: tuple[str, ...], model
+                  ) -> tuple[list[tuple[str, int, list[float | None]]], list[str]]:
+    """The files of the portfolio within ``opts`` ranked at ``sizes`` (one
+    per algorithm of ``algorithms``; none: ``auto``), each as ``(label,
+    threadblocks, algbw per size)``, None at the sizes it does not serve;
+    and why there is none."""
+    from colc.compiler.portfolio import build_portfolio
+    from colc.ir.simulate import simulate
+
+    found: list[tuple[str, int, list[float | None]]] = []
+    errors: list[str] = []
+    for name in algorithms or ("auto",):
+        try:
+            built = build_portfolio(topo, dataclasses.replace(opts, algorithm=name), sizes)
+        except ColcError as err:
+            errors.append(" ".join(str(err).split()))
+            continue
+        for w in built.windows:
+            at = {r.nbytes: r.algbw for r in w.results}
+            figures = [round(at[x] if x in at else simulate(w.program, topo, model, x).algbw, 3)
+                       if w.lo <= x and (w.hi == 0 or x <= w.hi) else None for x in sizes]
+            found.append((w.variant.label, w.program.max_threadblocks, figures))
+    return found, errors
 
 
 def _harmonic(figures: list[float]) -> float:
@@ -781,8 +801,9 @@ def format_table(report: dict) -> str:
                          f"{m[f'gpu_{gpu}_after']:g} GB per GB (analysis only; "
                          f"files send unicast)")
     for coll, rows in report.get("budgets", {}).items():
-        lines += ["", f"{coll}: the fastest file within each threadblock budget at each size "
-                      f"(simulated algbw; a portfolio within the budget serves each size so):",
+        lines += ["", f"{coll}: the file each size selects in the portfolio within each "
+                      f"threadblock budget (simulated algbw; -o DIR/ --max-threadblocks B "
+                      f"writes it):",
                   f"{'budget':>7}{'tbs/GPU':>9}{head}  file"]
         for row in rows:
             if "error" in row:

@@ -1160,25 +1160,33 @@ def _smaller_budgets(compiler: Compiler, scored: list, sizes: tuple[int, ...],
     """``scored`` with the winner also lowered for the ladder's smaller budgets."""
     if not scored or compiler.topo.num_ranks > LADDER_RANKS:
         return scored
-    winner = scored[0][2]
+    out = list(scored)
+    for variant in ladder_variants(compiler, scored[0][2]):
+        try:
+            out.append((-compiler.score(variant, sizes), variant.label, variant))
+        except ColcError as err:
+            refusals.append(f"{variant.label}: {err}")
+    out.sort(key=_ranking(compiler, sizes))
+    return out
+
+
+def ladder_variants(compiler: Compiler, winner: Variant, full: bool = True) -> list[Variant]:
+    """``winner`` lowered for the ladder's budgets below the compiler's
+    (``BUDGET_LADDER``, one less, half; with ``full``, up to
+    ``FULL_LADDER_RANKS``, one less than each of those too), smallest first:
+    what a smaller budget would write of it, which also fits this one."""
     budgets = {compiler.budget - 1, compiler.budget // 2}
     below = [b for b in BUDGET_LADDER if b < compiler.budget]
     budgets |= set(below)
-    if compiler.topo.num_ranks <= FULL_LADDER_RANKS:
+    if full and compiler.topo.num_ranks <= FULL_LADDER_RANKS:
         budgets |= {b - 1 for b in below}
-    out = list(scored)
+    out = []
     for b in sorted(x for x in budgets if x >= 1):
         # an unpaired winner's lanes, planned for half of a smaller budget, do
         # not fit (rails needs 17 on two DGX boxes): the paired file does
-        tries = [dataclasses.replace(winner, budget=b, unpaired=False)]
+        out.append(dataclasses.replace(winner, budget=b, unpaired=False))
         if winner.unpaired and winner.algorithm not in BUDGETED:
-            tries.append(dataclasses.replace(winner, budget=b))  # direct: the same lanes, fewer
-        for variant in tries:
-            try:
-                out.append((-compiler.score(variant, sizes), variant.label, variant))
-            except ColcError as err:
-                refusals.append(f"{variant.label}: {err}")
-    out.sort(key=_ranking(compiler, sizes))
+            out.append(dataclasses.replace(winner, budget=b))  # direct: the same lanes, fewer
     return out
 
 

@@ -20,7 +20,9 @@ for fp32 (hence also for fp16 and bf16) are simulated (when none is
 selectable, e.g. allreduce on a rank count that is not a power of two, all
 are, and the portfolio says the runtime will not use it at that size);
 variants whose bandwidth bound cannot beat the best simulated one are
-skipped.  Runs of
+skipped.  Each size's winner is also lowered for the smaller budgets a
+single compile tries (``_with_ladders``), and the best of those goes
+first where it is faster or as fast on fewer threadblocks.  Runs of
 sizes with the same winner form a window; a window ends at twice its last
 evaluated size ``s`` (a power of two, so every power-of-two size between two
 evaluated sizes falls in one window) or, when the next window's file or a
@@ -33,7 +35,8 @@ the first starts at 0 and the last is unlimited.  A winner that fails
 verification is replaced by the next best for its sizes.
 
 Complexity: one simulation per (variant, size) at most, plus up to
-``2 + 2 MIDPOINT_RIVALS`` per window boundary; the lowering of each variant once.
+``2 + 2 MIDPOINT_RIVALS`` per window boundary and one per smaller budget of
+each size's winner; the lowering of each variant once.
 """
 
 from __future__ import annotations
@@ -46,9 +49,11 @@ from colc.compiler.parallel import jobs_for, prefetch, simulate_pairs
 from colc.compiler.pipeline import (
     ALGORITHMS,
     CompileOptions,
+    LADDER_RANKS,
     Compiler,
     Variant,
     VerificationFailed,
+    ladder_variants,
     rank_limit_problem,
     smallest_budget,
     variants,
@@ -197,6 +202,7 @@ def _build_once(topo: Topology, opts: CompileOptions, sizes: tuple[int, ...]) ->
             rivals = (cands if _falls(ranking, sizes, i) else
                       [] if topo.num_ranks > COARSE_RANKS else _last_ll128(ranking, sizes, i))
             ranking[s] = _with_ll128(compiler, rivals, s, notes, table, ranking[s])
+    _with_ladders(compiler, sizes, table, ranking)
     windows = _windows(compiler, sizes, ranking, notes)
     return Portfolio(tuple(windows), tuple(table), tuple(dict.fromkeys(notes)), compiler.budget)
 
@@ -441,6 +447,42 @@ def _rank(compiler: Compiler, cands: list[Variant], size: int, notes: list[str],
     # of equal figures, the file holding fewer threadblocks (SMs) first
     out.sort(key=lambda e: (-e[0], compiler.program(e[1]).max_threadblocks, e[1].label))
     return out
+
+
+def _with_ladders(compiler: Compiler, sizes: tuple[int, ...], table: list,
+                  ranking: dict[int, list[tuple[float, Variant]]]) -> None:
+    """Put first at each size, where faster or as fast on fewer threadblocks,
+    the best of its winner lowered for the budgets below the compiler's
+    (``ladder_variants``), as a single compile tries them: fewer lanes
+    sometimes pipeline better (a 4-ring's allgather at 1 MiB within 4: 3
+    threadblocks 25.4 GB/s, 4 threadblocks 23.0).  Only the best goes in: the
+    runners-up are the midpoints' rivals."""
+    if compiler.topo.num_ranks > LADDER_RANKS:
+        return
+    won: dict[Variant, list[int]] = {}
+    for s in sizes:
+        if ranking[s]:
+            won.setdefault(ranking[s][0][1], []).append(s)
+    ladders = {w: ladder_variants(compiler, w, full=False) for w in won}
+    prefetch(compiler, [(v, tuple(at)) for w, at in won.items() for v in ladders[w]],
+             jobs_for(compiler.opts))
+
+    def key(e: tuple[float, Variant]) -> tuple:
+        return (-e[0], compiler.program(e[1]).max_threadblocks, e[1].label)
+
+    for s in sizes:
+        if not ranking[s]:
+            continue
+        best = ranking[s][0]
+        for v in ladders[best[1]]:
+            try:
+                res = compiler.simulate(v, s)
+            except ColcError:  # a smaller budget it does not fit: the larger one's file stands
+                continue
+            table.append((v.label, s, res))
+            best = min(best, (res.algbw, v), key=key)
+        if best is not ranking[s][0]:
+            ranking[s] = [best, *ranking[s]]
 
 
 def _windows(compiler: Compiler, sizes: tuple[int, ...],
