@@ -774,15 +774,31 @@ def _cmd_simulate(argv: list[str]) -> int:
         raise ColcError(f"{args.file}: error: {err}") from None
     tbs = read.program.max_threadblocks
     over = _over_budget(tbs, args.max_threadblocks, model)
+    failed = _verification_errors(read)
     if args.json:
         print(json.dumps({"file": args.file, "topology": topo.name, "machine": model.name,
-                          "threadblocks_per_gpu": tbs,
+                          "dtype": args.dtype, "threadblocks_per_gpu": tbs,
+                          "verified": not failed, "verification_errors": failed,
                           "rows": [dataclass_dict(r) for r in rows]}, indent=2))
     else:
         _print_simulation(args, topo, model, tbs, rows)
     if over:
         print(f"colc: warning: {args.file}: {over}", file=sys.stderr)
+    if failed:
+        more = f" (and {len(failed) - 1} more; colc verify lists them)" if len(failed) > 1 else ""
+        print(f"{args.file}: error: fails verification, so these figures are of a file the "
+              f"runtime would not run correctly: {failed[0]}{more}", file=sys.stderr)
+        return 1
     return 0
+
+
+def _verification_errors(read) -> list[str]:
+    """The errors ``colc verify`` finds in a loadable MSCCL file (its runs in
+    every mode it declares: postcondition, deadlock at the FIFO depth, races)."""
+    from colc.backends.msccl_verify import verify_program
+
+    found = verify_program(read.program, read.locate, loaded=read.loaded)
+    return [str(d) for d in found if d.is_error]
 
 
 def _over_budget(tbs: int, budget: int | None, model) -> str:

@@ -21,8 +21,9 @@ is (every choice of what the page shows is made here)::
      "notes": [str]}
 
 Curves (``plots``, one per collective, algbw against message size): one
-series per algorithm whose best file was simulated (``kind`` "algorithm",
-from ``colc.compiler.analyze.analyze_topology``), the bound at each size
+series per algorithm whose representative file was simulated (``kind``
+"algorithm", from ``colc.compiler.analyze.analyze_topology``: its first
+chunking that fits, the protocol estimated fastest at each size), the bound at each size
 (``kind`` "bound": cut/LP bandwidth bound and hop-latency bound), and, for
 the chosen collective, the portfolio (``kind`` "portfolio": each window's
 verified program simulated at the sizes of the report it covers).  Only

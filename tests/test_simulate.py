@@ -304,3 +304,37 @@ def test_a_dependency_on_a_missing_threadblock_is_an_error_not_a_crash(tmp_path,
     err = capsys.readouterr().err
     assert "waits on threadblock 50, which the rank does not have" in err
     assert "internal error" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_simulate_says_when_the_file_fails_verification(tmp_path, capsys) -> None:
+    """colc simulate printed figures for a file whose runs end wrong (an
+    allgather with a receive turned into a send) as if it were a schedule;
+    it still prints them, but says the file fails verification, names the
+    first error and exits 1; --json says so too, with the dtype."""
+    import json
+    from pathlib import Path
+
+    from colc.cli import main
+
+    repo = Path(__file__).resolve().parent.parent
+    topo = str(repo / "examples" / "ring-4.yaml")
+    good = tmp_path / "good.xml"
+    assert main([topo, "--collective", "allgather", "--algorithm", "ring", "-o", str(good)]) == 0
+    capsys.readouterr()
+    assert main(["simulate", str(good), "--topo", topo, "--sizes", "1M", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["verified"] and not report["verification_errors"]
+    assert report["dtype"] == "fp32"
+    text = good.read_text()
+    bad = tmp_path / "bad.xml"
+    bad.write_text(text.replace('type="r"', 'type="s"', 1))
+    assert main(["simulate", str(bad), "--topo", topo, "--sizes", "1M"]) == 1
+    out, err = capsys.readouterr()
+    assert "algbw" in out and "1M" in out
+    assert err.startswith(f"{bad}: error: fails verification") and "postcondition" in err, err
+    assert len(err.strip().splitlines()) == 1
+    assert main(["simulate", str(bad), "--topo", topo, "--sizes", "1M", "--json",
+                 "--dtype", "bf16"]) == 1
+    report = json.loads(capsys.readouterr().out)
+    assert not report["verified"] and report["dtype"] == "bf16"
+    assert "postcondition" in report["verification_errors"][0]
