@@ -340,6 +340,22 @@ def test_finder_yaml_compiles_back():
     assert sol.tau(r.bandwidth) == r.chosen.tau
 
 
+def test_finder_yaml_records_the_point_it_was_chosen_at():
+    """``colc find --alpha`` ranked the candidates but was written nowhere:
+    the YAML now says, in comment lines, the alpha, bandwidth and size the
+    topology was chosen at (a topology chosen at alpha 1000 and one at 0.1
+    can differ)."""
+    yt = pytest.importorskip("colc.frontends.yaml_topology")
+    slow = find_topology(32, 4, alpha=1000, bandwidth=25, mcf_lp=False)
+    fast = find_topology(32, 4, alpha="0.1", mcf_lp=False)
+    assert "alpha 1000 us per hop, 25 GB/s egress" in slow.yaml()
+    assert "alpha 0.1 us per hop, 12.5 GB/s egress" in fast.yaml()
+    for r in (slow, fast):
+        text = r.yaml()
+        assert f"{r.chosen.hops} hops" in text
+        assert yt.parse_topology_text(text, "found.yaml") == r.topology()
+
+
 def test_finder_predictions_match_built_graphs():
     from colc.compiler.bfb.find_topology import check_prediction
 

@@ -359,20 +359,28 @@ class FindResult:
         )
 
     def yaml(self) -> str:
-        """Explicit-form YAML of ``topology()`` (``colc compile`` reads it)."""
-        topo = self.topology()
-        lines = [f"name: {_quote(topo.name)}", "nodes:"]
-        lines += [f"  - {{id: {n.id}, kind: gpu}}" for n in topo.nodes]
-        lines.append("links:")
-        for lk in topo.links:
-            bw = lk.bandwidth
-            val = str(bw.numerator) if bw.denominator == 1 else f'"{bw}"'
-            lines.append(f"  - {{src: {lk.src}, dst: {lk.dst}, bandwidth: {val}}}")
-        return "\n".join(lines) + "\n"
+        """Explicit-form YAML of ``topology()`` (``colc compile`` reads it),
+        under comment lines with the point it was chosen at: ``--alpha`` is
+        a hop latency of the ranking, not a link's (colc's simulator takes
+        its hop latencies from the machine model), so it is recorded there.
 
+        >>> r = find_topology(8, 2, mcf_lp=False)
+        >>> print(r.yaml().splitlines()[1])
+        # chosen for allreduce at 1M per rank: alpha 10 us per hop, 12.5 GB/s egress per rank,
+        """
+        from colc.frontends.yaml_writer import topology_to_yaml
+        from colc.sizes import format_size
 
-def _quote(s: str) -> str:
-    return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
+        c = self.chosen
+        mix = (f", all-to-all at {format_size(self.alltoall_size)} weighted "
+               f"{float(self.alltoall_share):g}" if self.alltoall_share else "")
+        head = [f"# written by colc find --ranks {c.num_ranks} --degree {c.degree}",
+                f"# chosen for allreduce at {format_size(self.size)} per rank: alpha "
+                f"{float(self.alpha):g} us per hop, {float(self.bandwidth):g} GB/s egress per "
+                f"rank,",
+                f"# {c.hops} hops, tau {float(c.tau):.4f}{mix}; alpha is the ranking's, not a "
+                f"link latency"]
+        return "\n".join(head) + "\n" + topology_to_yaml(self.topology())
 
 
 def find_topology(
