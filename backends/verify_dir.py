@@ -22,6 +22,7 @@ plus O(F^2) window comparisons for F files.
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, replace
 
 from colc.backends.verify import Verifier, VerifyReport
@@ -62,7 +63,7 @@ TWIN_BYTES = 4096
 
 
 @dataclass(frozen=True, slots=True)
-class _Selection:
+class Selection:
     """What the runtime matches a file on (collective, ranks, modes, window)."""
 
     collective: str
@@ -117,6 +118,15 @@ def verify_dir(folder: str, jobs: int | None = None) -> DirReport:
                 key = (selection.collective, selection.ngpus, mode)
                 _check_windows(name, selection.window, seen.setdefault(key, []), key,
                                errors, warnings)
+    uncovered: dict[tuple[str, int, str], list[str]] = {}  # the modes of each gap
+    for (coll, ngpus, mode), spans in sorted(seen.items()):
+        gaps = _gaps([(lo, hi) for _, lo, hi in spans])
+        if gaps:
+            where = ", ".join(_show(lo, hi) for lo, hi in gaps)
+            uncovered.setdefault((coll, ngpus, where), []).append(mode)
+    warnings += [f"no file for {coll}, {ngpus} ranks, {' and '.join(modes)} at {where} bytes: "
+                 f"NCCL's own algorithm runs there"
+                 for (coll, ngpus, where), modes in uncovered.items()]
     if not files and not errors:
         warnings.append("no algorithm file: the runtime loads none from this folder and runs "
                         "NCCL's own algorithms")
@@ -157,7 +167,7 @@ def _neighbours(sizes: list[int]) -> list[list[int]]:
 
 
 def _verify_one(verifier: Verifier, folder: str, name: str) -> tuple:
-    """``(name, report without its program or None, _Selection or None, error or "")``."""
+    """``(name, report without its program or None, Selection or None, error or "")``."""
     path = os.path.join(folder, name)
     if os.path.islink(path) and not os.path.isfile(path):
         what = "a folder" if os.path.isdir(path) else (
@@ -174,10 +184,89 @@ def _verify_one(verifier: Verifier, folder: str, name: str) -> tuple:
     if program is None:
         return (name, report, None, f"{name}: not an MSCCL algorithm file; the runtime parses "
                 "every file of the folder and fails on it")
+    return name, replace(report, program=None), selection_of(program), ""
+
+
+def selection_of(program) -> Selection:
+    """What the runtime matches ``program``'s file on."""
     modes = tuple(m for m, on in (("in-place", program.inplace),
                                   ("out-of-place", program.outofplace)) if on)
-    selection = _Selection(program.collective.value, program.ngpus, modes, _window(program))
-    return name, replace(report, program=None), selection, ""
+    return Selection(program.collective.value, program.ngpus, modes, _window(program))
+
+
+_ALGO_TAG = re.compile(r"<algo\b([^>]*)>")
+_ATTR = re.compile(r'([A-Za-z]\w*)="([^"]*)"')
+#: Bytes of a file ``header_selection`` reads for its ``<algo>`` tag.
+HEAD_BYTES = 1 << 16
+
+
+def header_selection(path: str) -> Selection | None:
+    """What the runtime matches the file at ``path`` on, from its ``<algo>``
+    tag alone (in its first ``HEAD_BYTES``), without reading its steps; None
+    where there is no such tag with plain decimal ``ngpus``, ``coll``,
+    ``inplace``, ``outofplace``, ``minBytes`` and ``maxBytes`` (``colc
+    verify`` reads the whole file).
+
+    >>> import tempfile
+    >>> with tempfile.NamedTemporaryFile("w", suffix=".xml", delete=False) as fh:
+    ...     _ = fh.write('<!-- x --><algo ngpus="4" coll="allgather" inplace="0" '
+    ...                  'outofplace="1" minBytes="0" maxBytes="0"><gpu/></algo>')
+    >>> header_selection(fh.name)
+    Selection(collective='allgather', ngpus=4, modes=('out-of-place',), window=(0, inf))
+    """
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(HEAD_BYTES).decode("utf-8", "replace")
+    except OSError:
+        return None
+    tag = _ALGO_TAG.search(head)
+    if tag is None:
+        return None
+    attrs: dict[str, str] = {}
+    for key, value in _ATTR.findall(tag.group(1)):
+        attrs.setdefault(key, value)  # the runtime uses the first
+    keys = ("ngpus", "inplace", "outofplace", "minBytes", "maxBytes")
+    if "coll" not in attrs or not all(attrs.get(k, "").isdigit() for k in keys):
+        return None
+    ints = {k: int(attrs[k]) for k in keys}
+    modes = tuple(m for m, k in (("in-place", "inplace"), ("out-of-place", "outofplace"))
+                  if ints[k])
+    hi = float("inf") if ints["maxBytes"] == 0 else ints["maxBytes"]
+    return Selection(attrs["coll"], ints["ngpus"], modes, (ints["minBytes"], hi))
+
+
+def same_calls(a: Selection, b: Selection) -> bool:
+    """Whether the runtime could match one call to both files: the same
+    collective and rank count, a mode in common, overlapping windows."""
+    return (a.collective == b.collective and a.ngpus == b.ngpus
+            and bool(set(a.modes) & set(b.modes))
+            and a.window[0] <= b.window[1] and b.window[0] <= a.window[1])
+
+
+def folder_conflicts(folder: str, ours: dict[str, Selection], skip: set[str]) -> list[str]:
+    """What in ``folder``, besides the files ``ours`` (name -> what it is
+    matched on) and ``skip``, gets in their way once they are written: a
+    file the runtime fails the whole load on (no ``<algo>`` tag colc can
+    read), or one it could match to the same calls as one of ``ours`` (the
+    runtime takes the one sorted first).  One line per file, sorted."""
+    out = []
+    for name in _loaded_names(folder):
+        if name in ours or name in skip:
+            continue
+        theirs = header_selection(os.path.join(folder, name))
+        if theirs is None:
+            out.append(f"{name}: no MSCCL <algo> tag colc can read; the runtime parses every "
+                       f"file of the folder and fails to load all of them on one it cannot "
+                       f"(colc verify {folder} checks it)")
+            continue
+        clashes = [m for m in sorted(ours) if same_calls(ours[m], theirs)]
+        if clashes:
+            what = f"{theirs.collective}, {theirs.ngpus} ranks"
+            more = f" and {len(clashes) - 1} more" if len(clashes) > 1 else ""
+            out.append(f"{name}: window {_show(*theirs.window)} overlaps {clashes[0]} "
+                       f"({_show(*ours[clashes[0]].window)}){more} for {what}: of two files "
+                       f"the runtime uses the one sorted first")
+    return out
 
 
 def _check_windows(name: str, window: tuple[int, float], earlier: list, key: tuple,
@@ -195,6 +284,24 @@ def _check_windows(name: str, window: tuple[int, float], earlier: list, key: tup
     earlier.append((name, lo, hi))
 
 
+def _gaps(spans: list[tuple[int, float]]) -> list[tuple[int, float]]:
+    """The sizes from 0 up that no span covers.
+
+    >>> _gaps([(0, 100), (201, float("inf"))])
+    [(101, 200)]
+    >>> _gaps([(50, 100)])
+    [(0, 49), (101, inf)]
+    """
+    out, at = [], 0
+    for lo, hi in sorted(spans):
+        if lo > at:
+            out.append((at, lo - 1))
+        at = max(at, hi + 1)
+    if at != float("inf"):
+        out.append((at, float("inf")))
+    return out
+
+
 def _union_covers(spans: list[tuple[int, float]], lo: int, hi: float) -> bool:
     at = lo
     for a, b in sorted(spans):
@@ -206,4 +313,5 @@ def _union_covers(spans: list[tuple[int, float]], lo: int, hi: float) -> bool:
     return False
 
 
-__all__ = ["DirReport", "verify_dir"]
+__all__ = ["DirReport", "Selection", "folder_conflicts", "header_selection", "same_calls",
+           "selection_of", "verify_dir"]

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 from colc.collector import fewer_collections
 from colc.errors import ColcError
+from colc.sizes import MAX_SIZE
 
 
 def load_topology(source: str | os.PathLike, *, boxes: int | None = None):
@@ -43,11 +44,17 @@ def load_topology(source: str | os.PathLike, *, boxes: int | None = None):
 
     if boxes is not None and (not isinstance(boxes, int) or isinstance(boxes, bool)):
         raise ColcError(f"colc.load_topology: boxes must be a whole number, got {boxes!r}")
+    if not isinstance(source, (str, os.PathLike)):
+        raise ColcError(f"colc.load_topology: source must be a file path or the text of a "
+                        f"topology (str), got {type(source).__name__}")
     text = os.fspath(source)
+    if not isinstance(text, str):
+        raise ColcError(f"colc.load_topology: source must be a file path or the text of a "
+                        f"topology (str), got {type(text).__name__}")
     if _names_a_file(source, text):
         return load_any_topology(text, boxes=boxes)
     suffix = ".xml" if text.lstrip().startswith("<") else (
-        ".json" if text.lstrip().startswith("{") else ".yaml")
+        ".json" if _is_json(text) else ".yaml")
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, f"topology{suffix}")
         with open(path, "w", encoding="utf-8") as fh:
@@ -67,10 +74,21 @@ def _names_a_file(source, text: str) -> bool:
     """Whether ``load_topology``'s source is a path (missing paths included)."""
     if not isinstance(source, str):
         return True  # a path-like object is always a path
-    if "\n" in text or text.lstrip().startswith(("<", "{")):  # XML or JSON text
+    if "\n" in text or text.lstrip().startswith(("<", "{")):  # XML, JSON or flow YAML
         return False
-    return (os.path.exists(text) or text.endswith(_FILE_ENDINGS)
-            or os.sep in text and ":" not in text)
+    # one line without a colon is no topology text (a YAML topology is a mapping)
+    return (os.path.exists(text) or text.endswith(_FILE_ENDINGS) or ":" not in text)
+
+
+def _is_json(text: str) -> bool:
+    """Whether ``text`` is JSON (a flow-style YAML mapping starts with ``{`` too)."""
+    import json
+
+    try:
+        json.loads(text)
+    except ValueError:
+        return False
+    return True
 
 
 def _as_text(err: ColcError, path: str) -> ColcError:
@@ -87,15 +105,16 @@ def _as_text(err: ColcError, path: str) -> ColcError:
 COLLECTIVES = ("allreduce", "allgather", "reducescatter", "alltoall")
 
 
-def _options(collective: str, algorithm: str, protocol: str, **kw):
+def _options(collective: str, algorithm: str, protocol: str, what: str = "colc.compile",
+             **kw):
     from colc.compiler.pipeline import CompileOptions
     from colc.ir.core import Collective, Protocol
 
     if collective not in COLLECTIVES:
-        raise ColcError(f"colc.compile: unknown collective {collective!r}; choose from "
+        raise ColcError(f"{what}: unknown collective {collective!r}; choose from "
                         f"{', '.join(COLLECTIVES)}")
     if protocol not in {p.value for p in Protocol}:
-        raise ColcError(f"colc.compile: unknown protocol {protocol!r}; choose from "
+        raise ColcError(f"{what}: unknown protocol {protocol!r}; choose from "
                         f"{', '.join(p.value for p in Protocol)}")
     coll, proto = Collective(collective), Protocol(protocol)
     _check_keywords(kw)
@@ -107,6 +126,11 @@ _COUNTS = {"min_bytes": 0, "max_bytes": 0, "chunks": 1, "instances": 1, "jobs": 
            "max_threadblocks": 0}
 
 
+#: ``CompileOptions`` fields the pipeline sets for itself: the portfolio's
+#: protocol ranges, and ``prove`` (off only for analysis, which writes no file).
+_INTERNAL = {"protocol_ranges", "prove"}
+
+
 def _check_keywords(kw: dict) -> None:
     """The keyword options are ``CompileOptions`` fields of the right kind, as the
     CLI checks its options (else a TypeError from deep inside, or a file the
@@ -114,7 +138,7 @@ def _check_keywords(kw: dict) -> None:
     from colc.compiler.pipeline import CompileOptions
 
     known = {f.name for f in dataclasses.fields(CompileOptions)}
-    known -= {"algorithm", "collective", "protocol"}
+    known -= {"algorithm", "collective", "protocol"} | _INTERNAL
     for name in sorted(kw):
         if name not in known:
             raise ColcError(f"colc: unknown option {name!r}; choose from "
@@ -131,8 +155,7 @@ def _check_keywords(kw: dict) -> None:
         if name in kw and not isinstance(kw[name], str):
             raise ColcError(f"colc: option {name} must be a string, got {kw[name]!r}")
     for name, allowed in (("executor", ("local", "dask")), ("dtype_bytes", (1, 2, 4, 8)),
-                          ("balance", (True, False)), ("verify_each", (True, False)),
-                          ("prove", (True, False))):
+                          ("balance", (True, False)), ("verify_each", (True, False))):
         if name in kw and (kw[name] not in allowed or type(kw[name]) is not type(allowed[0])):
             raise ColcError(f"colc: option {name} must be one of "
                             f"{', '.join(map(repr, allowed))}, got {kw[name]!r}")
@@ -145,6 +168,10 @@ def _check_keywords(kw: dict) -> None:
     if kw.get("inplace") is False and kw.get("outofplace") is False:
         raise ColcError("colc: inplace=False and outofplace=False leave no kind of call "
                         "to compile for")
+    for name in ("min_bytes", "max_bytes"):
+        if kw.get(name, 0) > MAX_SIZE:
+            raise ColcError(f"colc: option {name} {kw[name]} is above {MAX_SIZE >> 40}T (no "
+                            f"collective moves that much in one call)")
     if kw.get("max_bytes") and kw.get("min_bytes", 0) > kw["max_bytes"]:
         raise ColcError(f"colc: max_bytes {kw['max_bytes']} is smaller than min_bytes "
                         f"{kw['min_bytes']}")
@@ -270,6 +297,9 @@ class Compiled:
         if kw.get("simulate") not in (None, True, False):
             raise ColcError(f"Compiled.analyze: simulate must be True, False or None, got "
                             f"{kw['simulate']!r}")
+        if kw.get("search", False) not in (True, False):
+            raise ColcError(f"Compiled.analyze: search must be True or False, got "
+                            f"{kw['search']!r}")
         for name in ("machine", "max_threadblocks"):  # the compile's, unless given
             if name not in kw and getattr(self.options, name, None) is not None:
                 kw[name] = getattr(self.options, name)
@@ -298,7 +328,12 @@ def _size_list(sizes, what: str) -> tuple[int, ...]:
         n = parse_size(s, what) if isinstance(s, str) else s
         if not isinstance(n, int) or isinstance(n, bool) or n <= 0:
             raise ColcError(f"{what}: sizes must be positive whole numbers of bytes, got {s!r}")
+        if n > MAX_SIZE:
+            raise ColcError(f"{what}: {n} bytes is above {MAX_SIZE >> 40}T (no collective "
+                            f"moves that much in one call)")
         out.append(n)
+    if not out:
+        raise ColcError(f"{what}: no size given")
     return tuple(out)
 
 
@@ -343,8 +378,11 @@ def portfolio(topology, *, collective: str = "allreduce", algorithm: str = "auto
         if name in options:
             raise ColcError(f"colc.portfolio: {name} is not an option here (a portfolio picks "
                             f"the protocol and size window of each file itself)")
-    opts = _options(collective, algorithm, "Simple", **options)
-    wanted = _size_list(sizes, "colc.portfolio: sizes") if sizes else None
+    if options.get("backend", "msccl") != "msccl":
+        raise ColcError("colc.portfolio: a portfolio is MSCCL files (backend 'msccl'); "
+                        "compile one oneCCL file with colc.compile")
+    opts = _options(collective, algorithm, "Simple", "colc.portfolio", **options)
+    wanted = _size_list(sizes, "colc.portfolio: sizes") if sizes is not None else None
     with fewer_collections():
         return build_portfolio(topo, opts, sizes=wanted)
 

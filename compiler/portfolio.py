@@ -96,8 +96,15 @@ class Window:
     results: tuple[SimResult, ...]
 
     def filename(self, index: int, collective: str) -> str:
-        """Sortable file name (window order): ``colc-allgather-01-le512K.xml``."""
-        return f"colc-{collective}-{index:02d}-{self.span(compact=True)}.xml"
+        """Sortable file name (window order), naming what the runtime matches
+        a call on besides the window (rank count; the mode when only one):
+        ``colc-allgather-16ranks-01-le512K.xml``,
+        ``colc-allreduce-8ranks-inplace-00-le2K.xml``.  Portfolios for other
+        rank counts or modes can share one ``MSCCL_ALGO_DIR``."""
+        p = self.program
+        mode = "" if p.inplace == p.outofplace else "-inplace" if p.inplace else "-outofplace"
+        return (f"colc-{collective}-{p.ngpus}ranks{mode}-{index:02d}-"
+                f"{self.span(compact=True)}.xml")
 
     def span(self, compact: bool = False) -> str:
         """``le128K``/``<=128K``, ``128K..512K`` (above 128K, at most 512K), ``gt512M``."""
@@ -674,14 +681,22 @@ def check_windows(windows: tuple[Window, ...] | list[Window]) -> list[str]:
 
 def format_portfolio(p: Portfolio) -> str:
     """The summary table: window, algorithm, protocol, chunks, threadblocks per
-    GPU (the most of any rank), predicted algbw."""
+    GPU (the most of any rank), predicted algbw; a figure at a size where the
+    runtime would not select the file is marked ``*`` and explained under the
+    table."""
     lines = [f"{'window (bytes)':<22}{'algorithm':<12}{'protocol':<9}{'nchunks':>8}"
              f"{'tbs/GPU':>8}  predicted algbw GB/s"]
+    unselected = False
     for w in p.windows:
         span = w.span()
-        bws = ", ".join(f"{r.algbw:.1f}@{_human(r.nbytes)}" for r in w.results)
+        bws = ", ".join(f"{r.algbw:.1f}@{_human(r.nbytes)}{'' if r.selected else '*'}"
+                        for r in w.results)
+        unselected = unselected or not all(r.selected for r in w.results)
         lines.append(f"{span:<22}{w.variant.algorithm:<12}{w.variant.protocol.value:<9}"
                      f"{w.program.nchunks:>8}{w.program.max_threadblocks:>8}  {bws}")
+    if unselected:
+        lines.append("* not selected by the runtime at that size (its element count is not a "
+                     "multiple of the file's nchunksperloop): NCCL's own algorithm runs there")
     if p.budget:
         lines.append(f"threadblock budget: {p.budget} per GPU (--max-threadblocks)")
     return "\n".join(lines)

@@ -200,3 +200,42 @@ def test_api_load_topology_names_paths_and_text(tmp_path):
     made = colc.compile(topo, collective="allgather", algorithm="ring")
     with pytest.raises(colc.errors.ColcError, match="unknown backend 'bogus'"):
         made.verify(backend="bogus")
+
+
+def test_api_refuses_what_the_cli_refuses(tmp_path):
+    """Found by exploring the API as a user: sizes past 1T hung (the CLI
+    refuses them at once); sizes=0 or [] silently meant the default sizes; a
+    oneCCL portfolio came back as MSCCL files; a collective misspelt in
+    colc.portfolio was blamed on colc.compile; load_topology(5) or (None)
+    was a TypeError; flow-style YAML text was read as malformed JSON; a bare
+    mistyped file name was parsed as YAML text."""
+    import colc
+
+    topo = colc.load_topology(str(HERE.parent.parent / "examples" / "ring-4.yaml"))
+    huge = 1 << 50
+    for call in (lambda: colc.compile(topo, algorithm="ring", min_bytes=huge),
+                 lambda: colc.compile(topo, algorithm="ring", rank_sizes=(huge,)),
+                 lambda: colc.compile(topo, algorithm="ring").simulate(sizes=huge)):
+        with pytest.raises(colc.errors.ColcError, match="is above 1T"):
+            call()
+    for sizes, text in ((0, "positive whole numbers"), ([], "no size given")):
+        with pytest.raises(colc.errors.ColcError, match=text):
+            colc.portfolio(topo, sizes=sizes)
+    with pytest.raises(colc.errors.ColcError, match="a portfolio is MSCCL files"):
+        colc.portfolio(topo, backend="oneccl")
+    with pytest.raises(colc.errors.ColcError, match="^colc.portfolio: unknown collective 'foo'"):
+        colc.portfolio(topo, collective="foo")
+    for source in (5, None, b"family: ring"):
+        with pytest.raises(colc.errors.ColcError, match="source must be a file path or the text"):
+            colc.load_topology(source)
+    flow = colc.load_topology("{family: ring, ranks: 4, bandwidth: 10}")
+    assert flow.num_ranks == 4
+    with pytest.raises(colc.errors.ColcError, match="^nosuch: error: no such file"):
+        colc.load_topology("nosuch")
+    # the pipeline's own fields are not options (prove=False ended in an
+    # internal error; protocol_ranges=5 was accepted)
+    for name, value in (("prove", False), ("protocol_ranges", 5)):
+        with pytest.raises(colc.errors.ColcError, match=f"unknown option '{name}'"):
+            colc.compile(topo, algorithm="ring", **{name: value})
+    with pytest.raises(colc.errors.ColcError, match="search must be True or False"):
+        colc.compile(topo, algorithm="ring").analyze(search="yes")

@@ -27,7 +27,7 @@ from colc.compiler.pipeline import (
     compile_topology,
     selectable_sizes,
 )
-from colc.compiler.portfolio import build_portfolio, check_windows
+from colc.compiler.portfolio import build_portfolio, check_windows, format_portfolio
 from colc.frontends.families import dgx_a100, hypercube, ring, torus
 from colc.ir.check_chunks import check_schedule
 from colc.ir.core import Buffer, Collective, Protocol
@@ -206,6 +206,9 @@ def test_portfolio_says_when_the_runtime_cannot_select_it() -> None:
                         sizes=(1 << 12, 1 << 16))
     assert check_windows(p.windows) == []
     assert any("no file is selected by the runtime" in n for n in p.notes)
+    # the summary's figures there are marked (they were shown as the file's)
+    table = format_portfolio(p)
+    assert "@4K*" in table and "@64K*" in table and "* not selected by the runtime" in table
 
 
 def test_check_windows_finds_gaps_and_overlaps() -> None:
@@ -245,6 +248,46 @@ def test_directory_output_writes_verified_windows(tmp_path, capsys) -> None:
     (out / "mine.xml").write_text("<algo/>")
     assert main([str(path), "--collective", "allgather", "-o", str(out)]) == 0
     assert "mine.xml" in os.listdir(out)
+
+
+def test_portfolios_for_other_rank_counts_and_modes_share_a_folder(tmp_path, capsys) -> None:
+    """One MSCCL_ALGO_DIR serves jobs of several sizes, but the file names
+    carried no rank count: a 6-rank portfolio replaced the 4-rank one, and an
+    out-of-place one overwrote the in-place one without a word.  Names now
+    carry the ranks (and the mode when only one), older colc files are
+    removed only where the runtime would match them to the same calls, and
+    what else in the folder gets in the way is named."""
+    out = tmp_path / "algos"
+
+    def write(ranks: int, *flags: str) -> list[str]:
+        topo = tmp_path / f"ring{ranks}.yaml"
+        topo.write_text(f"family: ring\nranks: {ranks}\nbandwidth: 10\nbidirectional: true\n")
+        assert main([str(topo), "--collective", "allgather", "-o", f"{out}/", *flags]) == 0
+        return sorted(os.listdir(out))
+
+    four = write(4)
+    assert four and all(f.startswith("colc-allgather-4ranks-0") for f in four)
+    six = [f for f in write(6) if f not in four]
+    assert six and all(f.startswith("colc-allgather-6ranks-0") for f in six)
+    assert set(four) <= set(os.listdir(out))
+    capsys.readouterr()
+    both = sorted(os.listdir(out))
+    inplace = [f for f in write(4, "--inplace") if f not in both]
+    assert all(f.startswith("colc-allgather-4ranks-inplace-") for f in inplace)
+    assert not set(four) & set(os.listdir(out))  # they matched the same in-place calls
+    assert f"removed {len(four)} older colc files for the same calls" in capsys.readouterr().err
+    write(4, "--outofplace")
+    assert set(inplace) <= set(os.listdir(out))  # in-place calls keep their files
+    assert main(["verify", "-q", str(out)]) == 0
+    capsys.readouterr()
+    # a file of the user's own for the same calls, and one the runtime cannot parse
+    (out / "allgather.xml").write_bytes((out / six[0]).read_bytes())
+    (out / "notes.txt").write_text("which file is which\n")
+    write(6)
+    err = capsys.readouterr().err
+    assert f"warning: {out}/allgather.xml: window " in err and "6 ranks" in err
+    assert f"warning: {out}/notes.txt: no MSCCL <algo> tag" in err
+    assert (out / "allgather.xml").exists() and (out / "notes.txt").exists()
 
 
 def test_verify_warns_about_unselectable_files(tmp_path, capsys) -> None:

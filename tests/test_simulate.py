@@ -338,3 +338,22 @@ def test_simulate_says_when_the_file_fails_verification(tmp_path, capsys) -> Non
     report = json.loads(capsys.readouterr().out)
     assert not report["verified"] and report["dtype"] == "bf16"
     assert "postcondition" in report["verification_errors"][0]
+
+
+def test_simulate_names_a_folder_and_unreadable_files_plainly(tmp_path, capsys) -> None:
+    """colc simulate DIR said 'cannot read (IsADirectoryError)'."""
+    from pathlib import Path
+
+    from colc.cli import main
+
+    topo = str(Path(__file__).resolve().parent.parent / "examples" / "ring-4.yaml")
+    assert main(["simulate", str(tmp_path), "--topo", topo]) == 1
+    assert capsys.readouterr().err.strip() == (
+        f"{tmp_path}: error: is a folder; colc simulate takes one MSCCL file (colc verify "
+        f"checks a folder)")
+    assert main(["simulate", str(tmp_path / "none.xml"), "--topo", topo]) == 1
+    assert capsys.readouterr().err.strip() == (
+        f"{tmp_path / 'none.xml'}: error: cannot read: No such file or directory")
+    (tmp_path / "bin.xml").write_bytes(b"\xff\xfe<algo")
+    assert main(["simulate", str(tmp_path / "bin.xml"), "--topo", topo]) == 1
+    assert "not UTF-8 text" in capsys.readouterr().err

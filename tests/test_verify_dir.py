@@ -42,6 +42,26 @@ def test_overlap_shadow_and_foreign_files_are_reported(tmp_path, capsys) -> None
     assert "README: not an MSCCL algorithm file" in capsys.readouterr().out
 
 
+def test_sizes_no_file_covers_are_named(tmp_path, capsys) -> None:
+    """A folder holding only some of a portfolio's windows verified as OK
+    without a word about the sizes that fall back to NCCL; the gap is now a
+    warning (not an error: a file for large calls only is a choice)."""
+    folder = _portfolio(tmp_path)
+    names = sorted(os.listdir(folder))
+    capsys.readouterr()
+    assert main(["verify", folder]) == 0
+    assert "no file for" not in capsys.readouterr().out
+    first = open(os.path.join(folder, names[0])).read()
+    hi = int(re.search(r'maxBytes="(\d+)"', first).group(1))
+    os.unlink(os.path.join(folder, names[-1]))
+    os.unlink(os.path.join(folder, names[0]))
+    assert main(["verify", folder]) == 0
+    out = capsys.readouterr().out
+    assert (f"warning: no file for allgather, 4 ranks, in-place and out-of-place at 0..{hi}, "
+            in out), out
+    assert "..unlimited bytes: NCCL's own algorithm runs there" in out
+
+
 def test_links_load_like_the_runtime_and_other_entries_are_skipped(tmp_path, capsys) -> None:
     """The runtime opens every regular file and every symbolic link of the
     folder (by the entry's type), so a dangling link or a link to a folder
