@@ -316,9 +316,9 @@ def _cmd_compile(argv: list[str]) -> int:
         if given:
             print(f"colc: note: {', '.join(given)} ignored: a folder gets every protocol the "
                   f"machine offers, each over its own size window", file=sys.stderr)
-        return _write_portfolio(topo, opts, args.output, args.topology)
+        return _write_portfolio(topo, opts, args.output)
     if args.output and args.output != "-":
-        check_target(args.output, [args.topology])  # before the compile: minutes at scale
+        check_target(args.output, topo.inputs)  # before the compile: minutes at scale
     result = compile_topology(topo, opts)
     clear_progress()
     for note in result.notes:
@@ -332,7 +332,7 @@ def _cmd_compile(argv: list[str]) -> int:
         for line in selection_warnings(result.program):
             print(f"colc: warning: {line}", file=sys.stderr)
     if args.output:
-        write_atomically(args.output, result.text, inputs=[args.topology])
+        write_atomically(args.output, result.text, inputs=topo.inputs)
         print(f"colc: wrote {_target_name(args.output)} ({result.algorithm}, "
               f"{opts.collective.value}, {topo.num_ranks} ranks, "
               f"{_written_shape(result, predicted)}; the schedule's bandwidth-only figure "
@@ -357,7 +357,7 @@ def _written_shape(result, predicted: str) -> str:
             f"instructions per rank; not simulated: the bound is the routes' busiest link")
 
 
-def _write_portfolio(topo, opts, folder: str, source: str) -> int:
+def _write_portfolio(topo, opts, folder: str) -> int:
     from colc.backends.verify_dir import folder_conflicts, selection_of
     from colc.compiler.portfolio import build_portfolio, format_portfolio
     from colc.ir.simulate import MAX_ITERATIONS
@@ -382,7 +382,7 @@ def _write_portfolio(topo, opts, folder: str, source: str) -> int:
     try:  # all or none: a failure leaves the folder as it was
         write_outputs([(os.path.join(folder, name), w.text)
                        for name, w in zip(names, portfolio.windows, strict=True)],
-                      inputs=[source], remove=[os.path.join(folder, n) for n in stale])
+                      inputs=topo.inputs, remove=[os.path.join(folder, n) for n in stale])
     except BaseException:
         _remove_levels(created)
         raise
@@ -456,7 +456,19 @@ def _stale_files(folder: str, ours: dict) -> list[str]:
 
 
 def load_any_topology(path: str, boxes: int | None = None):
-    """Load a topology from any supported input format, chosen by content."""
+    """Load a topology from any supported input format, chosen by content;
+    its ``inputs`` are every file read for it (``path`` and, for a wrapper,
+    the NCCL dump it names)."""
+    import dataclasses
+
+    from colc.frontends._input import recording_reads
+
+    with recording_reads() as paths:
+        topo = _load_any(path, boxes)
+    return dataclasses.replace(topo, inputs=tuple(dict.fromkeys([path, *paths])))
+
+
+def _load_any(path: str, boxes: int | None):
     from colc.frontends import load_topology
 
     if not os.path.exists(path):
@@ -633,7 +645,7 @@ def _cmd_convert(argv: list[str]) -> int:
     if _is_directory_target(args.output):
         raise ColcError(f"{args.output}: error: is a directory (give a file name)")
     topo = load_any_topology(args.input, boxes=args.boxes)
-    write_atomically(args.output, topology_to_yaml(topo), inputs=[args.input])
+    write_atomically(args.output, topology_to_yaml(topo), inputs=topo.inputs)
     return 0
 
 
@@ -880,8 +892,8 @@ def _cmd_report(argv: list[str]) -> int:
         raise ColcError(f"colc report: error: -o takes the HTML file's name, got "
                         f"{args.output!r}")
     _check_output(args.output, "colc report writes HTML", ".html")
-    check_target(args.output, [args.topology])  # before the slow part, not after it
     topo = load_any_topology(args.topology, boxes=args.boxes)
+    check_target(args.output, topo.inputs)  # before the slow part, not after it
     data = gather_report(topo, collective=Collective(args.collective), sizes=sizes,
                          machine=args.machine, portfolio=args.portfolio,
                          max_threadblocks=_budget(args.max_threadblocks))
@@ -890,7 +902,7 @@ def _cmd_report(argv: list[str]) -> int:
     if port is not None and port["error"]:
         print(f"colc: warning: no portfolio for {port['collective']}: {port['error']}",
               file=sys.stderr)
-    write_atomically(args.output, render_report(data), inputs=[args.topology])
+    write_atomically(args.output, render_report(data), inputs=topo.inputs)
     print(f"colc: wrote {_target_name(args.output)}", file=sys.stderr)
     return 0
 

@@ -18,9 +18,11 @@ YAML allows no control characters besides tab and line breaks
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import stat
+from collections.abc import Iterator
 
 from colc.errors import SpecError
 
@@ -38,6 +40,29 @@ _KINDS = (
     (stat.S_ISFIFO, "a named pipe (FIFO)"),
     (stat.S_ISSOCK, "a socket"),
 )
+
+
+#: The lists ``recording_reads`` fills, innermost last.
+_RECORDERS: list[list[str]] = []
+
+
+@contextlib.contextmanager
+def recording_reads() -> Iterator[list[str]]:
+    """A list that collects the path of every file ``read_input`` reads
+    while the block runs (a wrapper's NCCL dump, a TACCL sketch), so that
+    no output replaces an input the topology came from.
+
+    >>> with recording_reads() as paths:
+    ...     _ = read_input(__file__)
+    >>> paths == [__file__]
+    True
+    """
+    paths: list[str] = []
+    _RECORDERS.append(paths)
+    try:
+        yield paths
+    finally:
+        _RECORDERS.remove(paths)
 
 
 def read_input(path: str, max_bytes: int = MAX_FILE_BYTES) -> bytes:
@@ -61,6 +86,8 @@ def read_input(path: str, max_bytes: int = MAX_FILE_BYTES) -> bytes:
         Missing or unreadable, not a regular file, or too large.
     """
     check_input(path, max_bytes)  # before opening: opening a FIFO or socket could block
+    for paths in _RECORDERS:
+        paths.append(path)
     flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
     try:
         fd = os.open(path, flags)

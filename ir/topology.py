@@ -95,6 +95,9 @@ class Topology:
         Directed links; parallel links add up.
     source : str
         Where the topology came from (file path or family), for messages.
+    inputs : tuple of str
+        Every file it was read from (a wrapper YAML and the NCCL dump it
+        names), so that no output replaces one.
     hardware : str
         The machine when a hardware family built it (``a100``, ``h100``,
         ``mi250``; empty otherwise): it picks the runtime cost model whatever
@@ -106,6 +109,7 @@ class Topology:
     links: tuple[Link, ...]
     source: str = field(default="<topology>", compare=False)
     hardware: str = field(default="", compare=False)
+    inputs: tuple[str, ...] = field(default=(), compare=False)
 
     @cached_property
     def ranks(self) -> tuple[str, ...]:

@@ -86,6 +86,30 @@ def test_cli_refuses_to_overwrite_its_input(tmp_path, capsys) -> None:
     assert src.read_text() == open(RING).read()
 
 
+def test_cli_refuses_to_overwrite_the_dump_a_wrapper_names(tmp_path, capsys) -> None:
+    """A wrapper YAML (``nccl_topo: dgx.xml``) was the only input checked:
+    ``-o dgx.xml`` replaced the machine's NCCL dump with the schedule, and
+    a portfolio in its folder could do the same to a file of its name.
+    Every file the topology was read from is an input now (a TACCL
+    profile's sketch too)."""
+    dump = tmp_path / "dgx.xml"
+    dump.write_bytes(open(os.path.join(REPO, "tests", "data", "real", "dgx-a100.nccl.xml"),
+                          "rb").read())
+    before = dump.read_bytes()
+    wrapper = tmp_path / "cluster.yaml"
+    wrapper.write_text("nccl_topo: dgx.xml\nboxes: 2\n")
+    argv = [str(wrapper), "--collective", "allgather", "--algorithm", "ring"]
+    assert main([*argv, "-o", str(dump)]) == 1
+    assert capsys.readouterr().err.strip() == (f"{dump}: error: refusing to overwrite the "
+                                               f"input file {dump}")
+    assert dump.read_bytes() == before
+    from colc.cli import load_any_topology
+
+    taccl = os.path.join(REPO, "tests", "data", "real", "taccl-ndv2.json")
+    assert load_any_topology(taccl).inputs == (taccl, taccl.replace(".json", ".sketch.json"))
+    assert load_any_topology(str(wrapper)).inputs == (str(wrapper), str(dump))
+
+
 def test_cli_writes_to_dev_null_and_stdout(capsys) -> None:
     assert main([RING, "--algorithm", "ring", "-o", os.devnull]) == 0
     assert stat.S_ISCHR(os.stat(os.devnull).st_mode)
