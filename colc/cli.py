@@ -28,6 +28,10 @@ from colc.collector import fewer_collections
 from colc.errors import ColcError, InternalError
 
 SUBCOMMANDS = ("compile", "verify", "analyze", "convert", "find", "simulate", "report")
+#: ``--machine``'s help, one text for every subcommand.
+MACHINE_HELP = ("runtime cost model (default: the topology's hardware: a hardware family's, "
+                "an NCCL dump's GPU, else a100/h100/mi250 named in the topology's name, "
+                "else generic)")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -197,8 +201,7 @@ def _compile_parser() -> argparse.ArgumentParser:
                         "simulation")
     p.add_argument("--min-bytes", default="0", help="smallest message size to use it for (1M)")
     p.add_argument("--max-bytes", default="0", help="largest message size (0 = no limit)")
-    p.add_argument("--machine", choices=sorted(PRESETS), default=None,
-                   help="cost model (default: from the topology name)")
+    p.add_argument("--machine", choices=sorted(PRESETS), default=None, help=MACHINE_HELP)
     _budget_option(p)
     p.add_argument("--dtype", default="fp32", help="element type for selection: fp32|fp16|bf16")
     p.add_argument("--backend", choices=["msccl", "oneccl"], default=None,
@@ -602,7 +605,7 @@ def _cmd_analyze(argv: list[str]) -> int:
                    help="simulate every chunking and protocol the portfolio tries for each "
                         "algorithm and show the fastest per size (minutes; default: one "
                         "representative file per algorithm, seconds)")
-    p.add_argument("--machine", choices=sorted(PRESETS), default=None)
+    p.add_argument("--machine", choices=sorted(PRESETS), default=None, help=MACHINE_HELP)
     _budget_option(p)
     p.add_argument("--jobs", type=int, default=0,
                    help="processes the algorithms are analysed on (default 0: every CPU "
@@ -761,7 +764,7 @@ def _cmd_simulate(argv: list[str]) -> int:
     p.add_argument("--topo", required=True, help="topology the file runs on")
     p.add_argument("--sizes", default="1K:1G", help="sizes and lo:hi power-of-two ranges")
     p.add_argument("--dtype", default="fp32", help="fp32|fp16|bf16")
-    p.add_argument("--machine", choices=sorted(PRESETS), default=None)
+    p.add_argument("--machine", choices=sorted(PRESETS), default=None, help=MACHINE_HELP)
     p.add_argument("--boxes", type=int, default=None)
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--max-threadblocks", type=int, default=None, metavar="N",
@@ -881,7 +884,7 @@ def _cmd_report(argv: list[str]) -> int:
     p.add_argument("--sizes", default="1K:1G",
                    help="sizes and lo:hi power-of-two ranges (every size is simulated per "
                         "algorithm and collective, large ones cost the most)")
-    p.add_argument("--machine", choices=sorted(PRESETS), default=None)
+    p.add_argument("--machine", choices=sorted(PRESETS), default=None, help=MACHINE_HELP)
     p.add_argument("--no-portfolio", dest="portfolio", action="store_false",
                    help="skip the portfolio (it adds minutes on a 16-GPU box)")
     _budget_option(p)

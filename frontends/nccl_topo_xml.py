@@ -22,7 +22,11 @@ Model (grammar of NCCL ``src/graph/xml.cc``/``topo.cc``; peer survey section 3):
   GPU -> GPU link; to an NVSwitch (``tclass`` 0x068000, or a target ``<pci>``
   of that class) it adds to the GPU's NVSwitch link: one switch
   ``b{box}nvs`` per box (as NCCL, all NVSwitches collapse into one), duplex;
-  NVLinks to CPUs are ignored.  Bandwidth is ``count`` times the per-link
+  NVLinks to CPUs are ignored.  RCCL's dumps write ``<xgmi target tclass
+  count>`` instead, read the same way (an AMD GPU is one with a ``gcn``:
+  MI200 ``gfx90a``/``910``, MI300 ``gfx940-942``; its ``sm`` is not read),
+  at ``count`` times the per-link xGMI bandwidth (``peak``: MI200 50, MI300
+  64 GB/s; ``nccl``: RCCL's 36 and 48).  Bandwidth is ``count`` times the per-link
   bandwidth of the GPU's ``sm``: ``peak`` uses the per-direction data rate of
   the NVLink generation (P100 20, V100/A100/H100 25, GA10x 14.0625, B200 50
   GB/s), ``nccl`` uses NCCL's effective numbers (SM60 18, SM70/80 20, SM86
@@ -84,6 +88,16 @@ MAX_INT_CHARS = 18
 
 #: Compute capability -> the machine preset of that GPU (``runtime_model``).
 SM_MACHINES = {80: "a100", 90: "h100"}
+#: An RCCL dump's GPU family (by its ``gcn``, ``gfx`` and features dropped)
+#: and the machine whose cost model fits it ("": none, the name decides).
+GCN_FAMILIES = {"90a": "mi200", "910": "mi200", "940": "mi300", "941": "mi300",
+                "942": "mi300"}
+FAMILY_MACHINES = {"mi200": "mi250", "mi300": ""}
+#: Per-xGMI-link, per-direction peak bandwidth (GB/s): MI250's 50 (as the
+#: ``mi250`` family), MI300's 64 (896 GB/s over 7 links, both directions).
+XGMI_PEAK = {"mi200": Fraction(50), "mi300": Fraction(64)}
+#: RCCL's per-xGMI-link bandwidth (``src/graph/topo.h``: MI200 36, gfx94x 48).
+XGMI_RCCL = {"mi200": Fraction(36), "mi300": Fraction(48)}
 #: PCI class of an NVSwitch.
 NVSWITCH_CLASS = 0x068000
 
@@ -108,6 +122,8 @@ class _Gpu:
     dev: int
     rank: int | None
     sm: int
+    family: str = ""  # an AMD GPU's (``GCN_FAMILIES``); "" for NVIDIA
+    #: its ``<nvlink>`` (NVIDIA) or ``<xgmi>`` (AMD, RCCL's dumps) elements
     nvlinks: list[etree._Element] = field(default_factory=list)
 
 
@@ -229,7 +245,9 @@ def parse_nccl_topo(text: str | bytes, path: str = "<string>", *, boxes: int = 1
         raise FieldError(path, "nvlink_bandwidth", f"must be 'peak' or 'nccl', got "
                          f"{show(nvlink_bandwidth)}")
     root = parse_xml(text, path, MAX_BYTES)
-    box = _Box.parse(root, path, NVLINK_PEAK if nvlink_bandwidth == "peak" else NVLINK_NCCL)
+    peak = nvlink_bandwidth == "peak"
+    box = _Box.parse(root, path, NVLINK_PEAK if peak else NVLINK_NCCL,
+                     XGMI_PEAK if peak else XGMI_RCCL)
     check_ranks(boxes * len(box.gpus), path=path, field="boxes",
                 detail=f"{boxes} boxes x {len(box.gpus)} GPUs = ")
     stem = Path(path).stem if not path.startswith("<") else "nccl-topo"
@@ -274,6 +292,21 @@ def _pci_bandwidth(el: etree._Element | None, path: str) -> Fraction:
     return Fraction(width * (code or 120), 80)
 
 
+def _amd_family(gcn: str, el: etree._Element, path: str) -> str:
+    """``GCN_FAMILIES``' family of an RCCL dump's ``gcn`` (``910``, ``gfx90a``,
+    ``gfx942:sramecc+:xnack-``).
+
+    >>> _amd_family("gfx942:sramecc+:xnack-", None, "x.xml"), _amd_family("910", None, "x.xml")
+    ('mi300', 'mi200')
+    """
+    key = gcn.strip().lower().split(":")[0].removeprefix("gfx")
+    if key not in GCN_FAMILIES:
+        raise SpecError(path, f"<gpu>: gcn={show(gcn)}: colc knows the xGMI bandwidth of "
+                        f"MI200 (gfx90a) and MI300 (gfx940-942) GPUs only",
+                        None if el is None else el.sourceline)
+    return GCN_FAMILIES[key]
+
+
 def _nvlink_bw(table: Mapping[int, Fraction], sm: int, gpu: _Gpu, path: str) -> Fraction:
     if sm == 86:
         return table[86]
@@ -287,22 +320,25 @@ def _nvlink_bw(table: Mapping[int, Fraction], sm: int, gpu: _Gpu, path: str) -> 
 class _Box:
     """What one NCCL file says about one node."""
 
-    def __init__(self, path: str, table: Mapping[int, Fraction]) -> None:
+    def __init__(self, path: str, table: Mapping[int, Fraction],
+                 xgmi: Mapping[str, Fraction]) -> None:
         self.path = path
         self.table = table
+        self.xgmi = xgmi
         self.gpus: list[_Gpu] = []
         self.nets: list[_Net] = []
         self.pci_class: dict[str, int] = {}
         self.bare_gpu_pcis: list[etree._Element] = []
 
     @classmethod
-    def parse(cls, root: etree._Element, path: str, table: Mapping[int, Fraction]) -> _Box:
+    def parse(cls, root: etree._Element, path: str, table: Mapping[int, Fraction],
+              xgmi: Mapping[str, Fraction]) -> _Box:
         if root.tag != "system":
             raise SpecError(path, f"root element is <{root.tag}>, expected <system> (an NCCL "
                             "topology file)", root.sourceline)
         if root.get("version") is None:
             raise SpecError(path, "<system>: attribute 'version' missing", root.sourceline)
-        box = cls(path, table)
+        box = cls(path, table, xgmi)
         for el in root.iter():
             if not isinstance(el.tag, str):
                 continue
@@ -332,8 +368,11 @@ class _Box:
         dev = _attr_int(el, "dev", self.path)
         sm = _attr_int(el, "sm", self.path)
         rank = _attr_int(el, "rank", self.path, required=False)
-        gpu = _Gpu(el, _busid(parent.get("busid")), dev or 0, rank, sm or 0)
-        gpu.nvlinks = [c for c in el if isinstance(c.tag, str) and c.tag == "nvlink"]
+        gcn = el.get("gcn")
+        family = "" if gcn is None else _amd_family(gcn, el, self.path)
+        gpu = _Gpu(el, _busid(parent.get("busid")), dev or 0, rank, sm or 0, family)
+        tag = "xgmi" if family else "nvlink"
+        gpu.nvlinks = [c for c in el if isinstance(c.tag, str) and c.tag == tag]
         self.gpus.append(gpu)
 
     def _net(self, el: etree._Element) -> None:
@@ -376,9 +415,10 @@ class _Box:
             lonely = [g for g in self.gpus if not g.nvlinks]
             if lonely:
                 names = ", ".join(f"dev {g.dev} ({g.busid})" for g in lonely)
-                raise SpecError(self.path, f"GPU(s) {names} have no <nvlink>: colc models "
-                                "NVLink and NIC links only (PCIe peer-to-peer is not "
-                                "modelled); dump the topology with NVLinks detected",
+                tag = "xgmi" if lonely[0].family else "nvlink"
+                raise SpecError(self.path, f"GPU(s) {names} have no <{tag}>: colc models "
+                                "NVLink, xGMI and NIC links only (PCIe peer-to-peer is not "
+                                f"modelled); dump the topology with {tag} links detected",
                                 lonely[0].el.sourceline)
         self.nets.sort(key=lambda n: n.dev)
         if len({n.dev for n in self.nets}) != len(self.nets):
@@ -391,15 +431,16 @@ class _Box:
         direct: list[tuple[int, int, Fraction]] = []
         to_switch: dict[int, Fraction] = {}
         for i, g in enumerate(self.gpus):
-            per_link = _nvlink_bw(self.table, g.sm, g, self.path)
+            per_link = (self.xgmi[g.family] if g.family
+                        else _nvlink_bw(self.table, g.sm, g, self.path))
             for nv in g.nvlinks:
                 target = _busid(nv.get("target"))
                 if not target:
-                    raise SpecError(self.path, "<nvlink>: attribute 'target' missing",
+                    raise SpecError(self.path, f"<{nv.tag}>: attribute 'target' missing",
                                     nv.sourceline)
                 count = _attr_int(nv, "count", self.path, required=False, default=1) or 0
                 if count < 1:
-                    raise SpecError(self.path, f"<nvlink target=\"{target}\">: count must be "
+                    raise SpecError(self.path, f"<{nv.tag} target=\"{target}\">: count must be "
                                     f">= 1, got {count}", nv.sourceline)
                 tclass = _attr_int(nv, "tclass", self.path, required=False)
                 if tclass is None:
@@ -408,14 +449,14 @@ class _Box:
                     to_switch[i] = to_switch.get(i, Fraction(0)) + count * per_link
                 elif tclass is not None and tclass >> 16 == 0x03:
                     if target not in index:
-                        raise SpecError(self.path, f"<nvlink target=\"{target}\"> names a GPU "
+                        raise SpecError(self.path, f"<{nv.tag} target=\"{target}\"> names a GPU "
                                         "that is not in the file", nv.sourceline)
                     if index[target] == i:
-                        raise SpecError(self.path, "<nvlink> from a GPU to itself",
+                        raise SpecError(self.path, f"<{nv.tag}> from a GPU to itself",
                                         nv.sourceline)
                     direct.append((i, index[target], count * per_link))
                 elif tclass is None:
-                    raise SpecError(self.path, f"<nvlink target=\"{target}\">: unknown target "
+                    raise SpecError(self.path, f"<{nv.tag} target=\"{target}\">: unknown target "
                                     "(no 'tclass' and no <pci> with that busid)", nv.sourceline)
                 # other classes (CPU, P9 NVLink) are not modelled
         return direct, to_switch
@@ -487,8 +528,10 @@ class _Box:
 
     def hardware(self) -> str:
         """The machine whose cost model fits the dump's GPUs (``SM_MACHINES``
-        by their ``sm``, all alike), else "" (the name decides, ``model_for``)."""
-        kinds = {SM_MACHINES.get(g.sm, "") for g in self.gpus}
+        by their ``sm``, an AMD GPU's by its ``gcn``: ``FAMILY_MACHINES``; all
+        alike), else "" (the name decides, ``model_for``)."""
+        kinds = {FAMILY_MACHINES[g.family] if g.family else SM_MACHINES.get(g.sm, "")
+                 for g in self.gpus}
         return kinds.pop() if len(kinds) == 1 else ""
 
 

@@ -322,3 +322,45 @@ def test_validate_programmatic() -> None:
         validate_topology(neg, "prog")
     with pytest.raises(SpecError, match="no compute node"):
         validate_topology(Topology("s", (Node("s", "switch"),), ()), "prog")
+
+
+def _rccl_dump(adjacency, gcn: str = "910", sm: int = 90) -> str:
+    """An RCCL-style topology dump: one GCD per <pci> of class 0x038000, its
+    xGMI links as ``<xgmi target count tclass>``, as RCCL writes them."""
+    bus = [f"0000:{16 * (i + 1):02x}:00.0" for i in range(len(adjacency))]
+    gpus = []
+    for i, row in enumerate(adjacency):
+        links = "".join(f'<xgmi target="{bus[j]}" count="{c}" tclass="0x038000"/>'
+                        for j, c in enumerate(row) if c)
+        gpus.append(f'<pci busid="{bus[i]}" class="0x038000" link_speed="32.0 GT/s PCIe" '
+                    f'link_width="16"><gpu dev="{i}" sm="{sm}" gcn="{gcn}" rank="{i}" '
+                    f'gdr="1">{links}</gpu></pci>')
+    return f'<system version="2"><cpu numaid="0">{"".join(gpus)}</cpu></system>'
+
+
+def test_rccl_dumps_are_read_with_their_xgmi_links() -> None:
+    """RCCL writes GPU links as <xgmi>, not <nvlink>: an MI250 dump was
+    refused ('have no <nvlink>'), and its sm="90" would have read as an
+    H100.  A dump of the MI250 box's xGMI adjacency now reads as the mi250
+    family's box, link for link, with its cost model; RCCL's own per-link
+    figure under nvlink_bandwidth 'nccl'; an unknown GPU is named."""
+    from colc.frontends.nccl_topo_xml import parse_nccl_topo
+    from colc.ir.runtime_model import model_for
+
+    text = _rccl_dump(MI250_ADJACENCY)
+    topo = parse_nccl_topo(text, "mi250.xml")
+    family = fam.mi250(1)
+    ours = {(int(u[3:]), int(v[3:])): bw for (u, v), bw in topo.capacity().items()}
+    theirs = {(int(u[3:]), int(v[3:])): bw for (u, v), bw in family.capacity().items()}
+    assert ours == theirs and len(ours) == sum(1 for r in MI250_ADJACENCY for c in r if c)
+    assert topo.hardware == "mi250" and model_for(topo).name == "mi250"
+    rccl = parse_nccl_topo(text, "mi250.xml", nvlink_bandwidth="nccl")
+    assert rccl.capacity()[("b0g0", "b0g1")] == 36 * MI250_ADJACENCY[0][1]
+    mi300 = parse_nccl_topo(_rccl_dump([[0 if i == j else 1 for j in range(8)] for i in range(8)],
+                                       "gfx942:sramecc+:xnack-"), "mi300.xml")
+    assert mi300.capacity()[("b0g0", "b0g7")] == 64 and mi300.hardware == ""
+    with pytest.raises(SpecError, match=r"gcn='gfx1100'.*MI200 \(gfx90a\) and MI300"):
+        parse_nccl_topo(_rccl_dump(MI250_ADJACENCY, "gfx1100"), "navi.xml")
+    lonely = _rccl_dump([[0, 1, 0], [1, 0, 0], [0, 0, 0]])
+    with pytest.raises(SpecError, match=r"dev 2 \(0000:30:00.0\) have no <xgmi>"):
+        parse_nccl_topo(lonely, "three.xml")
