@@ -77,7 +77,7 @@ from ._values import FieldError, int_value, show, str_value
 from colc.safe_xml import parse_xml
 
 from ._input import read_input
-from .limits import MAX_FILE_BYTES, check_ranks
+from .limits import MAX_BANDWIDTH, MIN_BANDWIDTH, MAX_FILE_BYTES, approx, check_ranks
 from .validate import validate_topology
 
 #: Largest NCCL topology file read (bytes).
@@ -277,6 +277,25 @@ def _attr_int(el: etree._Element, attr: str, path: str, *, required: bool = True
                         f"{MAX_INT_CHARS} ASCII digits, got {show(raw)}", el.sourceline) from None
 
 
+def _in_range(bw: Fraction, el: etree._Element, attr: str, path: str) -> Fraction:
+    """``bw``, the bandwidth ``el``'s attribute ``attr`` gives, if a link may
+    carry it (``MIN_BANDWIDTH`` .. ``MAX_BANDWIDTH`` GB/s); else the error
+    names the element, its line and the attribute."""
+    if MIN_BANDWIDTH <= bw <= MAX_BANDWIDTH:
+        return bw
+    raise SpecError(path, f"<{el.tag}> {attr}={show(el.get(attr))} gives {approx(bw)} GB/s; a "
+                    f"link carries {approx(MIN_BANDWIDTH)} to {approx(MAX_BANDWIDTH)} GB/s",
+                    el.sourceline)
+
+
+def _unmodelled(gpu: _Gpu) -> str:
+    """Why none of ``gpu``'s links is modelled: the classes they go to."""
+    classes = sorted({nv.get("tclass") or "?" for nv in gpu.nvlinks})
+    return (f"<gpu dev=\"{gpu.dev}\">: none of its {len(gpu.nvlinks)} <{gpu.nvlinks[0].tag}> "
+            f"links goes to a GPU (class 0x03xxxx) or an NVSwitch (0x068000) (tclass "
+            f"{', '.join(classes)}), so colc has no link from it to the other GPUs")
+
+
 def _busid(raw: str | None) -> str:
     return (raw or "").strip().lower()
 
@@ -384,7 +403,8 @@ class _Box:
             speed = 10000
         nic = el.getparent()
         anchor = nic.getparent() if nic is not None and nic.getparent() is not None else el
-        self.nets.append(_Net(el, dev, Fraction(speed, 8000), anchor))
+        bw = _in_range(Fraction(speed, 8000), el, "speed", self.path)
+        self.nets.append(_Net(el, dev, bw, anchor))
 
     def _check(self) -> None:
         if not self.gpus:
@@ -408,9 +428,14 @@ class _Box:
             if k in seen:
                 raise SpecError(self.path, f"two <gpu> elements with {key}={k}", g.el.sourceline)
             seen[k or 0] = g
-        busids = [g.busid for g in self.gpus]
-        if len(set(busids)) != len(busids):
-            raise SpecError(self.path, "two <gpu> elements share a PCI busid")
+        first: dict[str, _Gpu] = {}
+        for g in sorted(self.gpus, key=lambda g: g.el.sourceline or 0):
+            if g.busid in first:
+                raise SpecError(self.path, f"<gpu dev=\"{g.dev}\"> is in the <pci> of busid "
+                                f"{g.busid}, as <gpu dev=\"{first[g.busid].dev}\"> on line "
+                                f"{first[g.busid].el.sourceline}: two GPUs share a PCI busid",
+                                g.el.sourceline)
+            first[g.busid] = g
         if len(self.gpus) > 1:
             lonely = [g for g in self.gpus if not g.nvlinks]
             if lonely:
@@ -420,9 +445,12 @@ class _Box:
                                 "NVLink, xGMI and NIC links only (PCIe peer-to-peer is not "
                                 f"modelled); dump the topology with {tag} links detected",
                                 lonely[0].el.sourceline)
-        self.nets.sort(key=lambda n: n.dev)
-        if len({n.dev for n in self.nets}) != len(self.nets):
-            raise SpecError(self.path, "two <net> elements share a 'dev'")
+        self.nets.sort(key=lambda n: (n.dev, n.el.sourceline or 0))
+        for a, b in zip(self.nets, self.nets[1:], strict=False):
+            if a.dev == b.dev:
+                raise SpecError(self.path, f"<net dev=\"{b.dev}\">: dev {b.dev} is also the <net> "
+                                f"on line {a.el.sourceline}'s; NCCL numbers its NICs apart",
+                                b.el.sourceline)
 
     # -- links ---------------------------------------------------------------
     def nvlink_edges(self) -> tuple[list[tuple[int, int, Fraction]], dict[int, Fraction]]:
@@ -446,7 +474,8 @@ class _Box:
                 if tclass is None:
                     tclass = 0x030000 if target in index else self.pci_class.get(target)
                 if tclass == NVSWITCH_CLASS:
-                    to_switch[i] = to_switch.get(i, Fraction(0)) + count * per_link
+                    to_switch[i] = _in_range(to_switch.get(i, Fraction(0)) + count * per_link,
+                                             nv, "count", self.path)
                 elif tclass is not None and tclass >> 16 == 0x03:
                     if target not in index:
                         raise SpecError(self.path, f"<{nv.tag} target=\"{target}\"> names a GPU "
@@ -454,11 +483,14 @@ class _Box:
                     if index[target] == i:
                         raise SpecError(self.path, f"<{nv.tag}> from a GPU to itself",
                                         nv.sourceline)
-                    direct.append((i, index[target], count * per_link))
+                    direct.append((i, index[target],
+                                   _in_range(count * per_link, nv, "count", self.path)))
                 elif tclass is None:
                     raise SpecError(self.path, f"<{nv.tag} target=\"{target}\">: unknown target "
                                     "(no 'tclass' and no <pci> with that busid)", nv.sourceline)
                 # other classes (CPU, P9 NVLink) are not modelled
+            if len(self.gpus) > 1 and i not in to_switch and all(d[0] != i for d in direct):
+                raise SpecError(self.path, _unmodelled(g), g.nvlinks[0].sourceline)
         return direct, to_switch
 
     def nic_plan(self) -> tuple[dict[int, list[int]], bool]:

@@ -364,3 +364,29 @@ def test_rccl_dumps_are_read_with_their_xgmi_links() -> None:
     lonely = _rccl_dump([[0, 1, 0], [1, 0, 0], [0, 0, 0]])
     with pytest.raises(SpecError, match=r"dev 2 \(0000:30:00.0\) have no <xgmi>"):
         parse_nccl_topo(lonely, "three.xml")
+
+
+def test_nccl_dump_errors_name_the_element_line_and_attribute() -> None:
+    """A bandwidth out of range in a dump was named by colc's internal link
+    ('link 0 (b0g0 -> b0nvs)'), and two GPUs of one busid or two NICs of one
+    dev by neither line nor value."""
+    from colc.frontends.nccl_topo_xml import parse_nccl_topo
+
+    real = (Path(__file__).parent / "data" / "real" / "dgx-a100.nccl.xml").read_text()
+    line = next(i for i, t in enumerate(real.splitlines(), 1) if 'count="' in t)
+    import re
+
+    with pytest.raises(SpecError, match=rf"^x.xml:{line}: error: <nvlink> count='999999999' "
+                                        r"gives 2.5e10 GB/s; a link carries"):
+        parse_nccl_topo(re.sub(r'count="\d+"', 'count="999999999"', real, count=1), "x.xml")
+    with pytest.raises(SpecError, match=r"^x.xml:\d+: error: <net> speed='9{18}' gives 1.25e14"):
+        parse_nccl_topo(real.replace('speed="200000"', 'speed="' + "9" * 18 + '"', 1), "x.xml",
+                        boxes=2)
+    bridge = real.replace('tclass="0x068000"', 'tclass="0x060400"')
+    with pytest.raises(SpecError, match=r'<gpu dev="0">: none of its 6 <nvlink> links goes to a '
+                                        r'GPU .* \(tclass 0x060400\)'):
+        parse_nccl_topo(bridge, "x.xml")  # it was 'rank 1 cannot be reached from rank 0'
+    text = _rccl_dump([[0, 1], [1, 0]])
+    with pytest.raises(SpecError, match=r'x.xml:1: error: <gpu dev="1"> is in the <pci> of busid '
+                                        r'0000:10:00.0, as <gpu dev="0"> on line 1'):
+        parse_nccl_topo(text.replace("0000:20:00.0", "0000:10:00.0"), "x.xml")
