@@ -777,6 +777,7 @@ def format_table(report: dict) -> str:
     lines += ["", "Schedules ('bandwidth' = bandwidth-only algbw of the schedule; size "
               f"columns = simulated algbw {how}):",
               f"{'algorithm':<12}{'collective':<15}{'hops':>5}{'bandwidth':>10}{head}  file"]
+    unselected = False
     for s in report["schedules"]:
         if "error" in s:
             lines.append(f"{s['algorithm']:<12}{s['collective']:<15}  n/a: {s['error']}")
@@ -788,9 +789,12 @@ def format_table(report: dict) -> str:
         if s.get("emittable") is False:
             row += f"  not emittable within the runtime's limits: {s['why']}"
         elif "simulated" in s:
-            row += "".join(f"{r['algbw']:>10.2f}" for r in s["simulated"])
+            row += "".join(f"{r['algbw']:>9.2f}{' ' if r['selected'] else '*'}"
+                           for r in s["simulated"])
+            tbs = s["threadblocks"]
             row += (f"  {s['variant']}, nchunksperloop {s['nchunks']}, "
-                    f"{s['threadblocks']} threadblocks per GPU")
+                    f"{tbs} threadblock{'' if tbs == 1 else 's'} per GPU")
+            unselected = unselected or not all(r["selected"] for r in s["simulated"])
         lines.append(row)
         if "multicast" in s:
             m = s["multicast"]
@@ -800,6 +804,9 @@ def format_table(report: dict) -> str:
                          f"{m['traffic_after']:g}, GPU {gpu} {m[f'gpu_{gpu}_before']:g} -> "
                          f"{m[f'gpu_{gpu}_after']:g} GB per GB (analysis only; "
                          f"files send unicast)")
+    if unselected:
+        lines.append("* the runtime would not select that file at that size (its element "
+                     "count is not a multiple of the file's nchunksperloop): NCCL runs there")
     for coll, rows in report.get("budgets", {}).items():
         lines += ["", f"{coll}: the file each size selects in the portfolio within each "
                       f"threadblock budget (simulated algbw; -o DIR/ --max-threadblocks B "

@@ -171,3 +171,25 @@ def test_rows_sharing_a_stage_run_in_one_unit_costliest_first() -> None:
     assert tasks[units[0][0]][0] == "trees"
     # a search keeps every row apart
     assert all(len(u) == 1 for u in an._units(tasks, bundle=False))
+
+
+def test_text_marks_figures_the_runtime_would_not_select(capsys) -> None:
+    """colc analyze's text showed the 3 x 5 torus's allreduce figures as the
+    file's, though no power-of-two size is a multiple of its 30 chunks (the
+    JSON and the compile summary said so); and '1 threadblocks'."""
+    import json
+
+    from colc.cli import main
+
+    argv = ["analyze", "examples/torus-3x5.yaml", "--collective", "allreduce", "--algorithm",
+            "ring", "--sizes", "1M,1G"]
+    assert main([*argv, "--json"]) == 0
+    (row,) = json.loads(capsys.readouterr().out)["schedules"]
+    assert not any(r["selected"] for r in row["simulated"])
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    line = next(t for t in out.splitlines() if t.startswith("ring "))
+    assert line.count("*") == 2 and "\n* the runtime would not select" in out
+    assert main(["analyze", "examples/ring-4.yaml", "--collective", "allgather", "--algorithm",
+                 "ring", "--sizes", "1M"]) == 0
+    assert "would not select" not in capsys.readouterr().out
