@@ -9,9 +9,9 @@ __version__ = "0.1.0"
 
 
 def __getattr__(name: str):
-    """``colc.compile``, ``colc.load_topology``, ``colc.portfolio``, ``colc.errors``
-    (loaded on first use)."""
-    if name in ("compile", "load_topology", "portfolio", "Compiled"):
+    """``colc.compile``, ``colc.load_topology``, ``colc.portfolio``,
+    ``colc.write_portfolio``, ``colc.errors`` (loaded on first use)."""
+    if name in ("compile", "load_topology", "portfolio", "write_portfolio", "Compiled"):
         from colc import api
 
         return getattr(api, name)

@@ -387,4 +387,27 @@ def portfolio(topology, *, collective: str = "allreduce", algorithm: str = "auto
         return build_portfolio(topo, opts, sizes=wanted)
 
 
-__all__ = ["Compiled", "compile", "load_topology", "portfolio"]
+def write_portfolio(portfolio, folder: str | os.PathLike):
+    """Write a ``Portfolio``'s files into ``folder`` as ``colc TOPO -o DIR/``
+    does (``colc.algo_dir``): all or none, named by collective, rank count
+    and mode, earlier colc files for the same calls removed.
+
+    Returns
+    -------
+    colc.algo_dir.Written
+        The names written, the older files removed, and one line per other
+        file of the folder in their way (the CLI's warnings).
+    """
+    from colc.algo_dir import write_portfolio as write
+    from colc.compiler.portfolio import Portfolio
+
+    if not isinstance(portfolio, Portfolio):
+        raise ColcError(f"colc.write_portfolio: expected what colc.portfolio returns, got "
+                        f"{type(portfolio).__name__}")
+    if not isinstance(folder, (str, os.PathLike)):
+        raise ColcError(f"colc.write_portfolio: folder must be a path, got "
+                        f"{type(folder).__name__}")
+    return write(portfolio, os.fspath(folder).rstrip("/") or "/")
+
+
+__all__ = ["Compiled", "compile", "load_topology", "portfolio", "write_portfolio"]

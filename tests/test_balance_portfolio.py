@@ -290,6 +290,27 @@ def test_portfolios_for_other_rank_counts_and_modes_share_a_folder(tmp_path, cap
     assert (out / "allgather.xml").exists() and (out / "notes.txt").exists()
 
 
+def test_the_api_writes_a_portfolio_folder_as_the_cli_does(tmp_path, capsys) -> None:
+    """docs/api.md said colc.portfolio is ``colc TOPO -o DIR/`` but the API
+    could not write the folder; colc.write_portfolio writes the same files,
+    byte for byte, by the same rules."""
+    import colc
+
+    topo = os.path.join(EXAMPLES, "ring-4.yaml")
+    assert main([topo, "--collective", "allgather", "-o", f"{tmp_path / 'cli'}/"]) == 0
+    written = colc.write_portfolio(colc.portfolio(topo, collective="allgather"),
+                                   tmp_path / "api")
+    cli = sorted(os.listdir(tmp_path / "cli"))
+    assert list(written.names) == cli
+    for name in cli:
+        assert (tmp_path / "api" / name).read_bytes() == (tmp_path / "cli" / name).read_bytes()
+    (tmp_path / "api" / "notes.txt").write_text("x")
+    again = colc.write_portfolio(colc.portfolio(topo, collective="allgather"), tmp_path / "api")
+    assert again.removed == () and again.conflicts[0].startswith("notes.txt: no MSCCL <algo>")
+    with pytest.raises(colc.errors.ColcError, match="expected what colc.portfolio returns"):
+        colc.write_portfolio("x", tmp_path)
+
+
 def test_verify_warns_about_unselectable_files(tmp_path, capsys) -> None:
     out = tmp_path / "x.xml"
     topo = os.path.join(EXAMPLES, "torus-3x5.yaml")
