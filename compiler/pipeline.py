@@ -1161,7 +1161,10 @@ def _smaller_budgets(compiler: Compiler, scored: list, sizes: tuple[int, ...],
     if not scored or compiler.topo.num_ranks > LADDER_RANKS:
         return scored
     out = list(scored)
-    for variant in ladder_variants(compiler, scored[0][2]):
+    winner = scored[0][2]
+    takes = compiler.program(winner).max_threadblocks
+    # a budget the winner already fits lowers it again as it is
+    for variant in (v for v in ladder_variants(compiler, winner) if v.budget < takes):
         try:
             out.append((-compiler.score(variant, sizes), variant.label, variant))
         except ColcError as err:

@@ -462,34 +462,48 @@ def _with_ladders(compiler: Compiler, sizes: tuple[int, ...], table: list,
     the best of its winner lowered for the budgets below the compiler's
     (``ladder_variants``), as a single compile tries them: fewer lanes
     sometimes pipeline better (a 4-ring's allgather at 1 MiB within 4: 3
-    threadblocks 25.4 GB/s, 4 threadblocks 23.0).  Only the best goes in: the
-    runners-up are the midpoints' rivals."""
+    threadblocks 25.4 GB/s, 4 threadblocks 23.0).  Only budgets below the
+    threadblocks the winner takes; each is first simulated at the largest
+    size its winner won, and only those at least as good there at the
+    others.  Only the best goes in: the runners-up are the
+    midpoints' rivals."""
     if compiler.topo.num_ranks > LADDER_RANKS:
         return
     won: dict[Variant, list[int]] = {}
     for s in sizes:
         if ranking[s]:
             won.setdefault(ranking[s][0][1], []).append(s)
-    ladders = {w: ladder_variants(compiler, w, full=False) for w in won}
-    prefetch(compiler, [(v, tuple(at)) for w, at in won.items() for v in ladders[w]],
-             jobs_for(compiler.opts))
+    # a budget the winner already fits lowers it again as it is (checked on
+    # the examples' portfolios): only the smaller ones can differ
+    ladders = {w: [v for v in ladder_variants(compiler, w, full=False)
+                   if v.budget < compiler.program(w).max_threadblocks] for w in won}
+    jobs = jobs_for(compiler.opts)
+    prefetch(compiler, [(v, (max(at),)) for w, at in won.items() for v in ladders[w]], jobs)
 
     def key(e: tuple[float, Variant]) -> tuple:
         return (-e[0], compiler.program(e[1]).max_threadblocks, e[1].label)
 
-    for s in sizes:
-        if not ranking[s]:
-            continue
-        best = ranking[s][0]
-        for v in ladders[best[1]]:
+    seen: dict[tuple[Variant, int], tuple[float, Variant] | None] = {}
+
+    def better(v: Variant, s: int) -> tuple[float, Variant] | None:
+        """``v`` at ``s`` where at least as good as the winner there."""
+        if (v, s) not in seen:
             try:
                 res = compiler.simulate(v, s)
-            except ColcError:  # a smaller budget it does not fit: the larger one's file stands
-                continue
-            table.append((v.label, s, res))
-            best = min(best, (res.algbw, v), key=key)
-        if best is not ranking[s][0]:
-            ranking[s] = [best, *ranking[s]]
+            except ColcError:  # a smaller budget it does not fit: the larger one's stands
+                seen[v, s] = None
+            else:
+                table.append((v.label, s, res))
+                e = (res.algbw, v)
+                seen[v, s] = e if key(e) <= key(ranking[s][0]) else None
+        return seen[v, s]
+
+    keep = {w: [v for v in ladders[w] if better(v, max(at))] for w, at in won.items()}
+    for s in sizes:
+        found = [e for v in keep.get(ranking[s][0][1], []) if (e := better(v, s))] \
+            if ranking[s] else []
+        if found:
+            ranking[s] = [min(found, key=key), *ranking[s]]
 
 
 def _windows(compiler: Compiler, sizes: tuple[int, ...],
