@@ -3,7 +3,9 @@
 Input: a validated ``Topology``.  Output: a JSON-ready dict
 ``{"topology", "ranks", "machine", "sizes", "bounds": {coll: {"algbw": GB/s,
 "method": ..., "latency_us": ..., "by_size": [...]}}, "schedules":
-[{"algorithm", "collective", "steps", "algbw", "simulated": [...], ...}]}``.
+[{"algorithm", "collective", "steps", "algbw", "simulated": [...], ...}]}``;
+with budgets, ``"budgets": {coll: [rows of budget_rows]}`` and, where 0
+(the GPU's limit) was asked for, ``"gpu_limit"``, the budget it stands for.
 
 ``algbw`` of a schedule is the bandwidth-only figure (nccl-tests convention:
 collective size over the bandwidth-only time); ``simulated`` lists, for
@@ -316,6 +318,8 @@ def analyze_topology(topo: Topology, *, algorithms: tuple[str, ...] = (),
     if budgets:
         report["budgets"] = {c.value: budget_rows(topo, c, sizes, budgets, machine,
                                                   algorithms, jobs or 0) for c in colls}
+        if 0 in budgets:  # the row of the GPU's limit, which --budgets 0 asked for
+            report["gpu_limit"] = threadblock_budget(0, model)
     return report
 
 
@@ -814,9 +818,10 @@ def format_table(report: dict) -> str:
                   f"{'budget':>7}{'tbs/GPU':>9}{head}  file"]
         for row in rows:
             if "error" in row:
-                lines.append(f"{row['budget']:>7}  none: {row['error']}")
+                lines.append(f"{_budget_label(row['budget'], report):>7}  none: {row['error']}")
                 continue
-            lines.append(f"{row['budget']:>7}{max(row['file_threadblocks']):>9}"
+            lines.append(f"{_budget_label(row['budget'], report):>7}"
+                         f"{max(row['file_threadblocks']):>9}"
                          + "".join(f"{x:>10.2f}" for x in row["algbw"])
                          + f"  {_files_text(row['files'], report['sizes'])}")
     if report.get("estimated"):
@@ -827,6 +832,12 @@ def format_table(report: dict) -> str:
                      if report["ranks"] > SIMULATE_UP_TO else "(simulation off: --no-simulate)")
     lines += ["", *LEGEND]
     return "\n".join(lines)
+
+
+def _budget_label(limit: int, report: dict) -> str:
+    """A budget row's label: ``108 (0)`` where ``--budgets 0`` asked for the
+    GPU's limit, so the row can be found by what was asked."""
+    return f"{limit} (0)" if limit == report.get("gpu_limit") else str(limit)
 
 
 def _files_text(files: list[str], sizes: list[int]) -> str:

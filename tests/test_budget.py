@@ -104,13 +104,18 @@ def test_analyze_shows_the_trade_off_by_budget(capsys) -> None:
 
     assert main(["analyze", "examples/torus-3x5.yaml", "--collective", "allgather",
                  "--sizes", "1M,1G", "--budgets", "2,4,0", "--json"]) == 0
-    rows = json.loads(capsys.readouterr().out)["budgets"]["allgather"]
-    assert [r["budget"] for r in rows] == [2, 4, 108]
+    report = json.loads(capsys.readouterr().out)
+    rows = report["budgets"]["allgather"]
+    assert [r["budget"] for r in rows] == [2, 4, 108] and report["gpu_limit"] == 108
     assert "the smallest budget that works here is" in rows[0]["error"]
     written = rows[1:]
     assert all(r["threadblocks"] <= r["budget"] for r in written)
     harmonic = [2 / sum(1 / x for x in r["algbw"]) for r in written]
     assert harmonic == sorted(harmonic)
+    # the text names the GPU's limit by what was asked for (it showed 108 only)
+    assert main(["analyze", "examples/torus-3x5.yaml", "--collective", "allgather",
+                 "--sizes", "1M", "--budgets", "4,0"]) == 0
+    assert "\n108 (0) " in capsys.readouterr().out
 
 
 def test_analyze_budget_figures_never_drop_at_any_size(capsys) -> None:
