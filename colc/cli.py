@@ -336,7 +336,8 @@ def _cmd_compile(argv: list[str]) -> int:
             print(f"colc: warning: {line}", file=sys.stderr)
     if args.output:
         write_atomically(args.output, result.text, inputs=topo.inputs)
-        print(f"colc: wrote {_target_name(args.output)} ({result.algorithm}, "
+        copies = f" x{opts.instances} instances" if opts.instances > 1 else ""
+        print(f"colc: wrote {_target_name(args.output)} ({result.algorithm}{copies}, "
               f"{opts.collective.value}, {topo.num_ranks} ranks, "
               f"{_written_shape(result, predicted)}; the schedule's bandwidth-only figure "
               f"{float(result.algbw):.1f} GB/s; verified)",

@@ -31,12 +31,14 @@ def test_replicated_schedules_stay_correct_in_both_modes(name, topo, coll) -> No
             assert check_schedule(replicate_instances(one, copies)) == []
 
 
-def test_bfb_allreduce_two_instances_out_of_place(tmp_path) -> None:
-    """Issue 10: multi-instance BFB allreduce failed verification out-of-place."""
+def test_bfb_allreduce_two_instances_out_of_place(tmp_path, capsys) -> None:
+    """Issue 10: multi-instance BFB allreduce failed verification out-of-place.
+    The summary says how many instances the file holds (it did not)."""
     out = tmp_path / "ar.xml"
     topo = os.path.join(REPO, "examples", "torus-3x5.yaml")
     assert main([topo, "--algorithm", "bfb", "--instances", "2", "--outofplace",
                  "-o", str(out)]) == 0
+    assert " x2 instances, allreduce, 15 ranks" in capsys.readouterr().err
     assert main(["verify", "-q", str(out)]) == 0
 
 
