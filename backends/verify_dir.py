@@ -196,8 +196,11 @@ def selection_of(program) -> Selection:
 
 _ALGO_TAG = re.compile(r"<algo\b([^>]*)>")
 _ATTR = re.compile(r'([A-Za-z]\w*)="([^"]*)"')
-#: Bytes of a file ``header_selection`` reads for its ``<algo>`` tag.
+#: Bytes of a file ``header_selection`` reads first for its ``<algo>`` tag
+#: (then up to ``MAX_FILE_BYTES`` more where a long comment comes first).
 HEAD_BYTES = 1 << 16
+MAX_FILE_BYTES = 16 << 20
+_DECIMAL = re.compile(r"[0-9]{1,19}")  # ASCII only: int() refuses "²", str.isdigit() not
 
 
 def header_selection(path: str) -> Selection | None:
@@ -214,19 +217,23 @@ def header_selection(path: str) -> Selection | None:
     >>> header_selection(fh.name)
     Selection(collective='allgather', ngpus=4, modes=('out-of-place',), window=(0, inf))
     """
+    tag = None
     try:
         with open(path, "rb") as fh:
-            head = fh.read(HEAD_BYTES).decode("utf-8", "replace")
+            head = fh.read(HEAD_BYTES)
+            tag = _ALGO_TAG.search(head.decode("utf-8", "replace"))
+            if tag is None and len(head) == HEAD_BYTES:  # a long comment first: read on
+                head += fh.read(MAX_FILE_BYTES)
+                tag = _ALGO_TAG.search(head.decode("utf-8", "replace"))
     except OSError:
         return None
-    tag = _ALGO_TAG.search(head)
     if tag is None:
         return None
     attrs: dict[str, str] = {}
     for key, value in _ATTR.findall(tag.group(1)):
         attrs.setdefault(key, value)  # the runtime uses the first
     keys = ("ngpus", "inplace", "outofplace", "minBytes", "maxBytes")
-    if "coll" not in attrs or not all(attrs.get(k, "").isdigit() for k in keys):
+    if "coll" not in attrs or not all(_DECIMAL.fullmatch(attrs.get(k, "")) for k in keys):
         return None
     ints = {k: int(attrs[k]) for k in keys}
     modes = tuple(m for m, k in (("in-place", "inplace"), ("out-of-place", "outofplace"))
@@ -293,7 +300,7 @@ def _gaps(spans: list[tuple[int, float]]) -> list[tuple[int, float]]:
     [(0, 49), (101, inf)]
     """
     out, at = [], 0
-    for lo, hi in sorted(spans):
+    for lo, hi in sorted(x for x in spans if x[0] <= x[1]):  # an empty window serves nothing
         if lo > at:
             out.append((at, lo - 1))
         at = max(at, hi + 1)

@@ -297,7 +297,7 @@ class Compiled:
         if kw.get("simulate") not in (None, True, False):
             raise ColcError(f"Compiled.analyze: simulate must be True, False or None, got "
                             f"{kw['simulate']!r}")
-        if kw.get("search", False) not in (True, False):
+        if type(kw.get("search", False)) is not bool:
             raise ColcError(f"Compiled.analyze: search must be True or False, got "
                             f"{kw['search']!r}")
         for name in ("machine", "max_threadblocks"):  # the compile's, unless given
@@ -404,10 +404,11 @@ def write_portfolio(portfolio, folder: str | os.PathLike):
     if not isinstance(portfolio, Portfolio):
         raise ColcError(f"colc.write_portfolio: expected what colc.portfolio returns, got "
                         f"{type(portfolio).__name__}")
-    if not isinstance(folder, (str, os.PathLike)):
-        raise ColcError(f"colc.write_portfolio: folder must be a path, got "
-                        f"{type(folder).__name__}")
-    return write(portfolio, os.fspath(folder).rstrip("/") or "/")
+    path = os.fspath(folder) if isinstance(folder, (str, os.PathLike)) else None
+    if not isinstance(path, str) or not path:
+        raise ColcError(f"colc.write_portfolio: folder must be a non-empty path, got "
+                        f"{folder!r}")
+    return write(portfolio, path.rstrip("/") or "/")
 
 
 __all__ = ["Compiled", "compile", "load_topology", "portfolio", "write_portfolio"]

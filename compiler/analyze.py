@@ -414,10 +414,11 @@ def budget_rows(topo: Topology, coll: Collective, sizes: tuple[int, ...],
     -------
     list of dict
         ``{"budget", "variant", "threadblocks", "algbw": [per size],
-        "files": [per size], "file_threadblocks": [per size]}``: ``variant``
-        is the budget's own file at the largest size and ``threadblocks``
-        the most any of its own files takes; ``files`` and
-        ``file_threadblocks`` the file each size's figure comes from; or
+        "files": [per size], "file_threadblocks": [per size]}``: ``files``
+        and ``file_threadblocks`` the file each size's figure comes from
+        (None, and the figure None, where no file serves the size: past the
+        last window's end NCCL runs), ``variant`` the one at the largest
+        size and ``threadblocks`` the most the row's files take; or
         ``{"budget", "error"}`` where nothing fits.
     """
     from colc.compiler.pipeline import threadblock_budget
@@ -433,22 +434,35 @@ def budget_rows(topo: Topology, coll: Collective, sizes: tuple[int, ...],
         if not found:
             rows.append({"budget": limit, "error": "; ".join(dict.fromkeys(errors))})
             continue
-        largest = max(range(len(sizes)), key=lambda i: sizes[i])
-        row = {"budget": limit, "threadblocks": max(f[1] for f in found),
-               "variant": next(f[0] for f in found if f[2][largest] is not None),
-               "algbw": [], "files": [], "file_threadblocks": []}
+        row = {"budget": limit, "algbw": [], "files": [], "file_threadblocks": []}
         for i in range(len(sizes)):
-            label, tbs, figures = max((f for f in found if f[2][i] is not None),
-                                      key=lambda f, i=i: f[2][i])  # the first of equals
-            if best is not None and best["algbw"][i] > figures[i]:  # a smaller budget's is faster
-                label, tbs = best["files"][i], best["file_threadblocks"][i]
-                figures = best["algbw"]
-            row["algbw"].append(figures[i])
+            label, tbs, figure = _best_at(found, i)
+            if best is not None and (best["algbw"][i] or 0) > (figure or 0):
+                # a smaller budget's file is faster at this size, and fits this one
+                label, tbs, figure = best["files"][i], best["file_threadblocks"][i], \
+                    best["algbw"][i]
+            row["algbw"].append(figure)
             row["files"].append(label)
             row["file_threadblocks"].append(tbs)
+        largest = max(range(len(sizes)), key=lambda i: sizes[i])
+        row["variant"] = row["files"][largest]
+        row["threadblocks"] = max((t for t in row["file_threadblocks"] if t is not None),
+                                  default=None)
         rows.append(row)
         best = row
     return rows
+
+
+def _best_at(found: list[tuple[str, int, list[float | None]]], i: int
+             ) -> tuple[str | None, int | None, float | None]:
+    """The fastest of ``found``'s files at the ``i``-th size (the first of
+    equals), or Nones where none serves it (past the last window's end: NCCL
+    runs there)."""
+    serving = [f for f in found if f[2][i] is not None]
+    if not serving:
+        return None, None, None
+    label, tbs, figures = max(serving, key=lambda f: f[2][i])
+    return label, tbs, figures[i]
 
 
 def _budget_files(topo: Topology, sizes: tuple[int, ...], opts: CompileOptions,
@@ -821,8 +835,9 @@ def format_table(report: dict) -> str:
                 lines.append(f"{_budget_label(row['budget'], report):>7}  none: {row['error']}")
                 continue
             lines.append(f"{_budget_label(row['budget'], report):>7}"
-                         f"{max(row['file_threadblocks']):>9}"
-                         + "".join(f"{x:>10.2f}" for x in row["algbw"])
+                         f"{row['threadblocks'] or '-':>9}"
+                         + "".join(f"{x:>10.2f}" if x is not None else f"{'-':>10}"
+                                   for x in row["algbw"])
                          + f"  {_files_text(row['files'], report['sizes'])}")
     if report.get("estimated"):
         lines.append(f"(above {BUILD_UP_TO} ranks the schedules are estimated, not built or "
@@ -845,6 +860,7 @@ def _files_text(files: list[str], sizes: list[int]) -> str:
     the sizes it serves (``ring/Simple at 4K; bfb/c1/Simple at 1G``)."""
     from colc.sizes import format_size
 
+    files = [f or "no file (NCCL runs)" for f in files]
     if len(set(files)) == 1:
         return files[0]
     at: dict[str, list[str]] = {}

@@ -640,7 +640,8 @@ def _finish(compiler: Compiler, runs: list[tuple[Variant, list[int], int]]) -> l
         lo = 0 if i == 0 else runs[i - 1][2] + 1
         hi = compiler.window_end(v, hi)  # the loop-iteration limit may end the last one
         def comment(v: Variant = v, run: list[int] = run, lo: int = lo, hi: int = hi) -> str:
-            return _window_comment(v, lo, hi, [compiler.simulate(v, s) for s in run])
+            served = [s for s in run if not hi or s <= hi] or run
+            return _window_comment(v, lo, hi, [compiler.simulate(v, s) for s in served])
 
         spans.append((lo, hi, comment))
         emitted.append(compiler.emit(v, comment, (lo, hi)))
@@ -651,7 +652,8 @@ def _finish(compiler: Compiler, runs: list[tuple[Variant, list[int], int]]) -> l
                                                                   strict=True):
         if not ok:
             program, text = compiler.finish(v, comment, (lo, hi))
-        results = tuple(compiler.simulate(v, s) for s in run)
+        # past a window ended at the loop-iteration limit, NCCL runs: no figure there
+        results = tuple(compiler.simulate(v, s) for s in run if not hi or s <= hi)
         out.append(Window(lo, hi, v, program, text, results))
     return out
 

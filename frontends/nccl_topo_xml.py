@@ -471,7 +471,9 @@ class _Box:
                     raise SpecError(self.path, f"<{nv.tag} target=\"{target}\">: count must be "
                                     f">= 1, got {count}", nv.sourceline)
                 tclass = _attr_int(nv, "tclass", self.path, required=False)
-                if tclass is None:
+                if tclass is None or (g.family and target in index):
+                    # an xGMI link joins two GPUs, whatever class the dump gives the
+                    # target (an MI300X is a processing accelerator, 0x1200)
                     tclass = 0x030000 if target in index else self.pci_class.get(target)
                 if tclass == NVSWITCH_CLASS:
                     to_switch[i] = _in_range(to_switch.get(i, Fraction(0)) + count * per_link,

@@ -237,5 +237,6 @@ def test_api_refuses_what_the_cli_refuses(tmp_path):
     for name, value in (("prove", False), ("protocol_ranges", 5)):
         with pytest.raises(colc.errors.ColcError, match=f"unknown option '{name}'"):
             colc.compile(topo, algorithm="ring", **{name: value})
-    with pytest.raises(colc.errors.ColcError, match="search must be True or False"):
-        colc.compile(topo, algorithm="ring").analyze(search="yes")
+    for search in ("yes", 1):
+        with pytest.raises(colc.errors.ColcError, match="search must be True or False"):
+            colc.compile(topo, algorithm="ring").analyze(search=search)

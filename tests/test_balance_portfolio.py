@@ -309,6 +309,9 @@ def test_the_api_writes_a_portfolio_folder_as_the_cli_does(tmp_path, capsys) -> 
     assert again.removed == () and again.conflicts[0].startswith("notes.txt: no MSCCL <algo>")
     with pytest.raises(colc.errors.ColcError, match="expected what colc.portfolio returns"):
         colc.write_portfolio("x", tmp_path)
+    for folder in ("", b"/tmp"):  # "" wrote into / (review)
+        with pytest.raises(colc.errors.ColcError, match="folder must be a non-empty path"):
+            colc.write_portfolio(colc.portfolio(topo, collective="allgather"), folder)
 
 
 def test_verify_warns_about_unselectable_files(tmp_path, capsys) -> None:

@@ -176,6 +176,33 @@ def test_a_portfolio_is_as_fast_as_the_single_file_within_its_budget() -> None:
     assert window.program.max_threadblocks <= single.program.max_threadblocks == 3
 
 
+def test_analyze_budgets_past_the_last_window_and_of_several_algorithms(tmp_path,
+                                                                       capsys) -> None:
+    """Found by review: a size past the last window's end (a 3-ring's Simple
+    file ends at its loop-iteration limit, 768 GiB) was an internal error
+    (StopIteration); with several --algorithm the row's variant was the
+    first algorithm's file, not the one chosen at the largest size."""
+    import json
+
+    from colc.cli import main
+
+    ring3 = tmp_path / "ring3.yaml"
+    ring3.write_text("family: ring\nranks: 3\nbandwidth: 25\nbidirectional: true\n")
+    argv = ["analyze", str(ring3), "--algorithm", "ring", "--collective", "allgather",
+            "--sizes", "1M,1T", "--budgets", "32"]
+    assert main([*argv, "--json"]) == 0
+    (row,) = json.loads(capsys.readouterr().out)["budgets"]["allgather"]
+    assert row["algbw"][0] > 0 and row["algbw"][1] is None and row["files"][1] is None
+    assert main(argv) == 0
+    assert "no file (NCCL runs) at 1T" in capsys.readouterr().out
+    assert main(["analyze", "examples/ring-4.yaml", "--collective", "allgather", "--algorithm",
+                 "ring", "--algorithm", "trees", "--sizes", "1M,16M", "--budgets", "8",
+                 "--json"]) == 0
+    (row,) = json.loads(capsys.readouterr().out)["budgets"]["allgather"]
+    assert row["variant"] == row["files"][1] and row["threadblocks"] == max(
+        row["file_threadblocks"])
+
+
 def test_analyze_budgets_keep_to_the_algorithms_asked_for(capsys) -> None:
     """--algorithm ring --budgets 4,0 showed a trees file at 0."""
     import json

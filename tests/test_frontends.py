@@ -359,6 +359,10 @@ def test_rccl_dumps_are_read_with_their_xgmi_links() -> None:
     mi300 = parse_nccl_topo(_rccl_dump([[0 if i == j else 1 for j in range(8)] for i in range(8)],
                                        "gfx942:sramecc+:xnack-"), "mi300.xml")
     assert mi300.capacity()[("b0g0", "b0g7")] == 64 and mi300.hardware == ""
+    # an MI300X is a processing accelerator (class 0x1200): its links join GPUs all the same
+    accel = _rccl_dump([[0, 1], [1, 0]], "gfx942").replace('tclass="0x038000"',
+                                                           'tclass="0x120000"')
+    assert parse_nccl_topo(accel, "mi300.xml").capacity()[("b0g0", "b0g1")] == 64
     with pytest.raises(SpecError, match=r"gcn='gfx1100'.*MI200 \(gfx90a\) and MI300"):
         parse_nccl_topo(_rccl_dump(MI250_ADJACENCY, "gfx1100"), "navi.xml")
     lonely = _rccl_dump([[0, 1, 0], [1, 0, 0], [0, 0, 0]])

@@ -338,6 +338,10 @@ def test_simulate_says_when_the_file_fails_verification(tmp_path, capsys) -> Non
     report = json.loads(capsys.readouterr().out)
     assert not report["verified"] and report["dtype"] == "bf16"
     assert "postcondition" in report["verification_errors"][0]
+    # --no-verify skips it (a minute at 1024 ranks): not verified, not failed
+    assert main(["simulate", str(bad), "--topo", topo, "--sizes", "1M", "--json",
+                 "--no-verify"]) == 0
+    assert json.loads(capsys.readouterr().out)["verified"] is None
 
 
 def test_simulate_names_a_folder_and_unreadable_files_plainly(tmp_path, capsys) -> None:

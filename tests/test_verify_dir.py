@@ -149,3 +149,27 @@ def test_neighbouring_files_of_near_sizes_are_grouped() -> None:
 
     sizes = [100, 100 + TWIN_BYTES, 50_000, 50_010, 10]
     assert _neighbours(sizes) == [[0, 1], [2, 3], [4]]
+
+
+def test_folder_reading_survives_odd_algo_tags(tmp_path, capsys) -> None:
+    """Found by review: a non-ASCII digit in an <algo> attribute of a file in
+    the folder crashed the portfolio writer (str.isdigit accepts it, int()
+    not); an <algo> after a 64 KiB comment was called unreadable; an empty
+    window (minBytes > maxBytes) made the gap warning nonsense."""
+    from colc.backends.verify_dir import _gaps, header_selection
+
+    folder = tmp_path / "d"
+    folder.mkdir()
+    (folder / "user.xml").write_text('<algo name="x" ngpus="4" coll="allgather" inplace="1" '
+                                     'outofplace="1" minBytes="0" maxBytes="\u00b9"></algo>\n')
+    assert header_selection(str(folder / "user.xml")) is None
+    topo = tmp_path / "ring.yaml"
+    topo.write_text("family: ring\nranks: 4\nbandwidth: 10\nbidirectional: true\n")
+    assert main([str(topo), "--collective", "allgather", "-o", f"{folder}/"]) == 0
+    assert "user.xml: no MSCCL <algo> tag colc can read" in capsys.readouterr().err
+    first = sorted(p for p in folder.iterdir() if p.name.startswith("colc-"))[0]
+    late = tmp_path / "late.xml"
+    late.write_text("<!-- " + "x" * 70000 + " -->\n" + first.read_text())
+    assert header_selection(str(late)) == header_selection(str(first)) is not None
+    assert _gaps([(100, 50), (0, float("inf"))]) == []
+    assert _gaps([(100, 50)]) == [(0, float("inf"))]

@@ -369,18 +369,29 @@ class FindResult:
         # chosen for allreduce at 1M per rank: alpha 10 us per hop, 12.5 GB/s egress per rank,
         """
         from colc.frontends.yaml_writer import topology_to_yaml
-        from colc.sizes import format_size
 
         c = self.chosen
-        mix = (f", all-to-all at {format_size(self.alltoall_size)} weighted "
+        mix = (f", all-to-all at {_bytes(self.alltoall_size)} weighted "
                f"{float(self.alltoall_share):g}" if self.alltoall_share else "")
         head = [f"# written by colc find --ranks {c.num_ranks} --degree {c.degree}",
-                f"# chosen for allreduce at {format_size(self.size)} per rank: alpha "
+                f"# chosen for allreduce at {_bytes(self.size)} per rank: alpha "
                 f"{float(self.alpha):g} us per hop, {float(self.bandwidth):g} GB/s egress per "
                 f"rank,",
                 f"# {c.hops} hops, tau {float(c.tau):.4f}{mix}; alpha is the ranking's, not a "
                 f"link latency"]
         return "\n".join(head) + "\n" + topology_to_yaml(self.topology())
+
+
+def _bytes(n: int) -> str:
+    """``1M``, ``64K``, ``3000 bytes``: a size with its unit.
+
+    >>> _bytes(1 << 20), _bytes(3000)
+    ('1M', '3000 bytes')
+    """
+    from colc.sizes import format_size
+
+    text = format_size(n)
+    return text if text[-1:].isalpha() else f"{text} bytes"
 
 
 def find_topology(
