@@ -17,6 +17,10 @@ in their way.
 * Other files that would overlap the new windows, or that the runtime
   cannot parse (it then fails to load the whole folder), are named
   (``verify_dir.folder_conflicts``), not touched.
+* A symbolic link where a file's name falls is refused: colc chose the
+  name, so a link planted in a shared folder must not send the write
+  elsewhere (a single file named by the user follows its link,
+  ``colc.output``).
 * Folders the write creates are removed again when it fails.
 
 Complexity: one read of each ``<algo>`` tag of the folder (its first 64 KiB)
@@ -76,6 +80,11 @@ def write_portfolio(portfolio, folder: str, *, inputs: Sequence[str] = ()) -> Wr
         raise ColcError(f"{folder}: error: cannot create the folder: {err.strerror}") from None
     collective = portfolio.windows[0].program.collective.value
     names = [w.filename(i, collective) for i, w in enumerate(portfolio.windows)]
+    linked = [n for n in names if os.path.islink(os.path.join(folder, n))]
+    if linked:  # colc picked the name, not the user: a planted link must not redirect it
+        _remove_levels(created)
+        raise ColcError(f"{os.path.join(folder, linked[0])}: error: is a symbolic link; a "
+                        f"portfolio file is not written through a link (remove it)")
     ours = {n: selection_of(w.program) for n, w in zip(names, portfolio.windows, strict=True)}
     stale = _stale_files(folder, ours)
     conflicts = folder_conflicts(folder, ours, set(stale))

@@ -291,3 +291,24 @@ def test_a_full_standard_output_is_the_users_error_not_an_internal_one() -> None
     assert done.returncode == 1
     assert done.stderr.strip() == "colc: error: cannot write the output: No space left on device"
 
+
+
+def test_a_portfolio_is_not_written_through_a_link_of_its_file_name(tmp_path, capsys) -> None:
+    """A symbolic link where a portfolio file's name falls was followed: a
+    link planted in a shared MSCCL_ALGO_DIR redirected colc's write (often
+    as root) to any file.  It is refused; nothing is written."""
+    folder = tmp_path / "algos"
+    assert main([RING, "--algorithm", "ring", "-o", f"{folder}/"]) == 0
+    names = sorted(p.name for p in folder.iterdir())
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep me")
+    (folder / names[0]).unlink()
+    (folder / names[0]).symlink_to(victim)
+    before = {p.name: p.read_bytes() for p in folder.iterdir() if not p.is_symlink()}
+    capsys.readouterr()
+    assert main([RING, "--algorithm", "ring", "-o", f"{folder}/"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err == (f"{folder / names[0]}: error: is a symbolic link; a portfolio file is not "
+                   f"written through a link (remove it)")
+    assert victim.read_text() == "keep me"
+    assert {p.name: p.read_bytes() for p in folder.iterdir() if not p.is_symlink()} == before
