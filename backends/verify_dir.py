@@ -25,7 +25,7 @@ import os
 import re
 from dataclasses import dataclass, replace
 
-from colc.backends.verify import Verifier, VerifyReport
+from colc.backends.verify import MAX_FILE_BYTES, Verifier, VerifyReport
 from colc.errors import ColcError
 
 
@@ -197,9 +197,9 @@ def selection_of(program) -> Selection:
 _ALGO_TAG = re.compile(r"<algo\b([^>]*)>")
 _ATTR = re.compile(r'([A-Za-z]\w*)="([^"]*)"')
 #: Bytes of a file ``header_selection`` reads first for its ``<algo>`` tag
-#: (then up to ``MAX_FILE_BYTES`` more where a long comment comes first).
+#: (then up to ``colc verify``'s ``MAX_FILE_BYTES`` where a long comment
+#: comes first).
 HEAD_BYTES = 1 << 16
-MAX_FILE_BYTES = 16 << 20
 _DECIMAL = re.compile(r"[0-9]{1,19}")  # ASCII only: int() refuses "²", str.isdigit() not
 
 

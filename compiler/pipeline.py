@@ -1161,10 +1161,7 @@ def _smaller_budgets(compiler: Compiler, scored: list, sizes: tuple[int, ...],
     if not scored or compiler.topo.num_ranks > LADDER_RANKS:
         return scored
     out = list(scored)
-    winner = scored[0][2]
-    takes = compiler.program(winner).max_threadblocks
-    # a budget the winner already fits lowers it again as it is
-    for variant in (v for v in ladder_variants(compiler, winner) if v.budget < takes):
+    for variant in ladder_variants(compiler, scored[0][2]):
         try:
             out.append((-compiler.score(variant, sizes), variant.label, variant))
         except ColcError as err:
@@ -1177,14 +1174,18 @@ def ladder_variants(compiler: Compiler, winner: Variant, full: bool = True) -> l
     """``winner`` lowered for the ladder's budgets below the compiler's
     (``BUDGET_LADDER``, one less, half; with ``full``, up to
     ``FULL_LADDER_RANKS``, one less than each of those too), smallest first:
-    what a smaller budget would write of it, which also fits this one."""
+    what a smaller budget would write of it, which also fits this one.  Only
+    budgets below the threadblocks ``winner`` takes: lowered within one it
+    already fits, it comes out as it is (56 of 56 lowerings of the examples'
+    portfolios)."""
+    takes = compiler.program(winner).max_threadblocks
     budgets = {compiler.budget - 1, compiler.budget // 2}
     below = [b for b in BUDGET_LADDER if b < compiler.budget]
     budgets |= set(below)
     if full and compiler.topo.num_ranks <= FULL_LADDER_RANKS:
         budgets |= {b - 1 for b in below}
     out = []
-    for b in sorted(x for x in budgets if x >= 1):
+    for b in sorted(x for x in budgets if 1 <= x < takes):
         # an unpaired winner's lanes, planned for half of a smaller budget, do
         # not fit (rails needs 17 on two DGX boxes): the paired file does
         out.append(dataclasses.replace(winner, budget=b, unpaired=False))

@@ -451,9 +451,14 @@ def _rank(compiler: Compiler, cands: list[Variant], size: int, notes: list[str],
         table.append((v.label, size, res))
         out.append((res.algbw, v))
         best = max(best, res.algbw)
-    # of equal figures, the file holding fewer threadblocks (SMs) first
-    out.sort(key=lambda e: (-e[0], compiler.program(e[1]).max_threadblocks, e[1].label))
+    out.sort(key=_fastest_first(compiler))
     return out
+
+
+def _fastest_first(compiler: Compiler):
+    """Sort key of ``(algbw, variant)``: the faster first, of equal figures the
+    file holding fewer threadblocks (SMs), then by label."""
+    return lambda e: (-e[0], compiler.program(e[1]).max_threadblocks, e[1].label)
 
 
 def _with_ladders(compiler: Compiler, sizes: tuple[int, ...], table: list,
@@ -462,10 +467,9 @@ def _with_ladders(compiler: Compiler, sizes: tuple[int, ...], table: list,
     the best of its winner lowered for the budgets below the compiler's
     (``ladder_variants``), as a single compile tries them: fewer lanes
     sometimes pipeline better (a 4-ring's allgather at 1 MiB within 4: 3
-    threadblocks 25.4 GB/s, 4 threadblocks 23.0).  Only budgets below the
-    threadblocks the winner takes; each is first simulated at the largest
-    size its winner won, and only those at least as good there at the
-    others.  Only the best goes in: the runners-up are the
+    threadblocks 25.4 GB/s, 4 threadblocks 23.0).  Each is first simulated
+    at the largest size its winner won, and only those at least as good
+    there at the others.  Only the best goes in: the runners-up are the
     midpoints' rivals."""
     if compiler.topo.num_ranks > LADDER_RANKS:
         return
@@ -473,16 +477,11 @@ def _with_ladders(compiler: Compiler, sizes: tuple[int, ...], table: list,
     for s in sizes:
         if ranking[s]:
             won.setdefault(ranking[s][0][1], []).append(s)
-    # a budget the winner already fits lowers it again as it is (checked on
-    # the examples' portfolios): only the smaller ones can differ
-    ladders = {w: [v for v in ladder_variants(compiler, w, full=False)
-                   if v.budget < compiler.program(w).max_threadblocks] for w in won}
+    ladders = {w: ladder_variants(compiler, w, full=False) for w in won}
     jobs = jobs_for(compiler.opts)
     prefetch(compiler, [(v, (max(at),)) for w, at in won.items() for v in ladders[w]], jobs)
 
-    def key(e: tuple[float, Variant]) -> tuple:
-        return (-e[0], compiler.program(e[1]).max_threadblocks, e[1].label)
-
+    key = _fastest_first(compiler)
     seen: dict[tuple[Variant, int], tuple[float, Variant] | None] = {}
 
     def better(v: Variant, s: int) -> tuple[float, Variant] | None:
