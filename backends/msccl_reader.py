@@ -297,6 +297,9 @@ class _Reader:
         self.fatal = False
         self.warned: set[tuple[str, str]] = set()
         self.lines: dict[tuple[int, int, int | None], int] = {}
+        # nodes later top-level <algo>s add to every rank's parse, and to one rank's
+        self.later_base = 0
+        self.later_own: dict[int, int] = {}
 
     def line(self, offset: int) -> int:
         return bisect_left(self.newlines, offset) + 1
@@ -383,8 +386,32 @@ class _Reader:
                      f"element), got <{first.name}>", first, fatal=True)
             return None
         for other in roots[1:]:
-            self.warn_once(("top", other.name), f"top-level <{other.name}> is ignored", other)
+            if other.name == "algo":
+                self.later_algo(other)
+            else:
+                self.warn_once(("top", other.name), f"top-level <{other.name}> is ignored", other)
         return self.algo(first)
+
+    def later_algo(self, node: XmlNode) -> None:
+        """Count a later top-level ``<algo>``'s stored nodes (parser.cc:214-236).
+
+        The runtime runs only the first ``<algo>``, but its full parse stores
+        every top-level ``<algo>``, its ``<gpu>`` children and the loaded
+        rank's ``<tb>`` and ``<step>`` elements, all within ``MAX_NODES``.
+        """
+        self.warn_once(("top", "algo"), "a second top-level <algo> is never run, but the "
+                       "runtime's parser stores its nodes (counted toward MAX_NODES)", node)
+        gpus = [c for c in node.children if c.name == "gpu"]
+        if len(gpus) > MAX_SUBS:
+            self.err(f"{len(gpus)} <gpu> elements in a later <algo>; the runtime's XML reader "
+                     f"keeps at most {MAX_SUBS} children per element (MAX_SUBS)", node, fatal=True)
+        self.later_base += 1 + len(gpus)
+        for g in gpus:
+            rank = self.int_attr(g, "id")
+            if rank is not None:
+                own = sum(1 + sum(1 for s in t.children if s.name == "step")
+                          for t in g.children if t.name == "tb")
+                self.later_own[rank] = self.later_own.get(rank, 0) + own
 
     def algo(self, node: XmlNode) -> Program | None:
         self.check_attrs(node)
@@ -448,7 +475,7 @@ class _Reader:
         loc = (rank,)
         chunks = [self.int_attr(node, k, loc) for k in GPU_ATTRS[1:]]
         tbs = []
-        stored = 1 + n_gpus
+        stored = 1 + n_gpus + self.later_base + self.later_own.get(rank, 0)
         ntbs = sum(1 for c in node.children if c.name == "tb")
         if ntbs > MAX_SUBS:
             self.err(f"{ntbs} <tb> elements for rank {rank}; the runtime's XML reader keeps at "
@@ -462,8 +489,9 @@ class _Reader:
             if tb is not None:
                 tbs.append(tb)
         if stored >= MAX_NODES:
-            self.err(f"{stored} stored XML nodes for rank {rank} (1 + #gpu + own #tb + own #step); "
-                     f"the runtime's parser holds fewer than {MAX_NODES}", node, rank)
+            later = " + later <algo>s' nodes" if self.later_base else ""
+            self.err(f"{stored} stored XML nodes for rank {rank} (1 + #gpu + own #tb + own #step"
+                     f"{later}); the runtime's parser holds fewer than {MAX_NODES}", node, rank)
         if None in chunks:
             return
         ranks[rank] = RankProgram(rank, chunks[0], chunks[1], chunks[2], tuple(tbs))

@@ -191,6 +191,14 @@ class Compiled:
     result: object
     options: object = None  # the CompileOptions: machine and budget for simulate/analyze
 
+    def __repr__(self) -> str:
+        """One line: what was compiled and how, not the file's text."""
+        prog = self.result.program
+        tbs = f", {prog.max_threadblocks} threadblocks per GPU" if prog is not None else ""
+        coll = f"{self.options.collective.value}, " if self.options is not None else ""
+        return (f"Compiled({self.topology.name!r}, {self.topology.num_ranks} ranks, {coll}"
+                f"{self.algorithm}{tbs})")
+
     @property
     def algorithm(self) -> str:
         """The variant written: ``algorithm[/chunks]/protocol``."""

@@ -95,6 +95,12 @@ class Window:
     text: str
     results: tuple[SimResult, ...]
 
+    def __repr__(self) -> str:
+        """One line: the window, the variant and its threadblocks per GPU
+        (the file's text and results are left out)."""
+        return (f"Window({self.span()}, {self.variant.label}, "
+                f"{self.program.max_threadblocks} threadblocks per GPU)")
+
     def filename(self, index: int, collective: str) -> str:
         """Sortable file name (window order), naming what the runtime matches
         a call on besides the window (rank count; the mode when only one):
@@ -126,6 +132,12 @@ class Portfolio:
     table: tuple[tuple[str, int, SimResult], ...]
     notes: tuple[str, ...] = ()
     budget: int = 0  # threadblocks per GPU every window respects
+
+    def __repr__(self) -> str:
+        """The windows on one line each, not the files' text."""
+        rows = "".join(f"\n    {w!r}," for w in self.windows)
+        return (f"Portfolio(budget={self.budget}, {len(self.table)} simulated figures, "
+                f"windows=({rows}\n))")
 
 
 def _human(n: int) -> str:

@@ -314,6 +314,23 @@ def test_the_api_writes_a_portfolio_folder_as_the_cli_does(tmp_path, capsys) -> 
             colc.write_portfolio(colc.portfolio(topo, collective="allgather"), folder)
 
 
+def test_api_results_print_as_a_summary_not_the_files() -> None:
+    """repr of a compiled file or a portfolio held the whole XML text (0.7
+    and 1.2 MB for ring-4), flooding a notebook cell."""
+    import colc
+
+    topo = os.path.join(EXAMPLES, "ring-4.yaml")
+    c = colc.compile(topo, collective="allgather")
+    assert repr(c) == (f"Compiled({c.topology.name!r}, 4 ranks, allgather, {c.algorithm}, "
+                       f"{c.program.max_threadblocks} threadblocks per GPU)")
+    p = colc.portfolio(topo, collective="allgather")
+    lines = repr(p).splitlines()
+    assert len(lines) == len(p.windows) + 2 and len(repr(p)) < 100 * len(lines)
+    for w, line in zip(p.windows, lines[1:]):
+        assert w.span() in line and w.variant.label in line
+        assert f"{w.program.max_threadblocks} threadblocks per GPU" in line
+
+
 def test_verify_warns_about_unselectable_files(tmp_path, capsys) -> None:
     out = tmp_path / "x.xml"
     topo = os.path.join(EXAMPLES, "torus-3x5.yaml")

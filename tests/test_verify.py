@@ -411,6 +411,20 @@ def test_node_count_limit() -> None:
     assert not has(errs, "stored XML nodes")
 
 
+def test_node_count_includes_a_later_top_level_algo() -> None:
+    # The runtime runs the first <algo> but stores the nodes of every one:
+    # a copy of the file after it adds 13 more for rank 0, 6 for rank 1.
+    text = example("01")
+    step = ('      <step s="0" type="cpy" srcbuf="i" srcoff="0" dstbuf="i" dstoff="0" cnt="0" '
+            'depid="-1" deps="-1" hasdep="0"/>\n')
+    end = text.index("    </tb>")
+    report = verify_msccl_text(text[:end] + step * 4070 + text[end:] + text, "mutant.xml")
+    assert has(report.errors, "4096 stored XML nodes for rank 0")
+    assert any("second top-level <algo> is never run" in w for w in report.warnings)
+    assert not has(errors_of(text[:end] + step * 4069 + text[end:] + text), "stored XML nodes")
+    assert not has(errors_of(text[:end] + step * 4082 + text[end:]), "stored XML nodes")
+
+
 # -------------------------------------------------------------- diagnostics
 def test_diagnostic_str() -> None:
     assert str(Diagnostic("boom", 1, 0, 3)) == "rank 1 tb 0 step 3: boom"
