@@ -32,6 +32,7 @@ _NAMED = {
                "digits)",
     "positive": "a whole number 1 or more (decimal, no sign or leading zero, at most 10 "
                 "digits)",
+    "bytes": "a byte count (decimal, no sign or leading zero, at most 18 digits)",
     "flag": "0 or 1",
 }
 

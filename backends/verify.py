@@ -86,6 +86,7 @@ class Verifier:
     def text(self, text: str, path: str, backend: str | None = None) -> VerifyReport:
         """Verify ``text`` read from ``path``: ``verify_text`` (the same
         parameters and report) in this verifier's sequence."""
+        content = detect_backend(text)  # the first element's format; else MSCCL
         backend = backend or detect_backend(text, path)
         problem = _not_a_schedule(text, path)
         if problem:
@@ -105,11 +106,17 @@ class Verifier:
                          + residency_warnings(program) + rooted_warnings(program))
         summary = getattr(report, "summary", "") or (_summary(program) if program else "")
         if backend == "oneccl" and report.ok and report.schedule is not None:
+            from colc.ir.simulate import selection_warnings
+
             summary = _thread_summary(report.schedule)
+            warnings += tuple(selection_warnings(report.schedule))
         if getattr(report, "twin", ""):
             summary += f"; the same steps as {report.twin}, whose runs it shares"
-        return VerifyReport(bool(report.ok), tuple(str(e) for e in report.errors), warnings,
-                            summary, program)
+        errors = tuple(str(e) for e in report.errors)
+        if content == "oneccl" != backend and not report.ok:  # --backend msccl on oneCCL
+            errors = ("a oneCCL file (its first element) read as MSCCL, which cannot parse "
+                      "it; verify it as oneCCL (drop --backend msccl)",) + errors
+        return VerifyReport(bool(report.ok), errors, warnings, summary, program)
 
     def file(self, path: str, backend: str | None = None) -> VerifyReport:
         """Read ``path`` within ``verify_file``'s limits and verify it.

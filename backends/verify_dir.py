@@ -25,7 +25,7 @@ import os
 import re
 from dataclasses import dataclass, replace
 
-from colc.backends.verify import MAX_FILE_BYTES, Verifier, VerifyReport
+from colc.backends.verify import MAX_FILE_BYTES, Verifier, VerifyReport, detect_backend
 from colc.errors import ColcError
 
 
@@ -175,6 +175,10 @@ def _verify_one(verifier: Verifier, folder: str, name: str) -> tuple:
         return (name, None, None, f"{name}: a symbolic link to {what} "
                 f"({os.readlink(path)}); the runtime opens every link of the folder and "
                 "fails to load it")
+    if _oneccl_content(path):
+        return (name, None, None, f"{name}: a oneCCL file; the MSCCL runtime parses every file "
+                "of the folder and fails on it (verify oneCCL files one by one: colc verify "
+                "FILE)")
     try:
         report = verifier.file(path, backend="msccl")
     except ColcError as err:  # "folder/name: error: why" -> "name: why"
@@ -185,6 +189,16 @@ def _verify_one(verifier: Verifier, folder: str, name: str) -> tuple:
         return (name, report, None, f"{name}: not an MSCCL algorithm file; the runtime parses "
                 "every file of the folder and fails on it")
     return name, replace(report, program=None), selection_of(program), ""
+
+
+def _oneccl_content(path: str) -> bool:
+    """Whether the file's first element is oneCCL's root (its name aside)."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(4096).decode("utf-8", "replace")
+    except OSError:
+        return False  # reported when it is read
+    return detect_backend(head) == "oneccl"
 
 
 def selection_of(program) -> Selection:

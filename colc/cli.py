@@ -329,17 +329,17 @@ def _cmd_compile(argv: list[str]) -> int:
     predicted = ", ".join(f"{r.algbw:.1f} GB/s at {format_size(s)}"
                           + ("" if r.selected else " (not selected there)")
                           for s, r in result.predicted)
-    if result.program is not None:
+    if result.program is not None or result.threads is not None:
         from colc.ir.simulate import selection_warnings
 
-        for line in selection_warnings(result.program):
+        for line in selection_warnings(result.threads or result.program, opts.backend):
             print(f"colc: warning: {line}", file=sys.stderr)
     if args.output:
         write_atomically(args.output, result.text, inputs=topo.inputs)
         copies = f" x{opts.instances} instances" if opts.instances > 1 else ""
         print(f"colc: wrote {_target_name(args.output)} ({result.algorithm}{copies}, "
               f"{opts.collective.value}, {topo.num_ranks} ranks, "
-              f"{_written_shape(result, predicted)}; the schedule's bandwidth-only figure "
+              f"{_written_shape(result, predicted, opts.backend)}; the schedule's bandwidth-only figure "
               f"{float(result.algbw):.1f} GB/s; verified)",
               file=sys.stderr)
     else:
@@ -347,11 +347,15 @@ def _cmd_compile(argv: list[str]) -> int:
     return 0
 
 
-def _written_shape(result, predicted: str) -> str:
-    """The summary's middle: a program's chunks, threadblocks and predictions,
-    or the threads of a file written as oneCCL threads directly."""
+def _written_shape(result, predicted: str, backend: str) -> str:
+    """The summary's middle: a program's chunks, threadblocks (a oneCCL
+    file's threads: one per threadblock) and predictions, or the threads of
+    a file written as oneCCL threads directly."""
     if result.program is not None:
         tbs = result.program.max_threadblocks
+        if backend == "oneccl":
+            return (f"nchunks {result.program.nchunks}, at most {tbs} thread{'s' * (tbs != 1)} "
+                    f"per rank; predicted {predicted}")
         return (f"nchunksperloop {result.program.nchunks}, "
                 f"{tbs} threadblock{'s' * (tbs != 1)} per GPU; predicted {predicted}")
     ranks = result.threads.ranks
@@ -367,9 +371,11 @@ def _write_portfolio(topo, opts, folder: str) -> int:
     from colc.ir.simulate import MAX_ITERATIONS
 
     folder = folder.rstrip("/") or "/"
+    if opts.backend != "msccl" or folder.lower().endswith(".oneccl.xml"):
+        raise ColcError(f"-o {folder}/: a folder gets a portfolio of MSCCL files; for oneCCL "
+                        f"name a file (several files, one per size window, with --min-bytes "
+                        f"and --max-bytes)")
     check_folder(folder)
-    if opts.backend != "msccl":
-        raise ColcError("a directory output holds MSCCL files; use a file name for oneCCL")
     portfolio = build_portfolio(topo, opts)
     clear_progress()
     written = write_portfolio(portfolio, folder, inputs=topo.inputs)

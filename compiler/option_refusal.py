@@ -8,7 +8,8 @@ steps > 64; ...") lists candidates; the user needs to hear which of *their*
 choices ruled everything out and what would work instead.
 
 ``protocol_problem``: before anything is built, a ``--protocol`` the machine's
-runtime does not offer (MI250: RCCL keeps LL128 off).
+runtime does not offer (MI250: RCCL keeps LL128 off); ``mode_problem``:
+``--inplace`` for an all-to-all (colc's are out of place).
 
 ``option_problem``: after a refusal, each option the user moved from its
 default (``--instances``, ``--chunks``, ``--protocol``) is relaxed on its own
@@ -27,7 +28,7 @@ import dataclasses
 from collections.abc import Callable
 
 from colc.errors import ColcError
-from colc.ir.core import Protocol
+from colc.ir.core import Collective, Protocol
 from colc.ir.runtime_model import RuntimeModel, model_for, model_named
 from colc.ir.topology import Topology
 
@@ -53,6 +54,24 @@ def protocol_problem(topo: Topology, opts) -> str | None:
     offered = " or ".join(p.value for p in model.protocols)
     return (f"--protocol {opts.protocol.value}: machine {model.name} has no "
             f"{opts.protocol.value} (its runtime keeps it off); use --protocol {offered}")
+
+
+def mode_problem(opts) -> str | None:
+    """Why ``--inplace`` cannot be met before anything is built, or None.
+
+    Every all-to-all schedule colc builds (``direct``, ``rails``, ``mcf``,
+    ``mcf-hops``, ``hop-relay``) is correct out of place only: in place, a
+    rank's own blocks are overwritten by arriving ones before they leave.
+
+    >>> from colc.compiler.pipeline import CompileOptions
+    >>> from colc.ir.core import Collective
+    >>> mode_problem(CompileOptions(collective=Collective.ALLTOALL, inplace=True))[:40]
+    '--inplace: colc writes all-to-all out of '
+    """
+    if opts.collective is Collective.ALLTOALL and opts.inplace:
+        return ("--inplace: colc writes all-to-all out of place only (in place, a rank's "
+                "blocks would be overwritten by arriving ones before they leave); drop --inplace")
+    return None
 
 
 def option_problem(topo: Topology, opts, err: ColcError,

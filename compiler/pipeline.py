@@ -860,8 +860,10 @@ def compile_topology(topo: Topology, opts: CompileOptions) -> CompileResult:
     ColcError
         For requests that cannot be met; nothing has been written.
     """
-    from colc.compiler.option_refusal import option_problem, protocol_problem
+    from colc.compiler.option_refusal import mode_problem, option_problem, protocol_problem
 
+    if mode_problem(opts):
+        raise UnsupportedError(mode_problem(opts))
     problem = rank_limit_problem(topo.num_ranks, opts.backend) or protocol_problem(topo, opts)
     if problem is not None:  # before anything is built
         raise InfeasibleError(problem)

@@ -58,7 +58,7 @@ from colc.compiler.pipeline import (
     smallest_budget,
     variants,
 )
-from colc.errors import ColcError, InfeasibleError
+from colc.errors import ColcError, InfeasibleError, UnsupportedError
 from colc.ir.core import Protocol
 from colc.ir.program import Program
 from colc.ir.simulate import SimResult, nccl_tests_bytes, selection, window_selection
@@ -184,13 +184,16 @@ def build_portfolio(topo: Topology, opts: CompileOptions,
     opts = dataclasses.replace(opts, min_bytes=0, max_bytes=0, rank_sizes=sizes,
                                protocol_ranges=tuple((p, lo, hi) for p, (lo, hi)
                                                      in STRETCHED_SIZES.items()))
+    from colc.compiler.option_refusal import mode_problem, option_problem
+
+    if mode_problem(opts):
+        raise UnsupportedError(mode_problem(opts))
     problem = rank_limit_problem(topo.num_ranks)
     if problem is not None:  # a portfolio is MSCCL files; refused before anything is built
         raise InfeasibleError(problem)
     try:
         return _build_once(topo, opts, sizes)
     except InfeasibleError as err:
-        from colc.compiler.option_refusal import option_problem
 
         def build(t: Topology, o: CompileOptions) -> Portfolio:
             return _build_once(t, o, sizes)

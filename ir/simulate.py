@@ -49,6 +49,7 @@ from dataclasses import dataclass
 from colc.errors import ColcError
 from colc.ir.core import Collective
 from colc.ir.load_checks import LoadedProgram, load_program
+from colc.ir.oneccl import ThreadSchedule
 from colc.ir.program import Program, StepKind
 from colc.ir.routing import Router
 from colc.ir.runtime_model import RuntimeModel
@@ -190,14 +191,20 @@ def nccl_tests_bytes(collective: Collective, ngpus: int, size: int, dtype_bytes:
     return count * dtype_bytes
 
 
-def selectable_sizes(program: Program, dtype_bytes: int = 4,
+def _ranks(program: Program | ThreadSchedule) -> int:
+    return program.nranks if isinstance(program, ThreadSchedule) else program.ngpus
+
+
+def selectable_sizes(program: Program | ThreadSchedule, dtype_bytes: int = 4,
                      lo: int = 1024, hi: int = 1 << 34) -> list[int]:
     """Power-of-two message sizes in ``[lo, hi]`` at which the runtime selects ``program``.
 
     A size is what nccl-tests is asked for (``-b``/``-e``); the runtime sees
     what nccl-tests moves at that size (``nccl_tests_bytes``: per-rank counts
     of whole 16 bytes for allgather, reduce-scatter and all-to-all), so on a rank count that is not a power of two the collective
-    is a little below the power of two.
+    is a little below the power of two.  A oneCCL schedule (``ThreadSchedule``)
+    is used only where its equal chunks cut the call (docs/oneccl-xml.md), the
+    same rule.
 
     Examples
     --------
@@ -210,8 +217,9 @@ def selectable_sizes(program: Program, dtype_bytes: int = 4,
     out = []
     size = lo
     while size <= hi:
-        nbytes = nccl_tests_bytes(program.collective, program.ngpus, size, dtype_bytes)
-        if nbytes and not selection(program, nbytes, dtype_bytes):
+        nbytes = nccl_tests_bytes(program.collective, _ranks(program), size, dtype_bytes)
+        if nbytes and not window_selection(program.nchunks, program.min_bytes, program.max_bytes,
+                                           nbytes, dtype_bytes):
             out.append(size)
         size *= 2
     return out
@@ -291,12 +299,15 @@ def iteration_warnings(program: Program) -> list[str]:
             f"to at most {limit}"]
 
 
-def selection_warnings(program: Program) -> list[str]:
+def selection_warnings(program: Program | ThreadSchedule, backend: str | None = None) -> list[str]:
     """Why the runtime selects ``program`` at no power-of-two size.
 
     Parameters
     ----------
-    program : Program
+    program : Program or ThreadSchedule
+        An MSCCL program, or a oneCCL schedule.
+    backend : {"msccl", "oneccl"} or None
+        The file's format, for its terms (None: a ThreadSchedule is oneCCL).
 
     Returns
     -------
@@ -309,15 +320,19 @@ def selection_warnings(program: Program) -> list[str]:
 
     if selectable_sizes(program, 4) or selectable_sizes(program, 2):
         return []
-    n = program.ngpus
+    n = _ranks(program)
+    oneccl = backend == "oneccl" or backend is None and isinstance(program, ThreadSchedule)
+    term = "nchunks" if oneccl else "nchunksperloop"
     odd = program.nchunks // (program.nchunks & -program.nchunks)
-    advice = (f", or a power-of-two nchunksperloop gives files selected there: in a colc "
+    advice = (f", or a power-of-two {term} gives files selected there: in a colc "
               f"compile its factor {odd} comes from --chunks or --instances"
               if n & (n - 1) == 0 and odd > 1 else "")
     step = program.nchunks * 4 * 1024  # fp32, a multiple of 16 bytes per rank
     example = max(step, -(-program.min_bytes // step) * step)
-    return [f"nchunksperloop {program.nchunks} divides no element count of an nccl-tests "
-            f"power-of-two size in the file's window: the runtime never selects it there (it "
+    never = ("no such call cuts into its equal chunks, so the runtime never uses it there"
+             if oneccl else "the runtime never selects it there")
+    return [f"{term} {program.nchunks} divides no element count of an nccl-tests "
+            f"power-of-two size in the file's window: {never} (it "
             f"does at sizes of a multiple of {program.nchunks} elements, e.g. "
             f"{format_size(example)} in fp32{advice})"]
 

@@ -305,6 +305,55 @@ def test_an_empty_window_is_flagged_as_in_msccl_files() -> None:
     assert not verify_oneccl_text(text, "ok.oneccl.xml").warnings
 
 
+def test_windows_past_ten_digits_are_written_and_read() -> None:
+    """A window of 16G (or 10**10 bytes) stopped a oneCCL compile with an
+    internal error: the schema held byte counts to 10 digits.  They take 18
+    (a signed 64-bit count); other integers still 10."""
+    path = os.path.join(HERE, "data", "oneccl", "ring3-allgather-split.oneccl.xml")
+    with open(path, encoding="utf-8") as fh:
+        text = fh.read()
+    big = text.replace('max_bytes="0"', f'max_bytes="{16 << 30}"')
+    assert verify_oneccl_text(big, "big.oneccl.xml").ok
+    assert read_oneccl_xml(big, "big.oneccl.xml").max_bytes == 16 << 30
+    too_big = text.replace('max_bytes="0"', f'max_bytes="{10 ** 18}"')
+    report = verify_oneccl_text(too_big, "huge.oneccl.xml")
+    assert not report.ok and "at most 18 digits" in report.errors[0]
+
+
+def test_verify_and_compile_tell_the_same_selection_warning_in_oneccl_terms() -> None:
+    """colc warned at compile that no power-of-two call cuts into a oneCCL
+    file's chunks, in MSCCL's words, and colc verify said OK without it."""
+    from colc.backends.verify import verify_text
+    from colc.ir.simulate import selection_warnings
+
+    prog = ring_allreduce(3)  # 3 chunks: no power-of-two element count
+    text = emit_oneccl_xml(prog)
+    report = verify_text(text, "r3.oneccl.xml")
+    assert report.ok
+    assert list(report.warnings) == selection_warnings(prog, "oneccl")
+    assert report.warnings[0].startswith("nchunks 3 divides no element count")
+    assert "nchunksperloop" not in report.warnings[0]
+    assert selection_warnings(prog)[0].startswith("nchunksperloop 3 divides")
+    assert not verify_text(emit_oneccl_xml(ring_allreduce(4)), "r4.oneccl.xml").warnings
+
+
+def test_a_oneccl_compile_speaks_of_chunks_and_threads(tmp_path, capsys) -> None:
+    from colc.cli import main
+
+    yaml = tmp_path / "r3.yaml"
+    yaml.write_text("family: ring\nranks: 3\nbandwidth: 10\n")
+    out = tmp_path / "r3.oneccl.xml"
+    assert main([str(yaml), "--collective", "allreduce", "-o", str(out)]) == 0
+    err = capsys.readouterr().err
+    warning = next(line for line in err.splitlines() if "warning" in line)
+    assert warning.startswith("colc: warning: nchunks ") and "equal chunks" in warning
+    wrote = next(line for line in err.splitlines() if "wrote" in line)
+    assert "threads per rank" in wrote and "threadblock" not in wrote
+    assert "nchunksperloop" not in err
+    assert main(["verify", str(out)]) == 0
+    assert warning.split("warning: ")[1] in capsys.readouterr().out
+
+
 def test_hand_schedule_correct() -> None:
     assert verify_thread_schedule(_pair_allgather(False)) == []
 

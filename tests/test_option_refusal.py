@@ -51,3 +51,33 @@ def test_analyze_budget_refusals_name_budgets(capsys, budgets, text) -> None:
     assert main(["analyze", ring, "--collective", "allgather", "--budgets", budgets]) == 1
     err = capsys.readouterr().err
     assert text in err and "--max-threadblocks" not in err, err
+
+
+@pytest.mark.parametrize("out", ["a.oneccl.xml", "a.xml", "dir/"])
+def test_inplace_alltoall_is_one_line_before_building(tmp_path, capsys, out) -> None:
+    """--inplace all-to-all listed every algorithm's failed in-place check
+    (twice for mcf), and still advised --algorithm mcf; none of colc's
+    all-to-all schedules is correct in place."""
+    yaml = tmp_path / "t.yaml"
+    yaml.write_text("family: torus\ndims: [2, 3]\nbandwidth: 10\n")
+    target = str(tmp_path / out)
+    assert main([str(yaml), "--collective", "alltoall", "--inplace", "-o", target]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["colc: error: --inplace: colc writes all-to-all out of place only (in place, "
+                   "a rank's blocks would be overwritten by arriving ones before they leave); "
+                   "drop --inplace"]
+    assert not os.path.exists(target.rstrip("/"))
+
+
+@pytest.mark.parametrize("args", [["-o", "pf.oneccl.xml/"], ["--backend", "oneccl", "-o", "pf/"]])
+def test_a_oneccl_folder_is_refused_with_the_way_to_several_files(tmp_path, capsys, monkeypatch,
+                                                                   args) -> None:
+    """-o x.oneccl.xml/ silently wrote MSCCL files into a folder of that name."""
+    yaml = tmp_path / "t.yaml"
+    yaml.write_text("family: torus\ndims: [2, 3]\nbandwidth: 10\n")
+    monkeypatch.chdir(tmp_path)
+    assert main([str(yaml), "--collective", "allgather", *args]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "a folder gets a portfolio of MSCCL files" in err[0]
+    assert "--min-bytes and --max-bytes" in err[0]
+    assert sorted(os.listdir(tmp_path)) == ["t.yaml"]

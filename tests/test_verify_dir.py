@@ -173,3 +173,24 @@ def test_folder_reading_survives_odd_algo_tags(tmp_path, capsys) -> None:
     assert header_selection(str(late)) == header_selection(str(first)) is not None
     assert _gaps([(100, 50), (0, float("inf"))]) == []
     assert _gaps([(100, 50)]) == [(0, float("inf"))]
+
+
+def test_a_oneccl_file_in_a_folder_is_named_as_one(tmp_path, capsys) -> None:
+    """A oneCCL file in an MSCCL_ALGO_DIR breaks the runtime's load; the
+    error said the runtime has no <?xml?> declaration and 'not an MSCCL
+    algorithm file', not what the file is."""
+    data = os.path.join(os.path.dirname(__file__), "data", "oneccl")
+    text = open(os.path.join(data, "ring3-allgather-split.oneccl.xml"), encoding="utf-8").read()
+    folder = tmp_path / "algos"
+    folder.mkdir()
+    (folder / "ring3.xml").write_text(text)
+    assert main(["verify", str(folder)]) == 1
+    out = capsys.readouterr().out.strip().splitlines()
+    assert out == [f"{folder}: error: ring3.xml: a oneCCL file; the MSCCL runtime parses every "
+                   "file of the folder and fails on it (verify oneCCL files one by one: colc "
+                   "verify FILE)"]
+    assert main(["verify", "--backend", "msccl", str(folder / "ring3.xml")]) == 1
+    first = capsys.readouterr().out.splitlines()[0]
+    assert first.endswith("error: a oneCCL file (its first element) read as MSCCL, which "
+                          "cannot parse it; verify it as oneCCL (drop --backend msccl)")
+    assert main(["verify", str(folder / "ring3.xml")]) == 0

@@ -265,10 +265,13 @@ class _Builder:
     def __init__(self, ngpus: int) -> None:
         self.ops: list[Op] = []
         self.scratch = [0] * ngpus
+        self.round = 0  # the ring step the next ops belong to
+        self.rounds: list[int] = []
 
     def add(self, kind: OpKind, src: Slot, dst: Slot, channel: int,
             operand: Slot | None = None) -> None:
         self.ops.append(Op(len(self.ops), kind, src, dst, 1, operand, (), channel))
+        self.rounds.append(self.round)
 
     def hop(self, path: tuple[int, ...], src: Slot, dst: Slot, channel: int,
             kind: OpKind = OpKind.COPY, operand: Slot | None = None) -> None:
@@ -298,14 +301,20 @@ def build_ring_schedule(n: int, rings: tuple[Ring, ...], collective: Collective)
         extent = cf if collective is Collective.REDUCESCATTER else n * cf
         b.ops = [Op(k, OpKind.COPY, Slot(0, IN, k), Slot(0, OUT, k), 1, None, (), 0)
                  for k in range(extent)]
+        b.rounds = [0] * extent
     scratch = max(b.scratch)
-    sched = Schedule(collective, n, n * cf, scratch, tuple(b.ops), algorithm=NAME)
+    # rounds: the ring steps, so in each step a rank sends before it takes a
+    # receive that ends there (on two ranks both directions then overlap)
+    sched = Schedule(collective, n, n * cf, scratch, tuple(b.ops), algorithm=NAME,
+                     rounds=tuple(b.rounds))
     return infer_dependencies(sched)
 
 
 def _allgather(b: _Builder, rings: tuple[Ring, ...], n: int) -> None:
     cf = len(rings)
+    first = b.round
     for t in range(n - 1):
+        b.round = first + t
         for j, ring in enumerate(rings):
             order = ring.order
             for p in range(n):
@@ -324,6 +333,7 @@ def _reduce_scatter(b: _Builder, rings: tuple[Ring, ...], n: int, coll: Collecti
     if coll is Collective.REDUCESCATTER:
         b.scratch = [part_off + n * cf] * n
     for t in range(n - 1):
+        b.round = t
         for j, ring in enumerate(rings):
             order = ring.order
             for p in range(n):
@@ -337,3 +347,4 @@ def _reduce_scatter(b: _Builder, rings: tuple[Ring, ...], n: int, coll: Collecti
                 else:
                     dst = Slot(receiver, part_buf, part_off + slot)
                 b.hop(ring.hops[p], src, dst, j, OpKind.REDUCE, Slot(receiver, IN, slot))
+    b.round = n - 1  # the allgather's first step
