@@ -275,12 +275,15 @@ def _lower_step(step: Step, where: str) -> list[Instr]:
 # --------------------------------------------------------------------------- printing
 
 
-def print_oneccl_xml(sched: ThreadSchedule) -> str:
+def print_oneccl_xml(sched: ThreadSchedule, comment: str = "") -> str:
     """Print a thread schedule as oneCCL XML (no validation).
 
     Parameters
     ----------
     sched : ThreadSchedule
+    comment : str
+        Provenance, written as one comment line after the declaration
+        (``--`` broken up, as XML requires); none when empty.
 
     Returns
     -------
@@ -289,6 +292,8 @@ def print_oneccl_xml(sched: ThreadSchedule) -> str:
         order, trailing newline.  Deterministic.
     """
     out = ['<?xml version="1.0" encoding="UTF-8"?>']
+    if comment:
+        out.append(f"<!-- {_comment(comment)} -->")
     out.append(_tag("oneccl_schedule", (
         ("version", FORMAT_VERSION), ("name", sched.name), ("coll", sched.collective.value),
         ("nranks", sched.nranks), ("nchunks", sched.nchunks),
@@ -344,6 +349,14 @@ def _rname(region: Region | None) -> str:
     return region.value
 
 
+def _comment(text: str) -> str:
+    """One line of comment text XML accepts (no ``--``, no trailing ``-``)."""
+    flat = " ".join(text.split())
+    while "--" in flat:
+        flat = flat.replace("--", "- -")
+    return flat.rstrip("-")
+
+
 def emit_oneccl_xml(program: Program) -> str:
     """Lower a Program and print it as schema-valid oneCCL XML.
 
@@ -361,7 +374,7 @@ def emit_oneccl_xml(program: Program) -> str:
     InternalError
         If the program is structurally broken or the output fails the schema.
     """
-    text = print_oneccl_xml(lower_program(program))
+    text = print_oneccl_xml(lower_program(program), program.comment)
     try:
         validate_oneccl_xml(text, f"<{program.name}{SUFFIX}>")
     except SpecError as err:

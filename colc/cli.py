@@ -407,11 +407,31 @@ def load_any_topology(path: str, boxes: int | None = None):
     return dataclasses.replace(topo, inputs=tuple(dict.fromkeys([path, *paths])))
 
 
+def _family_hint(path: str) -> str:
+    """For a missing file named like a built-in family (``torus-4x4``), how
+    to ask for the family: a topology is always a file.
+
+    >>> _family_hint("torus-4x4")[:44]
+    ' (built-in families are YAML files: write e.'
+    >>> _family_hint("mynet.yaml")
+    ''
+    """
+    from colc.frontends.families import FAMILIES
+
+    stem = os.path.basename(path).split(".")[0].lower()
+    family = next((f for f in sorted(FAMILIES, key=len, reverse=True)
+                   if stem.startswith(f)), None)
+    if family is None:
+        return ""
+    return (f" (built-in families are YAML files: write e.g. 'family: {family}' and its "
+            f"parameters into {os.path.splitext(path)[0]}.yaml; README, Families)")
+
+
 def _load_any(path: str, boxes: int | None):
     from colc.frontends import load_topology
 
     if not os.path.exists(path):
-        raise ColcError(f"{path}: error: no such file")
+        raise ColcError(f"{path}: error: no such file{_family_hint(path)}")
     if boxes is not None and boxes < 1:  # an NCCL dump took 0 as 1
         raise ColcError(f"colc: error: --boxes must be 1 or more, got {boxes}")
     loader = _foreign_loader(path, boxes)
