@@ -66,7 +66,7 @@ def mode_problem(opts) -> str | None:
     >>> from colc.compiler.pipeline import CompileOptions
     >>> from colc.ir.core import Collective
     >>> mode_problem(CompileOptions(collective=Collective.ALLTOALL, inplace=True))[:40]
-    '--inplace: colc writes all-to-all out of '
+    '--inplace: colc writes all-to-all out of'
     """
     if opts.collective is Collective.ALLTOALL and opts.inplace:
         return ("--inplace: colc writes all-to-all out of place only (in place, a rank's "
