@@ -745,7 +745,8 @@ def _cmd_simulate(argv: list[str]) -> int:
 
     if detect_backend(text, args.file) == "oneccl":
         raise ColcError(f"{args.file}: error: a oneCCL file; colc simulate runs MSCCL files "
-                        f"(colc verify checks oneCCL files)")
+                        f"(colc verify checks oneCCL files; the figures a compile predicts "
+                        f"for one are its MSCCL twin's: the same command with -o FILE.xml)")
     read = read_msccl(text, args.file)
     if not read.runnable or read.program is None:
         first = next((d for d in read.diagnostics if d.is_error), "not an MSCCL file")

@@ -38,7 +38,7 @@ from __future__ import annotations
 import dataclasses
 from fractions import Fraction
 
-from colc.compiler.algorithms import load_optional_algorithms, own_chunks
+from colc.compiler.algorithms import THREAD_ALGORITHMS, load_optional_algorithms, own_chunks
 from colc.compiler.estimate_bandwidth import schedule_algbw, schedule_steps
 from colc.compiler.pipeline import (
     ALGORITHMS,
@@ -257,6 +257,11 @@ def analyze_topology(topo: Topology, *, algorithms: tuple[str, ...] = (),
     """
     load_optional_algorithms()
     for name in algorithms:
+        if name in THREAD_ALGORITHMS:
+            raise ColcError(f"--algorithm {name}: writes oneCCL threads, which colc analyze "
+                            f"does not simulate; `colc TOPO --collective alltoall --algorithm "
+                            f"{name} -o FILE.oneccl.xml` prints its bound (the routes' busiest "
+                            f"link)")
         if name not in ALGORITHMS:
             raise ColcError(f"--algorithm: unknown algorithm '{name}'; choose from "
                             f"{', '.join(sorted(ALGORITHMS))}")

@@ -193,3 +193,18 @@ def test_text_marks_figures_the_runtime_would_not_select(capsys) -> None:
     assert main(["analyze", "examples/ring-4.yaml", "--collective", "allgather", "--algorithm",
                  "ring", "--sizes", "1M"]) == 0
     assert "would not select" not in capsys.readouterr().out
+
+
+def test_analyze_names_why_hop_relay_has_no_row(capsys) -> None:
+    """--algorithm hop-relay was 'unknown algorithm', though compile takes it
+    and analyze's own direct row advises it."""
+    import os
+
+    from colc.cli import main
+
+    examples = os.path.join(os.path.dirname(__file__), "..", "examples")
+    assert main(["analyze", os.path.join(examples, "torus-3x5.yaml"), "--collective",
+                 "alltoall", "--algorithm", "hop-relay"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "hop-relay: writes oneCCL threads" in err[0]
+    assert "unknown" not in err[0]
