@@ -331,10 +331,12 @@ def selection_warnings(program: Program | ThreadSchedule, backend: str | None = 
     example = max(step, -(-program.min_bytes // step) * step)
     never = ("no such call cuts into its equal chunks, so the runtime never uses it there"
              if oneccl else "the runtime never selects it there")
+    where = f"e.g. {format_size(example)} in fp32"
+    if program.max_bytes and example > program.max_bytes:
+        where += f", above the window's {format_size(program.max_bytes)}"
     return [f"{term} {program.nchunks} divides no element count of an nccl-tests "
             f"power-of-two size in the file's window: {never} (it "
-            f"does at sizes of a multiple of {program.nchunks} elements, e.g. "
-            f"{format_size(example)} in fp32{advice})"]
+            f"does at sizes of a multiple of {program.nchunks} elements, {where}{advice})"]
 
 
 @functools.lru_cache(maxsize=4)

@@ -335,6 +335,9 @@ def test_verify_and_compile_tell_the_same_selection_warning_in_oneccl_terms() ->
     assert "nchunksperloop" not in report.warnings[0]
     assert selection_warnings(prog)[0].startswith("nchunksperloop 3 divides")
     assert not verify_text(emit_oneccl_xml(ring_allreduce(4)), "r4.oneccl.xml").warnings
+    # the example size is past a small window: say so
+    tiny = dataclasses.replace(ring_allreduce(3), min_bytes=8, max_bytes=64)
+    assert selection_warnings(tiny)[0].endswith("e.g. 12K in fp32, above the window's 64)")
 
 
 def test_a_oneccl_compile_speaks_of_chunks_and_threads(tmp_path, capsys) -> None:
