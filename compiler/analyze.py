@@ -98,7 +98,7 @@ def _bounds(topo: Topology) -> dict[str, dict]:
         a2a = alltoall_bound(topo)
     except ColcError as err:
         a2a = {"algbw": 0.0, "method": f"not computed: {err}"}
-    out["alltoall"] = {k: (round(v, 3) if k == "algbw" else v) for k, v in a2a.items()}
+    out["alltoall"] = {k: (_fig(v) if k == "algbw" else v) for k, v in a2a.items()}
     if topo.num_ranks > EXACT_BOUND_UP_TO:
         for b in out.values():
             b["method"] += f" (exact cut bound not computed above {EXACT_BOUND_UP_TO} ranks)"
@@ -120,7 +120,28 @@ def _bounds(topo: Topology) -> dict[str, dict]:
 
 
 def _num(x: Fraction) -> float:
-    return round(float(x), 3)
+    return _fig(float(x))
+
+
+def _gbs(v: float) -> str:
+    """A figure for the text tables: 2 decimals, or 3 significant digits
+    where those would show 0.00.
+
+    >>> _gbs(213.333), _gbs(0.0348), _gbs(0.000133), _gbs(0.0)
+    ('213.33', '0.0348', '0.000133', '0.00')
+    """
+    return f"{v:.2f}" if v == 0 or abs(v) >= 0.1 else f"{v:.3g}"
+
+
+def _fig(v: float) -> float:
+    """A GB/s figure for the tables and JSON: 3 decimals, or 3 significant
+    digits below 0.1 (a link of 1e-4 GB/s rounded its bound to 0, which
+    then read as no bandwidth limit at all).
+
+    >>> _fig(213.33333), _fig(0.034812), _fig(0.00013333)
+    (213.333, 0.0348, 0.000133)
+    """
+    return round(v, 3) if abs(v) >= 0.1 else float(f"{v:.3g}")
 
 
 #: Chunks per root past which a row without simulation shows the representative
@@ -490,7 +511,7 @@ def _budget_files(topo: Topology, sizes: tuple[int, ...], opts: CompileOptions,
             continue
         for w in built.windows:
             at = {r.nbytes: r.algbw for r in w.results}
-            figures = [round(at[x] if x in at else simulate(w.program, topo, model, x).algbw, 3)
+            figures = [_fig(at[x] if x in at else simulate(w.program, topo, model, x).algbw)
                        if w.lo <= x and (w.hi == 0 or x <= w.hi) else None for x in sizes]
             found.append((w.variant.label, w.program.max_threadblocks, figures))
     return found, errors
@@ -660,8 +681,8 @@ def _beats(r, other) -> bool:
 
 
 def _sim_row(size: int, r, variant: str) -> dict:
-    return {"size": size, "time_us": round(r.time_us, 2), "algbw": round(r.algbw, 3),
-            "busbw": round(r.busbw, 3), "selected": r.selected, "variant": variant}
+    return {"size": size, "time_us": round(r.time_us, 2), "algbw": _fig(r.algbw),
+            "busbw": _fig(r.busbw), "selected": r.selected, "variant": variant}
 
 
 def _ranking_sizes(sizes: tuple[int, ...], most: int = 4) -> tuple[int, ...]:
@@ -710,7 +731,7 @@ def _latency_bound(latency: float, bw: float, sizes: tuple[int, ...]) -> dict:
     """Hop bound ``latency`` in us, and the time/algbw bounds per size it gives
     with ``bw``."""
     by_size = [{"size": s, "time_us": round(max(latency, s / (bw * 1000) if bw else 0), 2),
-                "algbw": round(s / max(latency, s / (bw * 1000) if bw else 1e-9) / 1000, 3)}
+                "algbw": _fig(s / max(latency, s / (bw * 1000) if bw else 1e-9) / 1000)}
                for s in sizes]
     return {"latency_us": round(latency, 2), "by_size": by_size}
 
@@ -788,11 +809,11 @@ def format_table(report: dict) -> str:
              "columns also from the hop latency of the fastest protocol):",
              f"{'collective':<15}{'bandwidth':>10}{'hops us':>9}{head}  method"]
     for coll, b in report["bounds"].items():
-        cols = "".join(f"{row['algbw']:>10.2f}" for row in b.get("by_size", []))
+        cols = "".join(f"{_gbs(row['algbw']):>10}" for row in b.get("by_size", []))
         lat = f"{b['latency_us']:>9.1f}" if "latency_us" in b else f"{'':>9}"
         extra = "".join(f"; {k} f = {b[k]:.4g}" for k in ("mcf", "moore_mcf")
                         if b.get(k) is not None)
-        lines.append(f"{coll:<15}{b['algbw']:>10.2f}{lat}{cols}  {b['method']}{extra}")
+        lines.append(f"{coll:<15}{_gbs(b['algbw']):>10}{lat}{cols}  {b['method']}{extra}")
     how = ("of the best file colc writes with it, every chunking and protocol searched"
            if report.get("search") else
            "of one representative file, at each size under the protocol a closed "
@@ -806,13 +827,13 @@ def format_table(report: dict) -> str:
             lines.append(f"{s['algorithm']:<12}{s['collective']:<15}  n/a: {s['error']}")
             continue
         steps = "?" if s.get("steps") is None else s["steps"]
-        row = f"{s['algorithm']:<12}{s['collective']:<15}{steps:>5}{s['algbw']:>10.2f}"
+        row = f"{s['algorithm']:<12}{s['collective']:<15}{steps:>5}{_gbs(s['algbw']):>10}"
         if s.get("estimated"):
             row += "  estimated from its plan (not built)"
         if s.get("emittable") is False:
             row += f"  not emittable within the runtime's limits: {s['why']}"
         elif "simulated" in s:
-            row += "".join(f"{r['algbw']:>9.2f}{' ' if r['selected'] else '*'}"
+            row += "".join(f"{_gbs(r['algbw']):>9}{' ' if r['selected'] else '*'}"
                            for r in s["simulated"])
             tbs = s["threadblocks"]
             row += (f"  {s['variant']}, nchunksperloop {s['nchunks']}, "
@@ -841,7 +862,7 @@ def format_table(report: dict) -> str:
                 continue
             lines.append(f"{_budget_label(row['budget'], report):>7}"
                          f"{row['threadblocks'] or '-':>9}"
-                         + "".join(f"{x:>10.2f}" if x is not None else f"{'-':>10}"
+                         + "".join(f"{_gbs(x):>10}" if x is not None else f"{'-':>10}"
                                    for x in row["algbw"])
                          + f"  {_files_text(row['files'], report['sizes'])}")
     if report.get("estimated"):

@@ -78,11 +78,29 @@ def test_balancing_keeps_the_data_and_the_limits(name, make, coll) -> None:
                 per_lane[key] = per_lane.get(key, 0) + 1
                 assert o.channel < plan.lanes[(o.src.rank, o.dst.rank)]
         assert max(per_lane.values()) <= STEP_BUDGET
+        _assert_rounds_follow_their_ops(sched, out)
         prog = lower_to_program(out, LoweringOptions(fuse=False, pair_connections=False,
                                                       max_threadblocks=model.max_threadblocks))
         assert prog.nchannels <= 32
         assert all(len(tb.steps) <= 64 for rp in prog.ranks for tb in rp.threadblocks)
         assert all(len(rp.threadblocks) <= model.max_threadblocks for rp in prog.ranks)
+
+
+def _assert_rounds_follow_their_ops(sched, out) -> None:
+    """Balancing reorders (and may cut) ops: each keeps its generator's round
+    (rings and BFB give their steps), a piece the round of the op it was cut
+    from.  The rounds were left in place while the ops moved."""
+    if not sched.rounds:
+        assert out.rounds == ()
+        return
+    assert len(out.rounds) == len(out.ops)
+
+    def key(o, shift=0):
+        return (o.kind, o.src.rank, o.src.buffer, o.src.index + shift, o.dst.rank,
+                o.dst.buffer, o.dst.index + shift)
+
+    round_of = {key(o, d): r for o, r in zip(sched.ops, sched.rounds) for d in range(o.count)}
+    assert all(round_of[key(o)] == r for o, r in zip(out.ops, out.rounds))
 
 
 def test_lanes_follow_the_threadblock_rates() -> None:

@@ -125,6 +125,9 @@ def bfb_to_schedule(
         scratch_chunks=0,
         ops=tuple(b.ops),
         algorithm=ag.name or "bfb",
+        # BFB's steps as rounds: a rank's sends of a step go before the
+        # receives that end there (two ranks that swap shards overlap)
+        rounds=tuple(b.rounds),
     )
 
 
@@ -139,10 +142,13 @@ class _Builder:
 
     def __init__(self) -> None:
         self.ops: list[Op] = []
+        self.rounds: list[int] = []
+        self.base = 0  # the round of the phase's first step
 
     def add(self, kind: OpKind, src: Slot, dst: Slot, count: int, *,
-            operand: Slot | None = None, channel: int = 0) -> None:
+            operand: Slot | None = None, channel: int = 0, step: int = 0) -> None:
         self.ops.append(Op(len(self.ops), kind, src, dst, count, operand, (), channel))
+        self.rounds.append(self.base + step)
 
 
 def _channels(cs: ChunkedSchedule) -> dict[tuple[int, int], int]:
@@ -155,17 +161,21 @@ def _channels(cs: ChunkedSchedule) -> dict[tuple[int, int], int]:
 
 def _allgather_ops(b: _Builder, cs: ChunkedSchedule) -> None:
     p, chan = cs.chunks_per_shard, _channels(cs)
+    first = min((s.step for s in cs.sends), default=0)
     for s in cs.sends:
         at = s.shard * p + s.first
         b.add(OpKind.COPY, Slot(s.src, Buffer.OUTPUT, at), Slot(s.dst, Buffer.OUTPUT, at),
-              s.count, channel=chan[(s.src, s.dst)])
+              s.count, channel=chan[(s.src, s.dst)], step=s.step - first)
+    b.base += cs.num_steps
 
 
 def _reduce_ops(b: _Builder, cs: ChunkedSchedule, buf: Buffer) -> None:
     """Reversed allgather of the transpose graph (see the module docstring)."""
     p, chan = cs.chunks_per_shard, _channels(cs)
+    last = max((s.step for s in cs.sends), default=0)
     for s in sorted(cs.sends, key=lambda x: (-x.step, x.src, x.shard, x.dst, x.first)):
         at = s.shard * p + s.first
         dst = Slot(s.src, buf, at)
         b.add(OpKind.REDUCE, Slot(s.dst, buf, at), dst, s.count, operand=dst,
-              channel=chan[(s.src, s.dst)])
+              channel=chan[(s.src, s.dst)], step=last - s.step)
+    b.base += cs.num_steps

@@ -215,7 +215,10 @@ def balance_lanes(sched: Schedule, plan: LanePlan, *, size: int = 1 << 30,
     -------
     Schedule
     """
-    ops = _split(sched, plan.lanes)
+    ops, source = _split(sched, plan.lanes)
+    # the generator's rounds follow its ops (a cut op's pieces keep its round)
+    rounds = ([sched.rounds[k] for k in source] if len(sched.rounds) == len(sched.ops)
+              else [])
     if len(ops) != len(sched.ops):
         ops = list(infer_dependencies(dataclasses.replace(
             sched, ops=tuple(dataclasses.replace(o, deps=()) for o in ops))).ops)
@@ -281,7 +284,8 @@ def balance_lanes(sched: Schedule, plan: LanePlan, *, size: int = 1 << 30,
                    tuple(sorted(new_id[d] for d in op.deps)), lane_of[i])
                 for i, op in ((i, ops[i]) for i in order))  # dataclasses.replace, 3x faster
     return dataclasses.replace(sched, ops=out, gates=tuple(
-        new_id[gates[i]] if gates[i] >= 0 else -1 for i in order) if gates else ())
+        new_id[gates[i]] if gates[i] >= 0 else -1 for i in order) if gates else (),
+        rounds=tuple(rounds[i] for i in order) if rounds else ())
 
 
 def _tails(ops: list[Op], users: dict[int, list[int]], plan: LanePlan,
@@ -318,24 +322,28 @@ def _lane(free: list[float], count: list[int], t: float, came: int | None) -> in
     return (best or full)[3]
 
 
-def _split(sched: Schedule, lanes: dict[tuple[int, int], int]) -> list[Op]:
-    """Ops in program order, multi-chunk transfers cut when their pair has too few ops."""
+def _split(sched: Schedule, lanes: dict[tuple[int, int], int]) -> tuple[list[Op], list[int]]:
+    """Ops in program order, multi-chunk transfers cut when their pair has
+    too few ops; and the index of the op each came from."""
     count: dict[tuple[int, int], int] = defaultdict(int)
     for op in sched.ops:
         if op.is_transfer:
             count[(op.src.rank, op.dst.rank)] += 1
     out: list[Op] = []
-    for op in sched.ops:
+    source: list[int] = []
+    for k, op in enumerate(sched.ops):
         pair = (op.src.rank, op.dst.rank)
         if not op.is_transfer or op.count == 1 or count[pair] >= lanes[pair]:
             # ids are positions: once an op is cut, the ones after it move
             out.append(op if op.op_id == len(out) else dataclasses.replace(op, op_id=len(out)))
+            source.append(k)
             continue
         for d in range(op.count):
             out.append(Op(len(out), op.kind, op.src.shifted(d), op.dst.shifted(d), 1,
                           op.operand.shifted(d) if op.operand is not None else None, (),
                           op.channel))
-    return out
+            source.append(k)
+    return out, source
 
 
 __all__ = ["NAME", "LanePlan", "balance_lanes", "plan_lanes"]
