@@ -306,7 +306,7 @@ def _is_directory_target(path: str) -> bool:
 
 def _cmd_compile(argv: list[str]) -> int:
     from colc.compiler.pipeline import compile_topology
-    from colc.sizes import format_size
+    from colc.sizes import format_gbs, format_size
 
     args = _compile_parser().parse_args(argv)
     _check_named(args.output, "the file's name, or a folder's ending in /")
@@ -326,7 +326,7 @@ def _cmd_compile(argv: list[str]) -> int:
     clear_progress()
     for note in result.notes:
         print(f"colc: note: {note}", file=sys.stderr)
-    predicted = ", ".join(f"{r.algbw:.1f} GB/s at {format_size(s)}"
+    predicted = ", ".join(f"{format_gbs(r.algbw)} GB/s at {format_size(s)}"
                           + ("" if r.selected else " (not selected there)")
                           for s, r in result.predicted)
     if result.program is not None or result.threads is not None:
@@ -518,16 +518,19 @@ def _verify_folder(folder: str, quiet: bool, jobs: int | None) -> int:
 
 def _selection_line(program) -> str:
     from colc.compiler.pipeline import selectable_sizes
+    from colc.ir.simulate import nccl_tests_range
     from colc.sizes import format_size
 
+    lo, hi = nccl_tests_range(program)
     parts = []
     for name, size in (("fp32", 4), ("fp16/bf16", 2)):
-        sizes = selectable_sizes(program, size)
+        sizes = selectable_sizes(program, size, lo, hi)
         if not sizes:
-            parts.append(f"{name}: no power-of-two size from 1K to 16G")
+            parts.append(f"{name}: no power-of-two size from {format_size(lo)} to "
+                         f"{format_size(hi)}")
         else:
             parts.append(f"{name}: {format_size(sizes[0])}..{format_size(sizes[-1])} "
-                         f"({len(sizes)} power-of-two sizes)")
+                         f"({len(sizes)} power-of-two size{'s' * (len(sizes) != 1)})")
     return "selected by the runtime at " + "; ".join(parts)
 
 

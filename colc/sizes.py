@@ -99,4 +99,17 @@ def dtype_bytes(name: str) -> int:
         raise ColcError(f"--dtype: unknown type '{name}'; choose fp32, fp16 or bf16") from None
 
 
-__all__ = ["DTYPES", "dtype_bytes", "format_size", "parse_size", "parse_sizes"]
+__all__ = ["DTYPES", "dtype_bytes", "format_gbs", "format_size", "parse_size", "parse_sizes"]
+
+
+def format_gbs(value: float, decimals: int = 1) -> str:
+    """A GB/s figure with ``decimals`` decimals, or 3 significant digits
+    where those would show 0 (a 1 KiB call's 0.0348 GB/s read as 0.0).
+
+    >>> format_gbs(213.333), format_gbs(0.0348), format_gbs(0.0), format_gbs(0.0348, 2)
+    ('213.3', '0.0348', '0.0', '0.0348')
+    """
+    if value == 0 or abs(value) >= 0.1:
+        return f"{value:.{decimals}f}"
+    return f"{value:.3g}"
+

@@ -124,13 +124,10 @@ def _num(x: Fraction) -> float:
 
 
 def _gbs(v: float) -> str:
-    """A figure for the text tables: 2 decimals, or 3 significant digits
-    where those would show 0.00.
+    """A figure for the text tables (``format_gbs``, 2 decimals)."""
+    from colc.sizes import format_gbs
 
-    >>> _gbs(213.333), _gbs(0.0348), _gbs(0.000133), _gbs(0.0)
-    ('213.33', '0.0348', '0.000133', '0.00')
-    """
-    return f"{v:.2f}" if v == 0 or abs(v) >= 0.1 else f"{v:.3g}"
+    return format_gbs(v, 2)
 
 
 def _fig(v: float) -> float:

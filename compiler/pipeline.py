@@ -701,9 +701,9 @@ class Compiler:
                 lo, hi = ranges[protocol]
                 return tuple(s for s in opts.rank_sizes if lo <= s <= hi)
             return opts.rank_sizes
-        if opts.max_bytes:
-            lo = max(opts.min_bytes, 1024)
-            return tuple(sorted({lo, max(lo, opts.max_bytes)}))
+        if opts.max_bytes:  # the window's ends, from 1K unless the window ends below it
+            lo = max(opts.min_bytes, min(1024, opts.max_bytes))
+            return tuple(sorted({lo, opts.max_bytes}))
         return tuple(s for s in LARGE_SIZES if s >= opts.min_bytes) or (opts.min_bytes,)
 
     def simulate(self, variant: Variant, size: int, program: Program | None = None) -> SimResult:

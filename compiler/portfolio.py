@@ -714,12 +714,14 @@ def format_portfolio(p: Portfolio) -> str:
     GPU (the most of any rank), predicted algbw; a figure at a size where the
     runtime would not select the file is marked ``*`` and explained under the
     table."""
+    from colc.sizes import format_gbs
+
     lines = [f"{'window (bytes)':<22}{'algorithm':<12}{'protocol':<9}{'nchunks':>8}"
              f"{'tbs/GPU':>8}  predicted algbw GB/s"]
     unselected = False
     for w in p.windows:
         span = w.span()
-        bws = ", ".join(f"{r.algbw:.1f}@{_human(r.nbytes)}{'' if r.selected else '*'}"
+        bws = ", ".join(f"{format_gbs(r.algbw)}@{_human(r.nbytes)}{'' if r.selected else '*'}"
                         for r in w.results)
         unselected = unselected or not all(r.selected for r in w.results)
         lines.append(f"{span:<22}{w.variant.algorithm:<12}{w.variant.protocol.value:<9}"

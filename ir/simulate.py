@@ -299,6 +299,21 @@ def iteration_warnings(program: Program) -> list[str]:
             f"to at most {limit}"]
 
 
+def nccl_tests_range(program: Program | ThreadSchedule) -> tuple[int, int]:
+    """The power-of-two sizes a file's selection is told over: nccl-tests'
+    least (8 bytes) to 16G, or to the first power of two of a window that
+    starts above 16G.
+
+    >>> from colc.ir.program import Program
+    >>> from colc.ir.core import Collective, Protocol
+    >>> p = Program("x", Collective.ALLREDUCE, Protocol.SIMPLE, 1, 8, 4, True, True, 0, 0, ())
+    >>> from dataclasses import replace
+    >>> nccl_tests_range(p), nccl_tests_range(replace(p, min_bytes=(32 << 30) + 1))
+    ((8, 17179869184), (8, 68719476736))
+    """
+    return 8, max(1 << 34, 1 << max(0, program.min_bytes - 1).bit_length())
+
+
 def selection_warnings(program: Program | ThreadSchedule, backend: str | None = None) -> list[str]:
     """Why the runtime selects ``program`` at no power-of-two size.
 
@@ -313,13 +328,19 @@ def selection_warnings(program: Program | ThreadSchedule, backend: str | None = 
     -------
     list of str
         One warning when no power-of-two size nccl-tests runs in fp32 or
-        fp16 selects ``program`` (``selectable_sizes``), naming a size in
-        the file's window that does; else empty.
+        fp16 (8 bytes up to the window's start or 16G) selects ``program``
+        (``selectable_sizes``), naming a size in the file's window that
+        does, or saying the window holds no power of two; else empty.
     """
     from colc.sizes import format_size
 
-    if selectable_sizes(program, 4) or selectable_sizes(program, 2):
+    lo, hi = nccl_tests_range(program)
+    if selectable_sizes(program, 4, lo, hi) or selectable_sizes(program, 2, lo, hi):
         return []
+    top = program.max_bytes or hi
+    if not any(program.min_bytes <= 1 << k <= top for k in range(3, hi.bit_length())):
+        return [f"no power-of-two size lies in the file's window ({program.min_bytes}.."
+                f"{top} bytes): nccl-tests never calls it"]
     n = _ranks(program)
     oneccl = backend == "oneccl" or backend is None and isinstance(program, ThreadSchedule)
     term = "nchunks" if oneccl else "nchunksperloop"

@@ -208,3 +208,19 @@ def test_analyze_names_why_hop_relay_has_no_row(capsys) -> None:
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "hop-relay: writes oneCCL threads" in err[0]
     assert "unknown" not in err[0]
+
+
+def test_a_slow_fabric_keeps_its_bounds_and_figures() -> None:
+    """Links of 1e-4 GB/s: the bound rounded to 0.00, which the per-size
+    bound then read as no bandwidth limit (145 GB/s at 1M), and every
+    simulated figure rounded to 0, so the report drew no curve."""
+    from colc.frontends.families import ring
+
+    report = an.analyze_topology(ring(3, "0.0001"), collectives=(Collective.ALLGATHER,),
+                                 algorithms=("ring",), sizes=(1 << 20, 1 << 30))
+    bound = report["bounds"]["allgather"]
+    assert 2.9e-4 < bound["algbw"] < 3.1e-4
+    assert all(0 < b["algbw"] <= bound["algbw"] for b in bound["by_size"])
+    (row,) = [s for s in report["schedules"] if s["algorithm"] == "ring"]
+    assert all(0 < r["algbw"] <= bound["algbw"] for r in row["simulated"])
+    assert "0.0003" in an.format_table(report)

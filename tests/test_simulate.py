@@ -361,3 +361,23 @@ def test_simulate_names_a_folder_and_unreadable_files_plainly(tmp_path, capsys) 
     (tmp_path / "bin.xml").write_bytes(b"\xff\xfe<algo")
     assert main(["simulate", str(tmp_path / "bin.xml"), "--topo", topo]) == 1
     assert "not UTF-8 text" in capsys.readouterr().err
+
+
+def test_selection_warning_blames_the_window_when_the_window_is_the_cause() -> None:
+    """A window starting at 32G was told 'nchunksperloop 8 divides no element
+    count ... e.g. 32G' (a size it selects: the check stopped at 16G), and a
+    window of 0..512 bytes the same (the check started at 1K)."""
+    import dataclasses
+
+    from oneccl_cases import ring_allreduce
+
+    from colc.ir.simulate import selection_warnings
+
+    prog = ring_allreduce(4)  # 4 chunks: every power of two from 16 bytes
+    assert selection_warnings(dataclasses.replace(prog, min_bytes=32 << 30)) == []
+    assert selection_warnings(dataclasses.replace(prog, max_bytes=512)) == []
+    assert selection_warnings(dataclasses.replace(prog, min_bytes=600, max_bytes=1000)) == [
+        "no power-of-two size lies in the file's window (600..1000 bytes): nccl-tests never "
+        "calls it"]
+    odd = ring_allreduce(3)
+    assert selection_warnings(odd)[0].startswith("nchunksperloop 3 divides no element count")
