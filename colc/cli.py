@@ -52,7 +52,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("colc: interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:
-        return 1
+        # the reader of the output stopped (colc verify ... | head): quiet,
+        # and the status of a tool SIGPIPE stops (128 + 13), not an input error's
+        with contextlib.suppress(OSError, ValueError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
     except OSError as err:
         if err.errno not in _WRITE_ERRNOS:
             return _internal(err)

@@ -237,6 +237,12 @@ def _target(path: str, inputs: Sequence[str]) -> tuple[str, os.stat_result | Non
         st: os.stat_result | None = os.stat(real)
     except FileNotFoundError:
         st = None
+        # /dev/stdout on a pipe: /proc/self/fd/1 links to 'pipe:[...]', no
+        # path, but the kernel opens the link itself: written in place
+        with contextlib.suppress(OSError):
+            there = os.stat(path)
+            if not stat.S_ISREG(there.st_mode) and not stat.S_ISDIR(there.st_mode):
+                return path, there
     except OSError as err:
         raise ColcError(f"{path}: error: cannot use as output: {err.strerror}") from None
     if st is not None and stat.S_ISDIR(st.st_mode):

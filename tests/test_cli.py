@@ -534,3 +534,18 @@ def test_the_file_header_names_what_its_figure_is(tmp_path, capsys) -> None:
     figure = float(first.split("predicted algbw ")[1].split(" GB/s")[0])
     at = [float(x) for x in re.findall(r"([0-9.]+) GB/s at (?:128M|1G)", err)]
     assert len(at) == 2 and figure == pytest.approx(2 / (1 / at[0] + 1 / at[1]), abs=0.1)
+
+
+def test_a_closed_reader_is_a_quiet_sigpipe_status(monkeypatch, capsys) -> None:
+    """`colc verify ... | head -1` exited 1, the status of a bad input, with
+    no message; a reader that stops reading is not the user's input error."""
+    import io
+
+    class Closed(io.StringIO):
+        def write(self, text: str) -> int:
+            raise BrokenPipeError(32, "Broken pipe")
+
+    ring4 = os.path.join(os.path.dirname(__file__), "..", "examples", "ring-4.yaml")
+    monkeypatch.setattr("sys.stdout", Closed())
+    assert main(["convert", ring4, "-o", "-"]) == 141
+    assert capsys.readouterr().err == ""

@@ -312,3 +312,16 @@ def test_a_portfolio_is_not_written_through_a_link_of_its_file_name(tmp_path, ca
                    f"written through a link (remove it)")
     assert victim.read_text() == "keep me"
     assert {p.name: p.read_bytes() for p in folder.iterdir() if not p.is_symlink()} == before
+
+
+def test_dev_stdout_on_a_pipe_is_written_through() -> None:
+    """`colc convert X -o /dev/stdout | cat` failed: /dev/stdout resolves to
+    /proc/PID/fd/pipe:[N], no path, so colc tried to stage a file in
+    /proc/PID/fd.  The link is opened as the kernel opens it."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "colc.cli", "convert", RING, "-o", "/dev/stdout"],
+                          capture_output=True, text=True, check=False, cwd=REPO, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith('name: "ring-4"') and done.stderr == ""
