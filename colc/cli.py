@@ -610,8 +610,30 @@ def _cmd_convert(argv: list[str]) -> int:
     if _is_directory_target(args.output):
         raise ColcError(f"{args.output}: error: is a directory (give a file name)")
     topo = load_any_topology(args.input, boxes=args.boxes)
-    write_atomically(args.output, topology_to_yaml(topo), inputs=topo.inputs)
+    text = topology_to_yaml(topo)
+    _readable_back(text, args.input)
+    write_atomically(args.output, text, inputs=topo.inputs)
     return 0
+
+
+def _readable_back(text: str, source: str) -> None:
+    """Refuse a conversion colc could not read back: past the input limits
+    (a 700-rank complete graph is 14.6 MB and 1.2 million YAML values)."""
+    from colc.errors import SpecError
+    from colc.frontends._yaml_guard import check_events
+    from colc.frontends.limits import MAX_FILE_BYTES
+
+    size = len(text.encode("utf-8"))
+    why = (f"{size / 2**20:.1f} MiB, more than the {MAX_FILE_BYTES >> 20} MiB colc reads"
+           if size > MAX_FILE_BYTES else "")
+    if not why:
+        try:
+            check_events(text, "")
+        except SpecError as err:
+            why = str(err).split("error: ")[-1].split(";")[0]
+    if why:
+        raise ColcError(f"{source}: error: its colc YAML would not read back ({why}); "
+                        f"keep {source}, which colc reads as it is")
 
 
 #: Names that promise a format colc's YAML and HTML outputs are not (a

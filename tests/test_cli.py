@@ -549,3 +549,19 @@ def test_a_closed_reader_is_a_quiet_sigpipe_status(monkeypatch, capsys) -> None:
     monkeypatch.setattr("sys.stdout", Closed())
     assert main(["convert", ring4, "-o", "-"]) == 141
     assert capsys.readouterr().err == ""
+
+
+def test_convert_refuses_yaml_it_could_not_read_back(tmp_path, monkeypatch, capsys) -> None:
+    """A 700-rank complete graph converted to 14.6 MB of YAML that colc then
+    refused to read (1,000,000 values; 1024 ranks: 30 MB, past 16 MiB)."""
+    import colc.frontends.limits as limits
+
+    ring4 = os.path.join(os.path.dirname(__file__), "..", "examples", "ring-4.yaml")
+    out = tmp_path / "r.yaml"
+    monkeypatch.setattr(limits, "MAX_FILE_BYTES", 200)
+    assert main(["convert", ring4, "-o", str(out)]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "its colc YAML would not read back" in err[0]
+    assert "more than the 0 MiB colc reads" in err[0] and not out.exists()
+    monkeypatch.undo()
+    assert main(["convert", ring4, "-o", str(out)]) == 0 and out.exists()
