@@ -128,12 +128,12 @@ class _Lexer:
             raise self._eof()
         if text[pos] not in "\"'":
             raise _Syntax(f"expected (double) quote, got {text[pos]!r}", pos)
+        if text[pos] == "'":  # named here, not at the end of file it may run to
+            raise _Syntax("single-quoted value: the runtime reads up to the next '\"'", pos)
         q = text.find('"', pos + 1)
         if q < 0 or q + 1 >= len(text):
             raise self._eof()
         value = text[pos + 1:q]
-        if text[pos] == "'":
-            raise _Syntax("single-quoted value: the runtime reads up to the next '\"'", pos)
         if len(value) > MAX_NAME:
             raise _Syntax(f"value of {len(value)} characters overflows the runtime's "
                           f"{MAX_NAME + 1}-byte buffer", pos)

@@ -399,6 +399,16 @@ def test_fused_re_chain_of_16() -> None:
     assert has(errors_of("\n".join(lines) + "\n"), "fused re chain of 16")
 
 
+def test_single_quotes_are_named_where_they_are() -> None:
+    """A file quoted with ' throughout was told 'unexpected end of file' at
+    its last line: the reader looked for the closing '"' first."""
+    text = example("01")
+    errs = errors_of(text.replace('"', "'"))
+    first_algo = text.replace('"', "'").count("\n", 0, text.index("<algo")) + 1
+    assert errs == (f"single-quoted value: the runtime reads up to the next '\"' "
+                    f"[line {first_algo}]",)
+
+
 def test_node_count_limit() -> None:
     text = example("01")
     step = ('      <step s="0" type="cpy" srcbuf="i" srcoff="0" dstbuf="i" dstoff="0" cnt="0" '
