@@ -434,6 +434,8 @@ def _family_hint(path: str) -> str:
 def _load_any(path: str, boxes: int | None):
     from colc.frontends import load_topology
 
+    if path == "-":
+        raise ColcError("-: error: colc reads a topology from a file, not from standard input")
     if not os.path.exists(path):
         raise ColcError(f"{path}: error: no such file{_family_hint(path)}")
     if boxes is not None and boxes < 1:  # an NCCL dump took 0 as 1
@@ -608,7 +610,9 @@ def _cmd_convert(argv: list[str]) -> int:
         raise ColcError("colc convert is not available in this build") from err
     _check_output(args.output, "colc convert writes colc YAML", ".yaml")
     if _is_directory_target(args.output):
-        raise ColcError(f"{args.output}: error: is a directory (give a file name)")
+        what = "is a directory" if os.path.isdir(args.output) else "names a folder (ends in /)"
+        raise ColcError(f"{args.output}: error: {what}; colc convert writes one file (give a "
+                        f"file name)")
     topo = load_any_topology(args.input, boxes=args.boxes)
     text = topology_to_yaml(topo)
     _readable_back(text, args.input)
@@ -836,7 +840,7 @@ def _over_budget(tbs: int, budget: int | None, model) -> str:
 
 
 def _print_simulation(args, topo, model, tbs: int, rows) -> None:
-    from colc.sizes import format_size
+    from colc.sizes import format_gbs, format_size
 
     print(f"{args.file} on {topo.name} (machine {model.name}, {args.dtype}; {tbs} "
           f"threadblocks per GPU)")
@@ -846,11 +850,13 @@ def _print_simulation(args, topo, model, tbs: int, rows) -> None:
         tb = f"r{r.busiest_tb[0]} tb{r.busiest_tb[1]} {r.busiest_tb[2]:.0%}"
         link = f"{r.busiest_link[0]}->{r.busiest_link[1]} {r.busiest_link[2]:.0%}"
         sel = "yes" if r.selected else "no"
-        print(f"{format_size(r.nbytes):>8}{r.time_us:>12.1f}{r.algbw:>9.2f}{r.busbw:>9.2f}  "
+        print(f"{format_size(r.nbytes):>8}{r.time_us:>12.1f}{format_gbs(r.algbw, 2):>9}"
+              f"{format_gbs(r.busbw, 2):>9}  "
               f"{sel:<9}{tb:<22}{link}")
     unselected = [r for r in rows if not r.selected]
     if unselected:
-        print(f"not selected at {len(unselected)} sizes: {unselected[0].why_not}")
+        sizes = "1 size" if len(unselected) == 1 else f"{len(unselected)} sizes"
+        print(f"not selected at {sizes}: {unselected[0].why_not}")
 
 
 def _cmd_report(argv: list[str]) -> int:

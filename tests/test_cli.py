@@ -565,3 +565,15 @@ def test_convert_refuses_yaml_it_could_not_read_back(tmp_path, monkeypatch, caps
     assert "more than the 0 MiB colc reads" in err[0] and not out.exists()
     monkeypatch.undo()
     assert main(["convert", ring4, "-o", str(out)]) == 0 and out.exists()
+
+
+def test_stdin_topology_and_a_folder_for_convert_are_named(tmp_path, capsys) -> None:
+    """'-' as the topology said 'no such file'; convert -o new/ said 'is a
+    directory' of a folder that does not exist."""
+    ring4 = os.path.join(os.path.dirname(__file__), "..", "examples", "ring-4.yaml")
+    assert main(["convert", "-", "-o", str(tmp_path / "x.yaml")]) == 1
+    assert capsys.readouterr().err.strip() == (
+        "-: error: colc reads a topology from a file, not from standard input")
+    assert main(["convert", ring4, "-o", f"{tmp_path / 'new'}/"]) == 1
+    assert "names a folder (ends in /); colc convert writes one file" in capsys.readouterr().err
+    assert not (tmp_path / "new").exists()
