@@ -407,7 +407,8 @@ class _Reader:
                      f"keeps at most {MAX_SUBS} children per element (MAX_SUBS)", node, fatal=True)
         self.later_base += 1 + len(gpus)
         for g in gpus:
-            rank = self.int_attr(g, "id")
+            text = self.attr(g, "id")  # required; a value is read as strtol reads it
+            rank = parse_strtol(text)[0] if text is not None else None
             if rank is not None:
                 own = sum(1 + sum(1 for s in t.children if s.name == "step")
                           for t in g.children if t.name == "tb")

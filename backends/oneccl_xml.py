@@ -47,6 +47,7 @@ Example
 
 from __future__ import annotations
 
+import re
 from functools import cache
 from importlib import resources
 from xml.sax.saxutils import quoteattr
@@ -349,9 +350,18 @@ def _rname(region: Region | None) -> str:
     return region.value
 
 
+#: Characters XML 1.0 does not allow anywhere, a comment included.
+_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+
+
 def _comment(text: str) -> str:
-    """One line of comment text XML accepts (no ``--``, no trailing ``-``)."""
-    flat = " ".join(text.split())
+    """One line of comment text XML accepts (no ``--``, no trailing ``-``,
+    no character XML forbids: a user's ``--comment "job\x01"``).
+
+    >>> _comment("a -- b\x01c-")
+    'a - - bc'
+    """
+    flat = " ".join(_NOT_XML.sub("", text).split())
     while "--" in flat:
         flat = flat.replace("--", "- -")
     return flat.rstrip("-")

@@ -344,7 +344,7 @@ def _cmd_compile(argv: list[str]) -> int:
         print(f"colc: wrote {_target_name(args.output)} ({result.algorithm}{copies}, "
               f"{opts.collective.value}, {topo.num_ranks} ranks, "
               f"{_written_shape(result, predicted, opts.backend)}; the schedule's bandwidth-only figure "
-              f"{float(result.algbw):.1f} GB/s; verified)",
+              f"{format_gbs(float(result.algbw))} GB/s; verified)",
               file=sys.stderr)
     else:
         sys.stdout.write(result.text)
@@ -779,7 +779,8 @@ def _cmd_simulate(argv: list[str]) -> int:
     if detect_backend(text, args.file) == "oneccl":
         raise ColcError(f"{args.file}: error: a oneCCL file; colc simulate runs MSCCL files "
                         f"(colc verify checks oneCCL files; the figures a compile predicts "
-                        f"for one are its MSCCL twin's: the same command with -o FILE.xml)")
+                        f"for one made from an MSCCL program are its MSCCL twin's: the same "
+                        f"command with -o FILE.xml; hop-relay files are not simulated)")
     read = read_msccl(text, args.file)
     if not read.runnable or read.program is None:
         first = next((d for d in read.diagnostics if d.is_error), "not an MSCCL file")

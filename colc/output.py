@@ -255,6 +255,8 @@ def _write_in_place(path: str, real: str, text: str) -> None:
     try:
         with open(real, "w", encoding="utf-8", newline="\n") as fh:
             fh.write(text)
+    except BrokenPipeError:
+        raise  # its reader stopped (-o /dev/stdout | head): cli.main's quiet 141
     except OSError as err:
         raise ColcError(f"{path}: error: cannot write: {err.strerror}") from None
 

@@ -337,11 +337,16 @@ def selection_warnings(program: Program | ThreadSchedule, backend: str | None = 
     lo, hi = nccl_tests_range(program)
     if selectable_sizes(program, 4, lo, hi) or selectable_sizes(program, 2, lo, hi):
         return []
-    top = program.max_bytes or hi
-    if not any(program.min_bytes <= 1 << k <= top for k in range(3, hi.bit_length())):
-        return [f"no power-of-two size lies in the file's window ({program.min_bytes}.."
-                f"{top} bytes): nccl-tests never calls it"]
     n = _ranks(program)
+    top = program.max_bytes or hi
+
+    def called(size: int, dtype: int) -> bool:  # what nccl-tests moves lies in the window
+        nbytes = nccl_tests_bytes(program.collective, n, size, dtype)
+        return 0 < nbytes and program.min_bytes <= nbytes <= top
+
+    if not any(called(1 << k, d) for k in range(3, hi.bit_length()) for d in (4, 2)):
+        return [f"no power-of-two size nccl-tests runs lies in the file's window "
+                f"({program.min_bytes}..{top} bytes): the runtime never uses it"]
     oneccl = backend == "oneccl" or backend is None and isinstance(program, ThreadSchedule)
     term = "nchunks" if oneccl else "nchunksperloop"
     odd = program.nchunks // (program.nchunks & -program.nchunks)
@@ -352,12 +357,12 @@ def selection_warnings(program: Program | ThreadSchedule, backend: str | None = 
     example = max(step, -(-program.min_bytes // step) * step)
     never = ("no such call cuts into its equal chunks, so the runtime never uses it there"
              if oneccl else "the runtime never selects it there")
-    where = f"e.g. {format_size(example)} in fp32"
-    if program.max_bytes and example > program.max_bytes:
-        where += f", above the window's {format_size(program.max_bytes)}"
+    where = (f"it does at sizes of a multiple of {program.nchunks} elements, e.g. "
+             f"{format_size(example)} in fp32" if example <= top else
+             f"it would at sizes of a multiple of {program.nchunks} elements, and nccl-tests "
+             f"runs none in the window")
     return [f"{term} {program.nchunks} divides no element count of an nccl-tests "
-            f"power-of-two size in the file's window: {never} (it "
-            f"does at sizes of a multiple of {program.nchunks} elements, {where}{advice})"]
+            f"power-of-two size in the file's window: {never} ({where}{advice})"]
 
 
 @functools.lru_cache(maxsize=4)

@@ -325,3 +325,21 @@ def test_dev_stdout_on_a_pipe_is_written_through() -> None:
                           capture_output=True, text=True, check=False, cwd=REPO, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith('name: "ring-4"') and done.stderr == ""
+
+
+@pytest.mark.parametrize("target", ["-", "/dev/stdout"])
+def test_a_closed_reader_of_stdout_is_status_141_quietly(target) -> None:
+    """`colc convert X -o /dev/stdout | true` said 'cannot write: Broken pipe'
+    and exited 1 (review), where `-o -` exited 141 quietly."""
+    import subprocess
+    import sys
+
+    read, write = os.pipe()
+    os.close(read)  # the reader is gone before colc writes a byte
+    try:
+        done = subprocess.run([sys.executable, "-m", "colc.cli", "convert", RING, "-o", target],
+                              stdout=write, stderr=subprocess.PIPE, text=True, cwd=REPO,
+                              timeout=120, check=False)
+    finally:
+        os.close(write)
+    assert (done.returncode, done.stderr) == (141, "")

@@ -75,9 +75,12 @@ def replicate_instances(sched: Schedule, instances: int) -> Schedule:
     assert len(ops) == n * instances
     gates = tuple(g * instances + i if g >= 0 else -1
                   for g in sched.gates for i in range(instances)) if len(sched.gates) == n else ()
+    # every copy of an op keeps its round
+    rounds = tuple(r for r in sched.rounds for _ in range(instances)) \
+        if len(sched.rounds) == n else ()
     return dataclasses.replace(sched, nchunks=sched.nchunks * instances,
                                scratch_chunks=sched.scratch_chunks * instances, ops=tuple(ops),
-                               gates=gates)
+                               gates=gates, rounds=rounds)
 
 
 def split_at_shards(sched: Schedule) -> Schedule:
@@ -98,8 +101,9 @@ def split_at_shards(sched: Schedule) -> Schedule:
     """
     cf = max(1, sched.chunks_per_rank)
     out: list[Op] = []
+    source: list[int] = []  # the op each piece was cut from
     changed = False
-    for op in sched.ops:
+    for j, op in enumerate(sched.ops):
         cuts = {0, op.count}
         for slot in (op.src, op.dst, op.operand):
             if slot is None or slot.buffer is Buffer.SCRATCH:
@@ -107,6 +111,7 @@ def split_at_shards(sched: Schedule) -> Schedule:
             cuts.update(range((-slot.index) % cf or cf, op.count, cf))
         if len(cuts) == 2:
             out.append(dataclasses.replace(op, op_id=len(out)))
+            source.append(j)
             continue
         changed = True
         pts = sorted(cuts)
@@ -114,9 +119,12 @@ def split_at_shards(sched: Schedule) -> Schedule:
             out.append(Op(len(out), op.kind, op.src.shifted(a), op.dst.shifted(a), b - a,
                           op.operand.shifted(a) if op.operand is not None else None, (),
                           op.channel))
+            source.append(j)
     if not changed:
         return sched
     from colc.compiler.lowering.infer_dependencies import infer_dependencies
 
+    rounds = tuple(sched.rounds[j] for j in source) if len(sched.rounds) == len(sched.ops) \
+        else ()
     return infer_dependencies(dataclasses.replace(
-        sched, ops=tuple(dataclasses.replace(o, deps=()) for o in out)))
+        sched, ops=tuple(dataclasses.replace(o, deps=()) for o in out), rounds=rounds))
