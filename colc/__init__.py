@@ -11,7 +11,7 @@ __version__ = "0.1.0"
 def __getattr__(name: str):
     """``colc.compile``, ``colc.load_topology``, ``colc.portfolio``,
     ``colc.write_portfolio``, ``colc.errors`` (loaded on first use)."""
-    if name in ("compile", "load_topology", "portfolio", "write_portfolio", "Compiled"):
+    if name in _API:
         from colc import api
 
         return getattr(api, name)
@@ -20,3 +20,12 @@ def __getattr__(name: str):
 
         return colc.errors
     raise AttributeError(f"module 'colc' has no attribute {name!r}")
+
+
+#: The Python API (docs/api.md), loaded on first use.
+_API = ("compile", "load_topology", "portfolio", "write_portfolio", "Compiled")
+
+
+def __dir__() -> list[str]:
+    """The module's names and the lazily loaded API's, for tab completion."""
+    return sorted({*globals(), *_API, "errors"})

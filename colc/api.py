@@ -51,6 +51,9 @@ def load_topology(source: str | os.PathLike, *, boxes: int | None = None):
     if not isinstance(text, str):
         raise ColcError(f"colc.load_topology: source must be a file path or the text of a "
                         f"topology (str), got {type(text).__name__}")
+    if not text.strip():
+        raise ColcError("colc.load_topology: source is empty; give a file name or the text of "
+                        "a topology")
     if _names_a_file(source, text):
         return load_any_topology(text, boxes=boxes)
     suffix = ".xml" if text.lstrip().startswith("<") else (
@@ -295,8 +298,15 @@ class Compiled:
                 raise ColcError(f"Compiled.analyze: {name} must be a whole number of at "
                                 f"least 0, got {value!r}")
         for name in ("collectives", "algorithms"):  # one name, or several
-            if isinstance(kw.get(name), str):
+            if name not in kw:
+                continue
+            if isinstance(kw[name], (str, Collective)):
                 kw[name] = (kw[name],)
+            if not isinstance(kw[name], (list, tuple)) or not all(
+                    isinstance(x, (str, Collective)) for x in kw[name]):
+                raise ColcError(f"Compiled.analyze: {name} must be a name or a list of names, "
+                                f"got {kw[name]!r}")
+            kw[name] = tuple(dict.fromkeys(kw[name]))  # a name given twice is one row
         budgets = kw.get("budgets", ())
         if not isinstance(budgets, (list, tuple)) or not all(
                 isinstance(b, int) and not isinstance(b, bool) and b >= 0 for b in budgets):

@@ -343,7 +343,8 @@ def _cmd_compile(argv: list[str]) -> int:
         copies = f" x{opts.instances} instances" if opts.instances > 1 else ""
         print(f"colc: wrote {_target_name(args.output)} ({result.algorithm}{copies}, "
               f"{opts.collective.value}, {topo.num_ranks} ranks, "
-              f"{_written_shape(result, predicted, opts.backend)}; the schedule's bandwidth-only figure "
+              f"{_written_shape(result, predicted, opts.backend)}; the schedule's "
+              f"bandwidth-only figure "
               f"{format_gbs(float(result.algbw))} GB/s; verified)",
               file=sys.stderr)
     else:
@@ -582,10 +583,13 @@ def _cmd_analyze(argv: list[str]) -> int:
     p.add_argument("--boxes", type=int, default=None)
     args = p.parse_args(argv)
     budgets = _budget_list(args.budgets)
+    if args.search and args.simulate is False:
+        print("colc: note: --search ignored: it simulates, and --no-simulate asks for none",
+              file=sys.stderr)
     topo = load_any_topology(args.topology, boxes=args.boxes)
     report = analyze_topology(
-        topo, algorithms=tuple(args.algorithm),
-        collectives=tuple(Collective(c) for c in args.collective),
+        topo, algorithms=tuple(dict.fromkeys(args.algorithm)),  # one row per name given
+        collectives=tuple(Collective(c) for c in dict.fromkeys(args.collective)),
         sizes=parse_sizes(args.sizes), simulate=args.simulate, machine=args.machine,
         max_threadblocks=_budget(args.max_threadblocks), budgets=budgets,
         search=args.search, jobs=_jobs(args.jobs) or None)

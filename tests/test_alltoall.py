@@ -502,3 +502,19 @@ def test_analyze_rows_take_the_first_chunking_that_fits_the_budget() -> None:
     (row,) = [r for r in report["schedules"] if r["algorithm"] == "rails"]
     assert row["emittable"], row
     assert row["threadblocks"] <= 16 and row["simulated"][0]["algbw"] > 20
+
+
+def test_moore_bound_counts_parallel_links() -> None:
+    """colc find writes fabrics with parallel links; analyze's Moore bound
+    counted distinct neighbours, so it printed 0.4 beside the LP's f of 0.8
+    (8 ranks, degree 8) though it is an upper bound on f."""
+    from colc.compiler.alltoall.mcf import alltoall_bound
+    from colc.frontends import parse_topology_text
+
+    links = "".join(f"  - {{src: r{a}, dst: r{b}, bandwidth: 10}}\n"
+                    for a in range(3) for b in range(3) if a != b for _ in range(2))
+    topo = parse_topology_text("nodes:\n" + "".join(f"  - {{id: r{k}, kind: gpu}}\n"
+                                                     for k in range(3)) + "links:\n" + links)
+    bound = alltoall_bound(topo)
+    assert bound["mcf"] == pytest.approx(2.0)  # two unit links to each of the two others
+    assert bound["moore_mcf"] == pytest.approx(2.0) and bound["moore_mcf"] >= bound["mcf"]

@@ -188,6 +188,10 @@ def test_api_load_topology_names_paths_and_text(tmp_path):
     for source in (str(tmp_path / "missing.yaml"), tmp_path / "nothere", "topos/absent"):
         with pytest.raises(colc.errors.ColcError, match="error: no such file"):
             colc.load_topology(source)
+    for empty in ("", "  \n"):  # was ": error: no such file"
+        with pytest.raises(colc.errors.ColcError, match="source is empty"):
+            colc.load_topology(empty)
+    assert {"compile", "load_topology", "portfolio", "Compiled"} <= set(dir(colc))
     with pytest.raises(colc.errors.SpecError) as err:
         colc.load_topology("family: ring\nranks: 4\n")
     assert str(err.value).startswith("<text>:") and err.value.path == "<text>"
@@ -240,3 +244,18 @@ def test_api_refuses_what_the_cli_refuses(tmp_path):
     for search in ("yes", 1):
         with pytest.raises(colc.errors.ColcError, match="search must be True or False"):
             colc.compile(topo, algorithm="ring").analyze(search=search)
+
+
+def test_compiled_analyze_names_bad_lists():
+    """Compiled.analyze(algorithms=None) or (collectives=3) raised a bare
+    TypeError from deep inside analyze; a name twice made two rows."""
+    import colc
+
+    ring4 = str(HERE.parent.parent / "examples" / "ring-4.yaml")
+    made = colc.compile(ring4, collective="allgather", algorithm="ring")
+    for kw in ({"algorithms": None}, {"algorithms": 3}, {"collectives": None},
+               {"collectives": [3]}):
+        with pytest.raises(colc.errors.ColcError, match="must be a name or a list of names"):
+            made.analyze(**kw)
+    report = made.analyze(algorithms=["ring", "ring"], simulate=False)
+    assert [s["algorithm"] for s in report["schedules"]] == ["ring"]

@@ -50,6 +50,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+from collections import Counter
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -638,10 +639,14 @@ def _torus_shift(dims: tuple[int, ...], s: int) -> list[int]:
     return out
 
 
-def moore_mcf(n: int, d: int) -> Fraction:
+def moore_mcf(n: int, d: int, neighbours: int | None = None) -> Fraction:
     """The seed's theoretical MCF bound ``d / sum_i i n_i`` (unit links):
     a Moore tree of degree ``d`` puts ``d^i`` nodes at distance ``i`` (the
     rest in the last layer), the least total distance a source can have.
+    With parallel links a rank sends on ``d`` unit links but reaches only
+    ``neighbours`` distinct ranks in one hop: the tree then widens by
+    ``neighbours`` (a doubled complete graph K4: 6 / 3 = 2, not 6 / 3
+    with a tree of width 6, and not 3 / 3 = 1, below its f).
 
     Examples
     --------
@@ -649,16 +654,18 @@ def moore_mcf(n: int, d: int) -> Fraction:
     0.0008570816370259267
     >>> round(float(moore_mcf(32, 4)), 6)  # 5.797e-2
     0.057971
+    >>> moore_mcf(4, 6, neighbours=3)
+    Fraction(2, 1)
     """
     if n < 2 or d < 1:
         raise ColcError("the Moore bound needs at least two nodes and degree 1")
-    left, layer, total, width = n - 1, 1, 0, d
+    left, layer, total, width = n - 1, 1, 0, neighbours or d
     while left > 0:
         here = min(width, left)
         total += layer * here
         left -= here
         layer += 1
-        width *= d
+        width *= neighbours or d
     return Fraction(d, total)
 
 
@@ -715,11 +722,11 @@ def alltoall_bound(topo: Topology) -> dict:
            "moore_mcf": None, "cut": round(cut, 3)}
     direct = len(topo.node) == n
     if direct:
-        out_degree: dict[str, int] = {}
-        for u, _v in topo.capacity():
-            out_degree[u] = out_degree.get(u, 0) + 1
-        degree = max(out_degree.values())
-        out["moore_mcf"] = float(moore_mcf(n, degree))
+        # unit links out of a rank (parallel links each count, as in the
+        # unit LP) and distinct ranks it reaches in one hop
+        links = Counter(link.src for link in topo.links)
+        reach = Counter(u for u, _v in topo.capacity())
+        out["moore_mcf"] = float(max(moore_mcf(n, links[u], reach[u]) for u in reach))
     _, edges, _ = fabric(topo)
     if n > BOUND_RANKS or lp_columns(topo) > BOUND_COLUMNS:
         if direct:

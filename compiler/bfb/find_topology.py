@@ -448,7 +448,7 @@ def find_topology(
     >>> r.chosen.name, r.chosen.hops
     ('C(12,{2,3})', 2)
     """
-    src = "<colc find>"
+    src = "colc find"
     if not 2 <= ranks <= MAX_RANKS:
         raise SpecError(src, f"--ranks must be from 2 to {MAX_RANKS} (the most colc handles), "
                         f"got {ranks}")
