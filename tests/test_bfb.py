@@ -471,3 +471,19 @@ def test_bfb_swaps_overlap_both_directions(coll: Collective) -> None:
                                                    rank_sizes=(1 << 30,)))
     (_, sim), = result.predicted
     assert sim.algbw > 0.85 * float(result.algbw), (sim.algbw, result.algbw)
+
+
+@pytest.mark.parametrize("n,d", [(4, 6), (8, 14), (5, 8)])
+def test_find_offers_the_complete_graph_with_parallel_links(n: int, d: int) -> None:
+    """With a degree a multiple of ranks-1 above it, every candidate took 2
+    or more hops while the bound row had 1 (8 ranks, degree 14: all-to-all
+    4x slower than the doubled K8).  K_n with d/(n-1) links per pair is at
+    the bound on hops, tau and f."""
+    from colc.compiler.bfb.find_topology import check_prediction
+
+    result = find_topology(n, d)
+    assert result.chosen.name == f"K{n}*{d // (n - 1)}"
+    assert (result.chosen.hops, result.chosen.tau) == (result.bound_hops, result.bound_tau)
+    assert check_prediction(result.chosen) == (1, result.chosen.tau)
+    topo = build_candidate(result.chosen.recipe)
+    assert len(topo.links) == n * d  # every rank: d unit links out

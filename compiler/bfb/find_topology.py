@@ -29,6 +29,7 @@ the number of divisors of ``N``; generalized Kautz ``tau`` costs one BFB
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -156,6 +157,8 @@ def _bases(n: int, d: int) -> list[Candidate]:
 
     if n == d + 1:
         add(f"K{n}", 1, bw, True, False, ("complete", n))
+    elif n >= 2 and d > n - 1 and d % (n - 1) == 0:  # every pair joined by several links
+        add(f"K{n}*{d // (n - 1)}", 1, bw, True, False, ("complete", n, d // (n - 1)))
     if n == 2 * d and d >= 2:
         add(f"K({d},{d})", 2, bw, True, False, ("bipartite", n))
     for dims in range(2, 8):
@@ -237,7 +240,7 @@ def build_candidate(recipe: tuple, bandwidth: Fraction = Fraction(1)) -> Topolog
     """Build the topology of a recipe with ``bandwidth`` GB/s per link."""
     kind = recipe[0]
     simple: dict[str, Callable[..., Topology]] = {
-        "complete": lambda n: families.complete(n, bandwidth),
+        "complete": lambda n, m=1: _parallel(families.complete(n, bandwidth), m),
         "bipartite": lambda n: families.complete_bipartite(n, bandwidth),
         "hamming": lambda a, q: generative.hamming(a, q, bandwidth),
         "circulant": lambda n, offs: families.circulant(n, list(offs), bandwidth),
@@ -256,6 +259,14 @@ def build_candidate(recipe: tuple, bandwidth: Fraction = Fraction(1)) -> Topolog
     if kind == "power":
         return cartesian_power(build_candidate(recipe[1], bandwidth), recipe[2])
     return cartesian_product(build_candidate(recipe[1], bandwidth), build_candidate(recipe[2], bandwidth))
+
+
+def _parallel(topo: Topology, m: int) -> Topology:
+    """``topo`` with every link ``m`` times (parallel links of its bandwidth)."""
+    if m == 1:
+        return topo
+    return dataclasses.replace(topo, name=f"{topo.name}*{m}",
+                               links=tuple(link for link in topo.links for _ in range(m)))
 
 
 @dataclass(frozen=True)
