@@ -324,7 +324,9 @@ def test_finder_reproduces_table_3_4():
     r = find_topology(1024, 4)
     rows = {c.name: round(float(c.allreduce_us(r.size, r.alpha, r.bandwidth)), 1) for c in r.frontier}
     assert rows["L(L(L(C(16,{3,4}))))"] == 291.0
-    assert rows["(UniRing(1,4) x UniRing(1,8))^2"] == 567.6
+    # the seed's last row, (UniRing(1,4) x UniRing(1,8))^2 at 567.6 us, is
+    # beaten by a power of a one-way circulant (18 hops, tau 0.99902)
+    assert rows["(DC(32,{1,6}))^2"] == 527.6
     assert 323.5 in rows.values()  # Pi_{4,1024} / DBJ(4,5): 5 hops, tau 1.332
     assert r.chosen.name == "L(L(L(C(16,{3,4}))))"
     assert "(bound)" in r.table() and "267.6" in r.table()
@@ -471,6 +473,22 @@ def test_bfb_swaps_overlap_both_directions(coll: Collective) -> None:
                                                    rank_sizes=(1 << 30,)))
     (_, sim), = result.predicted
     assert sim.algbw > 0.85 * float(result.algbw), (sim.algbw, result.algbw)
+
+
+@pytest.mark.parametrize("n,d,hops", [(9, 3, 2), (5, 3, 2), (7, 5, 2)])
+def test_find_offers_one_way_circulants_where_ranks_and_degree_are_odd(n, d, hops) -> None:
+    """Odd ranks of odd degree have no undirected circulant: the finder
+    offered 3 hops and f 0.2 for 9 ranks of degree 3, where the one-way
+    circulant of offsets 1, 3, 4 meets the bound row (2 hops, tau 8/9)."""
+    from colc.compiler.bfb.find_topology import check_prediction
+
+    result = find_topology(n, d)
+    assert result.chosen.name.startswith(f"DC({n},")
+    assert (result.chosen.hops, result.chosen.tau) == (hops, result.bound_tau)
+    assert check_prediction(result.chosen) == (hops, result.chosen.tau)
+    topo = build_candidate(result.chosen.recipe)
+    out = [sum(link.src == f"r{k}" for link in topo.links) for k in range(n)]
+    assert out == [d] * n  # d one-way links per rank
 
 
 @pytest.mark.parametrize("n,d", [(4, 6), (8, 14), (5, 8)])

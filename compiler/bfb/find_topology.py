@@ -30,6 +30,7 @@ the number of divisors of ``N``; generalized Kautz ``tau`` costs one BFB
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -126,19 +127,67 @@ def _depth(recipe: tuple) -> int:
 
 
 def _diameter_circulant(n: int, offsets: tuple[int, ...]) -> int:
+    """Diameter of the undirected circulant (each offset both ways)."""
+    return max(_circulant_distances(n, offsets + tuple(-o for o in offsets)))
+
+
+#: Rank counts up to which the finder searches one-way circulants, and the
+#: most offset sets it tries (every set holding offset 1: any set with an
+#: offset prime to N is one of those scaled, the same graph).
+DIRECTED_CIRCULANT_RANKS = 32
+DIRECTED_CIRCULANT_SETS = 5000
+
+
+def directed_circulant_offsets(n: int, d: int) -> tuple[int, ...] | None:
+    """The ``d`` offsets of the one-way circulant ``i -> i + o (mod n)``
+    with the least diameter, then the least total distance (the first such
+    set in order), or None outside the searched sizes.
+
+    A one-way circulant can beat the undirected ones where ``n`` and ``d``
+    are both odd (an undirected circulant has even degree): 9 ranks of
+    degree 3 reach the bound row's 2 hops with offsets 1, 3, 4.
+
+    >>> directed_circulant_offsets(9, 3), directed_circulant_offsets(5, 3)
+    ((1, 3, 4), (1, 2, 3))
+
+    Complexity: at most ``DIRECTED_CIRCULANT_SETS`` sets of one BFS of
+    ``n d`` arcs each.
+    """
+    if not 2 <= d < n - 1 or n > DIRECTED_CIRCULANT_RANKS \
+            or math.comb(n - 2, d - 1) > DIRECTED_CIRCULANT_SETS:
+        return None
+    best: tuple[tuple[int, int], tuple[int, ...]] | None = None
+    for rest in itertools.combinations(range(2, n), d - 1):
+        offsets = (1, *rest)
+        dist = _circulant_distances(n, offsets)  # offset 1 reaches every rank
+        key = (max(dist), sum(dist))
+        if best is None or key < best[0]:
+            best = (key, offsets)
+    return best[1] if best else None
+
+
+def _circulant_distances(n: int, steps: tuple[int, ...]) -> list[int]:
+    """Hops from rank 0 to each rank when rank ``x`` links to ``x + s``
+    for each step ``s`` (mod n; -1: unreached)."""
     dist = [-1] * n
     dist[0] = 0
     frontier = [0]
     while frontier:
         nxt = []
         for x in frontier:
-            for o in offsets:
-                for y in ((x + o) % n, (x - o) % n):
-                    if dist[y] < 0:
-                        dist[y] = dist[x] + 1
-                        nxt.append(y)
+            for step in steps:
+                y = (x + step) % n
+                if dist[y] < 0:
+                    dist[y] = dist[x] + 1
+                    nxt.append(y)
         frontier = nxt
-    return max(dist)
+    return dist
+
+
+def _directed_circulant(n: int, offsets: tuple[int, ...], bandwidth: object = 1) -> Topology:
+    arcs = [(i, (i + o) % n) for i in range(n) for o in offsets]
+    name = f"dcirculant-{n}-" + "-".join(map(str, offsets))
+    return generative.from_arcs(name, n, arcs, bandwidth, "<colc find>")
 
 
 @lru_cache(maxsize=None)
@@ -172,6 +221,12 @@ def _bases(n: int, d: int) -> list[Candidate]:
             offs = (m, m + 1)
             add(f"C({n},{{{m},{m + 1}}})", _diameter_circulant(n, offs), bw, True, False,
                 ("circulant", n, offs))
+    offsets = directed_circulant_offsets(n, d)
+    if offsets is not None:
+        sol = generate_bfb(_directed_circulant(n, offsets))
+        tau = sol.tau(d)
+        add(f"DC({n},{{{','.join(map(str, offsets))}}})", sol.num_steps, tau, tau == bw, False,
+            ("dcirculant", n, offsets))
     if d % 2 == 0 and n >= 3:
         add(f"BiRing({d},{n})", n // 2, bw, True, False, ("biring", d, n))
     if n >= 2:
@@ -244,6 +299,7 @@ def build_candidate(recipe: tuple, bandwidth: Fraction = Fraction(1)) -> Topolog
         "bipartite": lambda n: families.complete_bipartite(n, bandwidth),
         "hamming": lambda a, q: generative.hamming(a, q, bandwidth),
         "circulant": lambda n, offs: families.circulant(n, list(offs), bandwidth),
+        "dcirculant": lambda n, offs: _directed_circulant(n, offs, bandwidth),
         "biring": lambda d, m: generative.biring(d, m, bandwidth),
         "uniring": lambda d, m: generative.uniring(d, m, bandwidth),
         "distreg": lambda key: generative.distance_regular(key, bandwidth),
