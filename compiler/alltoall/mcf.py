@@ -645,8 +645,9 @@ def moore_mcf(n: int, d: int, neighbours: int | None = None) -> Fraction:
     rest in the last layer), the least total distance a source can have.
     With parallel links a rank sends on ``d`` unit links but reaches only
     ``neighbours`` distinct ranks in one hop: the tree then widens by
-    ``neighbours`` (a doubled complete graph K4: 6 / 3 = 2, not 6 / 3
-    with a tree of width 6, and not 3 / 3 = 1, below its f).
+    ``neighbours`` (a doubled complete graph K4: 6 unit links, 3 ranks at
+    one hop, 6 / 3 = 2; counting neighbours for ``d`` too gave 3 / 3 = 1,
+    below its f of 2).
 
     Examples
     --------
