@@ -698,7 +698,8 @@ def _cmd_find(argv: list[str]) -> int:
                    default=1 << 20, help="bytes per rank of the all-to-all column")
     p.add_argument("--json", action="store_true",
                    help="print the candidates as one JSON array (an object each) instead "
-                        "of the table")
+                        "of the table (on standard error with -o -, where the YAML goes "
+                        "to standard output)")
     p.add_argument("--mcf-lp", action="store_true",
                    help="solve the all-to-all LP (A.1) for every candidate however large "
                         "(10 minutes or more per candidate at 1024 ranks; default: the distance bound "
