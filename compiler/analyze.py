@@ -833,8 +833,13 @@ def format_table(report: dict) -> str:
             row += "".join(f"{_gbs(r['algbw']):>9}{' ' if r['selected'] else '*'}"
                            for r in s["simulated"])
             tbs = s["threadblocks"]
-            row += (f"  {s['variant']}, nchunksperloop {s['nchunks']}, "
-                    f"{tbs} threadblock{'' if tbs == 1 else 's'} per GPU")
+            files = list(dict.fromkeys(r.get("variant") or s["variant"] for r in s["simulated"]))
+            if s.get("search") and len(files) > 1:  # each size's own best file
+                row += (f"  best per size: {', '.join(files)}; up to {tbs} threadblock"
+                        f"{'' if tbs == 1 else 's'} per GPU")
+            else:
+                row += (f"  {s['variant']}, nchunksperloop {s['nchunks']}, "
+                        f"{tbs} threadblock{'' if tbs == 1 else 's'} per GPU")
             unselected = unselected or not all(r["selected"] for r in s["simulated"])
         lines.append(row)
         if "multicast" in s:

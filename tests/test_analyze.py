@@ -224,3 +224,19 @@ def test_a_slow_fabric_keeps_its_bounds_and_figures() -> None:
     (row,) = [s for s in report["schedules"] if s["algorithm"] == "ring"]
     assert all(0 < r["algbw"] <= bound["algbw"] for r in row["simulated"])
     assert "0.0003" in an.format_table(report)
+
+
+def test_search_rows_name_each_sizes_file() -> None:
+    """With --search a row's sizes come from several files, but the row
+    named one (the largest size's) beside the most threadblocks of any:
+    'trees/c16/Simple ... 26 threadblocks' where that file takes 7."""
+    from colc.frontends.families import hypercube
+
+    report = an.analyze_topology(hypercube(3, 10), collectives=(Collective.ALLGATHER,),
+                                 algorithms=("trees",), search=True, jobs=1)
+    (row,) = [s for s in report["schedules"] if s["algorithm"] == "trees"]
+    files = list(dict.fromkeys(r["variant"] for r in row["simulated"]))
+    assert len(files) > 1  # the case the row's label was wrong in
+    line = next(x for x in an.format_table(report).splitlines() if x.startswith("trees "))
+    assert line.endswith(f"best per size: {', '.join(files)}; up to {row['threadblocks']} "
+                         f"threadblocks per GPU")
