@@ -42,7 +42,7 @@ def emit_msccl_xml(program: Program) -> str:
         The whole file, newline-terminated.
     """
     p = program
-    lines = [f"<!-- {_comment(p.comment)} -->"] if p.comment else []
+    lines = [f"<!-- {comment_line(p.comment)} -->"] if p.comment else []
     lines += [
         f'<algo name="{_name(p.name)}" proto="{p.protocol.value}" nchannels="{p.nchannels}" '
         f'nchunksperloop="{p.nchunks}" ngpus="{p.ngpus}" coll="{p.collective.value}" '
@@ -59,8 +59,9 @@ def emit_msccl_xml(program: Program) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _comment(text: str) -> str:
-    """One line the runtime's comment skipper accepts (no ``--``, no newline)."""
+def comment_line(text: str) -> str:
+    """One line the runtime's comment skipper accepts (no ``--``, no newline);
+    the oneCCL printer's too, past the characters XML forbids."""
     flat = " ".join(text.split())
     while "--" in flat:
         flat = flat.replace("--", "- -")

@@ -361,10 +361,9 @@ def _comment(text: str) -> str:
     >>> _comment("a -- b\x01c-")
     'a - - bc'
     """
-    flat = " ".join(_NOT_XML.sub("", text).split())
-    while "--" in flat:
-        flat = flat.replace("--", "- -")
-    return flat.rstrip("-")
+    from colc.backends.msccl_xml import comment_line
+
+    return comment_line(_NOT_XML.sub("", text))
 
 
 def emit_oneccl_xml(program: Program) -> str:

@@ -138,7 +138,9 @@ def _fig(v: float) -> float:
     >>> _fig(213.33333), _fig(0.034812), _fig(0.00013333)
     (213.333, 0.0348, 0.000133)
     """
-    return round(v, 3) if abs(v) >= 0.1 else float(f"{v:.3g}")
+    from colc.sizes import format_gbs
+
+    return float(format_gbs(v, 3))
 
 
 #: Chunks per root past which a row without simulation shows the representative

@@ -186,8 +186,8 @@ def build_portfolio(topo: Topology, opts: CompileOptions,
                                                      in STRETCHED_SIZES.items()))
     from colc.compiler.option_refusal import mode_problem, option_problem
 
-    if mode_problem(opts):
-        raise UnsupportedError(mode_problem(opts))
+    if (why := mode_problem(opts)) is not None:
+        raise UnsupportedError(why)
     problem = rank_limit_problem(topo.num_ranks)
     if problem is not None:  # a portfolio is MSCCL files; refused before anything is built
         raise InfeasibleError(problem)

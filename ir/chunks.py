@@ -27,6 +27,7 @@ aliasing, that every execution respecting ``deps`` meets the postcondition
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from colc.ir.core import Buffer, Collective, IdentityEnum
@@ -127,6 +128,14 @@ class Schedule:
     routes: tuple[tuple[tuple[int, int], tuple[tuple[tuple[str, ...], int], ...]], ...] = ()
     rounds: tuple[int, ...] = ()
     gates: tuple[int, ...] = ()
+
+    def rounds_of(self, source: Sequence[int]) -> tuple[int, ...]:
+        """Rounds for ops made from these (``self.ops[k]`` for each ``k`` of
+        ``source``: a piece or a copy keeps its op's round), or ``()`` when
+        this schedule has none (or stale ones)."""
+        if len(self.rounds) != len(self.ops):
+            return ()
+        return tuple(self.rounds[k] for k in source)
 
     @property
     def chunks_per_rank(self) -> int:

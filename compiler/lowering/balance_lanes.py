@@ -216,9 +216,7 @@ def balance_lanes(sched: Schedule, plan: LanePlan, *, size: int = 1 << 30,
     Schedule
     """
     ops, source = _split(sched, plan.lanes)
-    # the generator's rounds follow its ops (a cut op's pieces keep its round)
-    rounds = ([sched.rounds[k] for k in source] if len(sched.rounds) == len(sched.ops)
-              else [])
+    rounds = sched.rounds_of(source)
     if len(ops) != len(sched.ops):
         ops = list(infer_dependencies(dataclasses.replace(
             sched, ops=tuple(dataclasses.replace(o, deps=()) for o in ops))).ops)

@@ -75,9 +75,7 @@ def replicate_instances(sched: Schedule, instances: int) -> Schedule:
     assert len(ops) == n * instances
     gates = tuple(g * instances + i if g >= 0 else -1
                   for g in sched.gates for i in range(instances)) if len(sched.gates) == n else ()
-    # every copy of an op keeps its round
-    rounds = tuple(r for r in sched.rounds for _ in range(instances)) \
-        if len(sched.rounds) == n else ()
+    rounds = sched.rounds_of([k for k in range(n) for _ in range(instances)])
     return dataclasses.replace(sched, nchunks=sched.nchunks * instances,
                                scratch_chunks=sched.scratch_chunks * instances, ops=tuple(ops),
                                gates=gates, rounds=rounds)
@@ -124,7 +122,6 @@ def split_at_shards(sched: Schedule) -> Schedule:
         return sched
     from colc.compiler.lowering.infer_dependencies import infer_dependencies
 
-    rounds = tuple(sched.rounds[j] for j in source) if len(sched.rounds) == len(sched.ops) \
-        else ()
     return infer_dependencies(dataclasses.replace(
-        sched, ops=tuple(dataclasses.replace(o, deps=()) for o in out), rounds=rounds))
+        sched, ops=tuple(dataclasses.replace(o, deps=()) for o in out),
+        rounds=sched.rounds_of(source)))
