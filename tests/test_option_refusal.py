@@ -28,11 +28,11 @@ def test_protocol_the_machine_lacks_is_named_before_building(tmp_path, capsys) -
 
 def test_chunks_that_fit_nothing_are_named_with_what_works() -> None:
     topo = torus([3, 3], 10)
-    opts = CompileOptions(algorithm="bfb", chunks=64, collective=Collective.ALLREDUCE)
+    opts = CompileOptions(algorithm="bfb", chunks=72, collective=Collective.ALLREDUCE)
     with pytest.raises(InfeasibleError) as exc:
         compile_topology(topo, opts)
     text = str(exc.value)
-    assert text.startswith("--chunks 64 rules out every candidate; without --chunks")
+    assert text.startswith("--chunks 72 rules out every candidate; without --chunks")
     assert "more than 71 chunks in a step" in text  # the refusal it explains follows
     variant = text.split("writes a file (")[1].split(")")[0]
     # the variant the message names is the one written without --chunks

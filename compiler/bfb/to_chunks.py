@@ -21,15 +21,20 @@ Lowering (seed 001 section 3.3, A.2, Def 5, Thm 1):
   foreign shard exactly once in ``A``, so the reversed sends form reduction
   trees towards ``v`` and a rank only forwards a partial after all its
   subtree's REDUCEs (earlier steps).  Partials live in the input buffer;
-  rank ``v`` finally copies ``i[vP..]`` to ``o[0..]``;
-* allreduce: copy input to output, reduce-scatter in the output buffer,
-  then allgather in the output buffer.
+  rank ``v`` finally copies ``i[vP..]`` to ``o[0..]``.  Where several
+  neighbours reduce into the same chunks of a rank in one step (a
+  broadcast's fan-out, reversed), their REDUCEs are cut into parts and
+  staggered (``_interleaved``) so they run side by side instead of each
+  waiting for the previous neighbour's whole reduction;
+* allreduce: copy input to output (in pieces of at most 71 chunks, the
+  runtime's count per step), reduce-scatter in the output buffer, then
+  allgather in the output buffer.
 
 ``Op.channel`` is the index of the sending rank among the receiver's
 in-neighbours (in the allgather orientation), so parallel in-links of a rank
 can run on parallel channels.
 
-Complexity: O(sends).
+Complexity: O(sends), and O(k m^2) per fan-in of k senders over m parts.
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ from colc.errors import InternalError, UnsupportedError
 from colc.ir.bfb import BfbSolution, ChunkedSchedule, StepSchedule
 from colc.ir.chunks import Op, OpKind, Schedule, Slot
 from colc.ir.core import Buffer, Collective
+from colc.ir.load_checks import MAX_COUNT
 from colc.ir.topology import Topology
 
 NAME = "bfb-to-chunks"
@@ -115,7 +121,7 @@ def bfb_to_schedule(
             b.add(OpKind.COPY, Slot(r, Buffer.INPUT, r * p), Slot(r, Buffer.OUTPUT, 0), p)
     else:
         for r in range(n):
-            b.add(OpKind.COPY, Slot(r, Buffer.INPUT, 0), Slot(r, Buffer.OUTPUT, 0), n * p)
+            b.copy(Slot(r, Buffer.INPUT, 0), Slot(r, Buffer.OUTPUT, 0), n * p)
         _reduce_ops(b, discretize_chunks(_need(rs), p), Buffer.OUTPUT)
         _allgather_ops(b, discretize_chunks(ag, p))
     return Schedule(
@@ -150,6 +156,16 @@ class _Builder:
         self.ops.append(Op(len(self.ops), kind, src, dst, count, operand, (), channel))
         self.rounds.append(self.base + step)
 
+    def copy(self, src: Slot, dst: Slot, count: int) -> None:
+        """A local copy, cut into as few near-equal pieces as a step's count
+        allows: an allreduce's ``N P`` chunks reach the runtime's
+        ``MAX_COUNT`` from 72 on."""
+        k = -(-count // (MAX_COUNT - 1))
+        for i in range(k):
+            a = count * i // k
+            self.add(OpKind.COPY, Slot(src.rank, src.buffer, src.index + a),
+                     Slot(dst.rank, dst.buffer, dst.index + a), count * (i + 1) // k - a)
+
 
 def _channels(cs: ChunkedSchedule) -> dict[tuple[int, int], int]:
     """Channel of a (src, dst) pair: index of src among dst's senders."""
@@ -173,9 +189,53 @@ def _reduce_ops(b: _Builder, cs: ChunkedSchedule, buf: Buffer) -> None:
     """Reversed allgather of the transpose graph (see the module docstring)."""
     p, chan = cs.chunks_per_shard, _channels(cs)
     last = max((s.step for s in cs.sends), default=0)
-    for s in sorted(cs.sends, key=lambda x: (-x.step, x.src, x.shard, x.dst, x.first)):
-        at = s.shard * p + s.first
-        dst = Slot(s.src, buf, at)
-        b.add(OpKind.REDUCE, Slot(s.dst, buf, at), dst, s.count, operand=dst,
-              channel=chan[(s.src, s.dst)], step=last - s.step)
+    groups: dict[tuple[int, int, int], list] = {}
+    for s in cs.sends:
+        groups.setdefault((-s.step, s.src, s.shard), []).append(s)
+    for key in sorted(groups):
+        for s, first, count in _interleaved(groups[key]):
+            at = s.shard * p + first
+            dst = Slot(s.src, buf, at)
+            b.add(OpKind.REDUCE, Slot(s.dst, buf, at), dst, count, operand=dst,
+                  channel=chan[(s.src, s.dst)], step=last - s.step)
     b.base += cs.num_steps
+
+
+def _interleaved(fan: list) -> list[tuple]:
+    """A step's partials of one shard into one rank, cut and ordered so that
+    no two of them reduce the same chunks at once.
+
+    ``fan`` holds the sends (allgather orientation: ``src`` reduces what
+    ``dst`` sends) of one step, one receiving rank and one shard.  Partials
+    into the same chunks must reduce one after another; in program order
+    one whole partial after another, every sender but the first waits for
+    the previous sender's whole reduction.  Here the chunks are cut at every
+    range's ends and each piece is cut again into as many parts as senders
+    cover it (while it has chunks to cut), then emitted in rounds: in each
+    round a sender takes its first part that no other sender took in that
+    round.  On ``k`` senders of the same range this is a Latin square: the
+    ``k`` reductions run side by side, each waiting only for a part the
+    previous sender reduced in the round before.
+
+    Returns ``(send, first, count)`` in program order.
+    """
+    fan = sorted(fan, key=lambda x: (x.dst, x.first))
+    if len(fan) == 1:
+        return [(fan[0], fan[0].first, fan[0].count)]
+    ends = sorted({x.first for x in fan} | {x.first + x.count for x in fan})
+    parts: list[tuple[int, int]] = []
+    for a, z in zip(ends, ends[1:]):
+        k = min(z - a, sum(1 for x in fan if x.first <= a and z <= x.first + x.count))
+        parts += [(a + (z - a) * i // k, a + (z - a) * (i + 1) // k) for i in range(k)] if k else []
+    todo = [[pt for pt in parts if x.first <= pt[0] and pt[1] <= x.first + x.count] for x in fan]
+    out: list[tuple] = []
+    while any(todo):
+        taken: set[tuple[int, int]] = set()
+        for j, x in enumerate(fan):
+            free = [pt for pt in todo[j] if pt not in taken]
+            if todo[j]:
+                pt = (free or todo[j])[0]
+                taken.add(pt)
+                todo[j].remove(pt)
+                out.append((x, pt[0], pt[1] - pt[0]))
+    return out
