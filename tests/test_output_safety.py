@@ -343,3 +343,22 @@ def test_a_closed_reader_of_stdout_is_status_141_quietly(target) -> None:
     finally:
         os.close(write)
     assert (done.returncode, done.stderr) == (141, "")
+
+
+def test_a_portfolio_does_not_replace_a_users_file_of_its_name(tmp_path, capsys) -> None:
+    """A user's own file under a name colc picks for a portfolio file was
+    replaced without a word.  colc replaces only its own earlier files
+    (their first line says colc wrote them); here nothing is written."""
+    folder = tmp_path / "algos"
+    assert main([RING, "--algorithm", "ring", "-o", f"{folder}/"]) == 0
+    names = sorted(p.name for p in folder.iterdir())
+    assert main([RING, "--algorithm", "ring", "-o", f"{folder}/"]) == 0  # colc's own: replaced
+    mine = folder / names[0]
+    mine.write_text("<algo name='hand-tuned'/>\n")
+    before = {p.name: p.read_bytes() for p in folder.iterdir()}
+    capsys.readouterr()
+    assert main([RING, "--algorithm", "ring", "-o", f"{folder}/"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"{mine}: error: exists and colc did not write it")
+    assert "\n" not in err
+    assert {p.name: p.read_bytes() for p in folder.iterdir()} == before
