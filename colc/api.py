@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import tempfile
+import warnings
 from dataclasses import dataclass
 
 from colc.collector import fewer_collections
@@ -39,6 +40,8 @@ def load_topology(source: str | os.PathLike, *, boxes: int | None = None):
     Returns
     -------
     colc.ir.topology.Topology
+        Its ``notes`` (a TACCL profile measured at another size than 1 MB)
+        are also issued as ``UserWarning``.
     """
     from colc.cli import load_any_topology
 
@@ -55,7 +58,7 @@ def load_topology(source: str | os.PathLike, *, boxes: int | None = None):
         raise ColcError("colc.load_topology: source is empty; give a file name or the text of "
                         "a topology")
     if _names_a_file(source, text):
-        return load_any_topology(text, boxes=boxes)
+        return load_any_topology(text, boxes=boxes, warn=_warn)
     suffix = ".xml" if text.lstrip().startswith("<") else (
         ".json" if _is_json(text) else ".yaml")
     with tempfile.TemporaryDirectory() as tmp:
@@ -63,10 +66,14 @@ def load_topology(source: str | os.PathLike, *, boxes: int | None = None):
         with open(path, "w", encoding="utf-8") as fh:
             fh.write(text)
         try:
-            topo = load_any_topology(path, boxes=boxes)
+            topo = load_any_topology(path, boxes=boxes, warn=_warn)
         except ColcError as err:
             raise _as_text(err, path) from None
     return dataclasses.replace(topo, source="<text>")
+
+
+def _warn(note: str) -> None:
+    warnings.warn(note, UserWarning, stacklevel=4)  # at the caller of load_topology
 
 
 #: Endings that make a one-line ``source`` a file name, not topology text.

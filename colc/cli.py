@@ -399,16 +399,22 @@ def _write_portfolio(topo, opts, folder: str) -> int:
     return 0
 
 
-def load_any_topology(path: str, boxes: int | None = None):
+def load_any_topology(path: str, boxes: int | None = None, warn=None):
     """Load a topology from any supported input format, chosen by content;
     its ``inputs`` are every file read for it (``path`` and, for a wrapper,
-    the NCCL dump it names)."""
+    the NCCL dump it names).  Its ``notes`` go to ``warn`` (default: a
+    ``colc: warning:`` line each on stderr)."""
     import dataclasses
 
     from colc.frontends._input import recording_reads
 
     with recording_reads() as paths:
         topo = _load_any(path, boxes)
+    for note in topo.notes:
+        if warn is None:
+            print(f"colc: warning: {note}", file=sys.stderr)
+        else:
+            warn(note)
     return dataclasses.replace(topo, inputs=tuple(dict.fromkeys([path, *paths])))
 
 

@@ -11,7 +11,11 @@ Topology forms (``taccl/examples/topo``; peer survey section 2.2):
   ``node_betas_list[0]``).
 
 Costs are microseconds per MB, so a beta ``b`` is ``1000 / b`` GB/s (for
-``invbws``, ``invbw - alpha`` is used as the beta).  With a sketch file,
+``invbws``, ``invbw - alpha`` is used as the beta).  A profile whose name
+ends in another size (TACCL's ``NDv2_1KB``, ``NDv2_32KB``) holds costs per
+chunk of that size, scaled at will for TACCL's solver (its INPUT_GUIDE), so
+only their ratios carry over: it is read the same way, with a warning in
+``Topology.notes``.  With a sketch file,
 ``nnodes`` boxes are built (ranks box-major, ids ``b{b}g{i}``); boxes are
 joined by one switch ``ib`` with each GPU's share of the node's NICs
 (``nics_per_node * 1000 / remote_beta / gpus_per_node`` GB/s).  The other
@@ -29,6 +33,7 @@ Fraction(25, 1)
 
 from __future__ import annotations
 
+import re
 from fractions import Fraction
 
 from colc.errors import SpecError
@@ -47,6 +52,9 @@ NDV2_PATTERN = (
 )
 
 _MAX_NODES = 4096
+
+#: A size at the end of a profile's name (TACCL's examples: ``NDv2_1KB``).
+_SIZE_SUFFIX = re.compile(r"[_-](\d+)\s*([KMG]?B)$", re.IGNORECASE)
 
 
 def _bw(beta: object, path: str, field: str) -> Fraction:
@@ -124,9 +132,34 @@ def load_taccl_topology(path: str, sketch: str | None = None, nnodes: int | None
             for i in range(gpn):
                 links += [Link(f"b{b}g{i}", "ib", share), Link("ib", f"b{b}g{i}", share)]
     topo = Topology(name if nnodes == 1 else f"{name}-x{nnodes}", tuple(nodes), tuple(links),
-                    path)
+                    path, notes=_size_notes(name, path, links))
     validate_topology(topo, path)
     return topo
+
+
+def profile_size(name: str) -> str | None:
+    """The chunk size a TACCL profile's name ends with (``NDv2_32KB``), if any.
+
+    >>> profile_size("NDv2_32KB"), profile_size("DGX2-1mb"), profile_size("custom")
+    ('32KB', '1MB', None)
+    """
+    found = _SIZE_SUFFIX.search(name)
+    return f"{found.group(1)}{found.group(2).upper()}" if found else None
+
+
+def _size_notes(name: str, path: str, links: list[Link]) -> tuple[str, ...]:
+    """A warning for a profile measured at another size than 1 MB: its costs
+    are per chunk of that size and scaled for TACCL's solver, so only their
+    ratios carry over (TACCL's INPUT_GUIDE)."""
+    size = profile_size(name)
+    if size is None or size == "1MB":
+        return ()
+    rates = sorted({link.bandwidth for link in links}, reverse=True)
+    shown = ", ".join(approx(r) for r in rates[:3]) + (", ..." if len(rates) > 3 else "")
+    return (f"{path}: TACCL profile '{name}' has costs for {size} chunks, which TACCL scales "
+            f"at will; colc reads them as microseconds per MB, so its links run at {shown} "
+            f"GB/s: the schedules follow the links' ratios, but predicted GB/s and size "
+            f"windows are only right for a 1MB profile (or a YAML topology)",)
 
 
 def _intra(doc: dict, name: str, gpn: int, path: str

@@ -102,6 +102,9 @@ class Topology:
         The machine when a hardware family built it (``a100``, ``h100``,
         ``mi250``; empty otherwise): it picks the runtime cost model whatever
         the topology is named.
+    notes : tuple of str
+        What a frontend read with a caveat (a TACCL profile measured at
+        another size than 1 MB): one line each, printed as warnings.
     """
 
     name: str
@@ -110,6 +113,7 @@ class Topology:
     source: str = field(default="<topology>", compare=False)
     hardware: str = field(default="", compare=False)
     inputs: tuple[str, ...] = field(default=(), compare=False)
+    notes: tuple[str, ...] = field(default=(), compare=False)
 
     @cached_property
     def ranks(self) -> tuple[str, ...]:

@@ -508,3 +508,32 @@ def test_taccl_remote_beta_out_of_range_is_named(tmp_path) -> None:
     with pytest.raises(SpecError, match=r"field 'remote_beta': 1000000000.0 us/MB over 1 NIC\(s\) "
                                         r"and 8 GPUs is 1.25e-7 GB/s a GPU"):
         load_taccl_topology(str(p), nnodes=2)
+
+
+def test_taccl_profile_of_another_size_is_read_with_a_warning(tmp_path, capsys) -> None:
+    """TACCL's own NDv2 examples at 1KB and 32KB hold costs per chunk of that
+    size, scaled (x100, x10) for its solver: read as microseconds per MB, as
+    the 1MB profile is, their links came out 10x too fast without a word.
+    The links keep their ratios (the schedule's shape) and a warning says
+    what the figures rest on; a 1MB profile gets none."""
+    import warnings
+
+    import colc
+    from colc.cli import main
+
+    small = tmp_path / "ndv2-1KB.json"
+    small.write_text(json.dumps({
+        "name": "NDv2_1KB", "gpus_per_node": 8, "nics_per_node": 1, "alpha": 30,
+        "node_betas_list": [2.24, 4.50], "node_invbws_list": [32.25, 34.50],
+        "remote_alpha": 260, "remote_beta": 10.25, "remote_invbw": 270.25}))
+    topo = load_taccl_topology(str(small))
+    (note,) = topo.notes
+    assert "'NDv2_1KB' has costs for 1KB chunks" in note and "446.429, 222.222 GB/s" in note
+    assert not load_taccl_topology(os.path.join(DATA, "taccl-ndv2.json")).notes
+    assert main(["convert", str(small), "-o", str(tmp_path / "t.yaml")]) == 0
+    err = capsys.readouterr().err.splitlines()
+    assert err[0] == f"colc: warning: {note}" and len([e for e in err if note in e]) == 1
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        colc.load_topology(str(small))
+    assert [str(w.message) for w in seen] == [note]
