@@ -131,12 +131,19 @@ CROSSING_RINGS = (*FUSED[1:], FUSED[0])
 CROSSING_SCATTER = ({**CROSSING_RINGS[0], "pair_mirrors": True}, *CROSSING_RINGS[1:])
 #: Strategies without the balance pass (the pre-cost-model lowering).
 STRATEGIES = FUSED
-#: Algorithms lowered decoupled first, balanced or not, above
-#: ``DECOUPLED_FIRST_RANKS`` ranks: their fused lowerings hang at one call per
-#: chunk there (dimrings on 2-D tori from 8x8; BFB on hypercubes of dimension
-#: 8 and 9), and each one tried costs a lowering and a token game (most of
-#: the lowering time at 512 ranks).  Below, the fused ones are tried first
-#: (where they run they pipeline relays, which pays on small fabrics).
+#: Algorithms lowered decoupled first, balanced or not, in their Simple and
+#: LL128 files, and in LL ones above ``DECOUPLED_FIRST_RANKS`` ranks.  There
+#: their fused lowerings hang at one call per chunk (dimrings on 2-D tori
+#: from 8x8; BFB on hypercubes of dimension 8 and 9), and each one tried
+#: costs a lowering and a token game (most of the lowering time at 512
+#: ranks).  Below, a fused receive-and-forward holds its threadblock's next
+#: receive behind its send: where a fused Simple file runs, the unfused one
+#: simulates up to twice as fast on more threadblocks (1 GiB; torus 4x4
+#: allgather, bfb, 1 chunk: 22.0 GB/s on 5 threadblocks fused, 31.8 on 9;
+#: torus 3x5 reduce-scatter, dimrings, 2 chunks: 14.4 on 5, 29.1 on 9),
+#: while LL files, ranked at small sizes, are as fast or up to 10% faster
+#: fused on fewer threadblocks (4-rank ring allreduce at 1 KiB).  Under a
+#: budget the unfused files do not fit, the fused ones come next.
 DECOUPLED_FIRST = frozenset({"dimrings", "bfb"})
 DECOUPLED_FIRST_RANKS = 256
 
@@ -535,7 +542,9 @@ class Compiler:
     def _strategies(self, variant: Variant) -> tuple[dict, ...]:
         if variant.unpaired:
             return UNPAIRED
-        if variant.algorithm in DECOUPLED_FIRST and self.topo.num_ranks > DECOUPLED_FIRST_RANKS:
+        if variant.algorithm in DECOUPLED_FIRST and (
+                variant.protocol is not Protocol.LL
+                or self.topo.num_ranks > DECOUPLED_FIRST_RANKS):
             return DECOUPLED
         if variant.algorithm == "rings2d" and self._crossing_once(variant):
             return (CROSSING_SCATTER if self.opts.collective is Collective.REDUCESCATTER

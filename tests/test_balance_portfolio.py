@@ -602,7 +602,9 @@ def test_large_direct_fabrics_try_one_chunking_lowered_decoupled_first():
     """Issue 11: above ONE_CHUNKING_RANKS bfb and dimrings try one chunk per
     shard (each further chunking is a whole job more, and the simulator and the
     verifier run a call per chunk); their fused lowerings, which hang there at
-    one call per chunk, are tried after the decoupled one."""
+    one call per chunk, are tried after the decoupled one.  Below, their
+    Simple and LL128 files are lowered decoupled first too (fused relays ran
+    at up to half speed) and their LL files fused first."""
     from colc.compiler.choose_variants import ONE_CHUNKING_RANKS
     from colc.compiler.pipeline import (
         DECOUPLED,
@@ -621,9 +623,11 @@ def test_large_direct_fabrics_try_one_chunking_lowered_decoupled_first():
         opts = CompileOptions(algorithm=alg, collective=Collective.ALLGATHER)
         assert len(variants(Compiler(small, opts))) > 1
         assert [v.chunks for v in variants(Compiler(large, opts))] == [1]
-        v = Variant(alg, 1, Protocol.SIMPLE)
-        assert Compiler(small, opts)._strategies(v) == FUSED
-        assert Compiler(large, opts)._strategies(v) == DECOUPLED
+        for proto in (Protocol.SIMPLE, Protocol.LL128, Protocol.LL):
+            v = Variant(alg, 1, proto)
+            assert Compiler(small, opts)._strategies(v) == (
+                FUSED if proto is Protocol.LL else DECOUPLED)
+            assert Compiler(large, opts)._strategies(v) == DECOUPLED
 
 
 def test_coarse_portfolio_gives_the_midpoint_to_a_grid_form_ranked_above_it(monkeypatch) -> None:
