@@ -1171,22 +1171,57 @@ def _iterations_capped(program: Program, backend: str) -> Program:
     return dataclasses.replace(program, max_bytes=limit)
 
 
+#: Off the ladder (a budget the user chose, such as 11), the best this many
+#: variants are also lowered for every budget from the rung below up: a
+#: variant lowered for more threadblocks than it needs can be slower (torus
+#: 4x4 reduce-scatter, bfb, at 128 MiB and 1 GiB: 71.3 GB/s within 9, 63.9
+#: within 10, 64.5 within 11), and the best within 9 was another variant
+#: than the winner within 11, whose file predicted 66.8.
+OFF_LADDER_VARIANTS = 3
+
+
 def _smaller_budgets(compiler: Compiler, scored: list, sizes: tuple[int, ...],
                      refusals: list[str]) -> list:
-    """``scored`` with the winner also lowered for the ladder's smaller budgets."""
+    """``scored`` with the winner also lowered for the ladder's smaller
+    budgets, and off the ladder the best ``OFF_LADDER_VARIANTS`` for every
+    budget from the rung below (``below_rung``)."""
     if not scored or compiler.topo.num_ranks > LADDER_RANKS:
         return scored
     out = list(scored)
-    for variant in ladder_variants(compiler, scored[0][2]):
-        try:
-            out.append((-compiler.score(variant, sizes), variant.label, variant))
-        except ColcError as err:
-            refusals.append(f"{variant.label}: {err}")
+    tried: set[Variant] = {row[2] for row in scored}
+    leaders = [scored[0][2]]
+    if compiler.budget not in BUDGET_LADDER:
+        for row in scored[1:]:
+            if len(leaders) < OFF_LADDER_VARIANTS and row[2].budget == 0 and row[2] not in leaders:
+                leaders.append(row[2])
+    for leader in leaders:
+        extra = below_rung(compiler) if compiler.budget not in BUDGET_LADDER else ()
+        for variant in ladder_variants(compiler, leader, extra=extra):
+            if variant in tried:
+                continue
+            tried.add(variant)
+            try:
+                out.append((-compiler.score(variant, sizes), variant.label, variant))
+            except ColcError as err:
+                refusals.append(f"{variant.label}: {err}")
     out.sort(key=_ranking(compiler, sizes))
     return out
 
 
-def ladder_variants(compiler: Compiler, winner: Variant, full: bool = True) -> list[Variant]:
+def below_rung(compiler: Compiler) -> tuple[int, ...]:
+    """Budgets from the ladder's rung below the compiler's budget up to one
+    less than it (``OFF_LADDER_VARIANTS``).
+
+    >>> from colc.frontends.families import ring
+    >>> below_rung(Compiler(ring(4, 1), CompileOptions(max_threadblocks=11)))
+    (8, 9, 10)
+    """
+    rung = max((b for b in BUDGET_LADDER if b < compiler.budget), default=1)
+    return tuple(range(rung, compiler.budget))
+
+
+def ladder_variants(compiler: Compiler, winner: Variant, full: bool = True,
+                    extra: tuple[int, ...] = ()) -> list[Variant]:
     """``winner`` lowered for the ladder's budgets below the compiler's
     (``BUDGET_LADDER``, one less, half; with ``full``, up to
     ``FULL_LADDER_RANKS``, one less than each of those too), smallest first:
@@ -1195,7 +1230,7 @@ def ladder_variants(compiler: Compiler, winner: Variant, full: bool = True) -> l
     already fits, it comes out as it is (56 of 56 lowerings of the examples'
     portfolios)."""
     takes = compiler.program(winner).max_threadblocks
-    budgets = {compiler.budget - 1, compiler.budget // 2}
+    budgets = {compiler.budget - 1, compiler.budget // 2, *extra}
     below = [b for b in BUDGET_LADDER if b < compiler.budget]
     budgets |= set(below)
     if full and compiler.topo.num_ranks <= FULL_LADDER_RANKS:

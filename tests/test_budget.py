@@ -95,6 +95,25 @@ def test_a_larger_budget_never_predicts_slower(topo_name, algorithm, budgets) ->
     assert figures == sorted(figures), dict(zip(budgets, figures, strict=True))
 
 
+def test_budgets_off_the_ladder_never_predict_slower() -> None:
+    """A user's budget between the ladder's rungs: torus 4x4 reduce-scatter
+    (bfb at 25 GB/s) predicted 71.3 GB/s (harmonic mean of 128 MiB and 1 GiB)
+    within 9, 69.7 within 10 and 66.8 within 11: bfb lowered for 10 or 11
+    threadblocks is slower than for 9, and within 11 only the winner (bfb
+    with 16 chunks) was lowered again for smaller budgets, not for 9.  Off
+    the ladder the best three variants are lowered for every budget from the
+    rung below."""
+    topo = torus([4, 4], 25)
+    figures = []
+    for budget in (9, 11, 13):
+        result = compile_topology(topo, CompileOptions(
+            algorithm="bfb", collective=Collective.REDUCESCATTER, max_threadblocks=budget,
+            jobs=1))
+        times = [1 / sim.algbw for _, sim in result.predicted]
+        figures.append(len(times) / sum(times))
+    assert figures == sorted(figures), figures
+
+
 def test_analyze_shows_the_trade_off_by_budget(capsys) -> None:
     """colc analyze --budgets: per budget the best file, within it, never slower
     than a smaller budget's; a budget nothing fits says which one works."""
