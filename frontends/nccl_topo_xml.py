@@ -32,7 +32,9 @@ Model (grammar of NCCL ``src/graph/xml.cc``/``topo.cc``; peer survey section 3):
   GB/s), ``nccl`` uses NCCL's effective numbers (SM60 18, SM70/80 20, SM86
   12, SM90 20.6, SM100 40.1);
 * every ``<net>`` with a ``dev`` is a NIC of ``speed`` Mb/s (<= 0 or missing:
-  10000) = ``speed / 8000`` GB/s.  GPUs take the nearest unassigned NIC in
+  10000, as NCCL reads it, with a note when boxes use it) = ``speed / 8000``
+  GB/s; GPUs of several kinds (``sm``, ``gcn``) get no cost model of their
+  own, with a note (``Topology.notes``, warnings on the command line).  GPUs take the nearest unassigned NIC in
   the PCI tree in rank order; left-over NICs go to their nearest GPU.  When
   every NIC has a GPU of its own the NIC is modelled as the link
   GPU <-> ``ib{k % P}`` (k = the NIC's position by ``dev``); otherwise (fewer
@@ -348,6 +350,8 @@ class _Box:
         self.nets: list[_Net] = []
         self.pci_class: dict[str, int] = {}
         self.bare_gpu_pcis: list[etree._Element] = []
+        self.notes: list[str] = []  # read with a caveat: Topology.notes
+        self.slow_nets: list[str] = []  # NICs without a speed
 
     @classmethod
     def parse(cls, root: etree._Element, path: str, table: Mapping[int, Fraction],
@@ -398,8 +402,12 @@ class _Box:
         dev = _attr_int(el, "dev", self.path, required=False)
         if dev is None:
             return  # NCCL ignores nets without dev
-        speed = _attr_int(el, "speed", self.path, required=False, default=10000) or 0
-        if speed <= 0:
+        speed = _attr_int(el, "speed", self.path, required=False, default=0) or 0
+        if speed <= 0:  # noted once boxes use the NICs (``build``)
+            self.slow_nets.append(
+                f"{self.path}:{el.sourceline}: <net name=\"{el.get('name', '')}\" dev=\"{dev}\"> "
+                f"has no speed above 0; read as NCCL reads it, 10000 Mb/s (1.25 GB/s); give "
+                f"the NIC's speed in Mb/s if it is faster")
             speed = 10000
         nic = el.getparent()
         anchor = nic.getparent() if nic is not None and nic.getparent() is not None else el
@@ -428,6 +436,13 @@ class _Box:
             if k in seen:
                 raise SpecError(self.path, f"two <gpu> elements with {key}={k}", g.el.sourceline)
             seen[k or 0] = g
+        devs: dict[int, _Gpu] = {}
+        for g in sorted(self.gpus, key=lambda g: g.el.sourceline or 0):
+            if g.dev in devs:
+                raise SpecError(self.path, f"<gpu dev=\"{g.dev}\">: dev {g.dev} is also the <gpu> "
+                                f"on line {devs[g.dev].el.sourceline}'s; NCCL numbers its GPUs "
+                                "apart", g.el.sourceline)
+            devs[g.dev] = g
         first: dict[str, _Gpu] = {}
         for g in sorted(self.gpus, key=lambda g: g.el.sourceline or 0):
             if g.busid in first:
@@ -558,15 +573,27 @@ class _Box:
                         duplex(f"b{b}g{i}", nic, _pci_bandwidth(self.gpus[i].el.getparent(),
                                                                 path))
                     duplex(nic, ib, bw)
-        return Topology(name, tuple(nodes), tuple(links), path, hardware=self.hardware())
+        hardware = self.hardware()
+        return Topology(name, tuple(nodes), tuple(links), path, hardware=hardware,
+                        notes=tuple(self.notes + (self.slow_nets if boxes > 1 else [])))
 
     def hardware(self) -> str:
         """The machine whose cost model fits the dump's GPUs (``SM_MACHINES``
         by their ``sm``, an AMD GPU's by its ``gcn``: ``FAMILY_MACHINES``; all
-        alike), else "" (the name decides, ``model_for``)."""
+        alike), else "" (the name decides, ``model_for``); GPUs of several
+        kinds leave a note."""
         kinds = {FAMILY_MACHINES[g.family] if g.family else SM_MACHINES.get(g.sm, "")
                  for g in self.gpus}
-        return kinds.pop() if len(kinds) == 1 else ""
+        if len(kinds) == 1:
+            return kinds.pop()
+        which = sorted({f"gcn {g.el.get('gcn')}" if g.family else f"sm {g.sm}"
+                        for g in self.gpus})
+        note = (f"{self.path}: GPUs of different kinds ({', '.join(which)}): no one "
+                f"machine's cost model fits them, so the topology's name picks one (generic if "
+                f"it names none)")
+        if note not in self.notes:
+            self.notes.append(note)
+        return ""
 
 
 def _tree_distance(a: etree._Element | None, b: etree._Element | None) -> int:

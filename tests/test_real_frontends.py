@@ -537,3 +537,41 @@ def test_taccl_profile_of_another_size_is_read_with_a_warning(tmp_path, capsys) 
         warnings.simplefilter("always")
         colc.load_topology(str(small))
     assert [str(w.message) for w in seen] == [note]
+
+
+def _edited_dump(tmp_path, old: str, new: str) -> str:
+    text = open(os.path.join(DATA, "dgx-a100.nccl.xml"), encoding="utf-8").read()
+    assert old in text
+    path = tmp_path / "edited.nccl.xml"
+    path.write_text(text.replace(old, new, 1))
+    return str(path)
+
+
+def test_nccl_dump_caveats_are_warned(tmp_path) -> None:
+    """A helper exploring as a GPU user hand-edited the DGX A100 dump: a NIC
+    without ``speed`` (or ``speed="0"``) was read as NCCL reads it, 10 Gb/s,
+    so a 200 Gb/s rail ran at 1.25 GB/s without a word; GPUs of two ``sm``
+    values silently lost the A100 cost model.  Both are read as before, with
+    a note (a warning on the command line)."""
+    for new in ('speed="0"', ''):
+        path = _edited_dump(tmp_path, 'speed="200000"', new)
+        topo = load_nccl_topo(path, boxes=2)
+        (note,) = topo.notes
+        assert note.startswith(f"{path}:17: <net name=\"mlx5_0\" dev=\"0\"> has no speed")
+        assert "10000 Mb/s (1.25 GB/s)" in note
+        assert not load_nccl_topo(path).notes  # one box: no network, its NICs unused
+    mixed = load_nccl_topo(_edited_dump(tmp_path, '<gpu dev="1" sm="80"', '<gpu dev="1" sm="90"'))
+    assert mixed.hardware == ""
+    assert [n.split(": ", 1)[1] for n in mixed.notes] == [
+        "GPUs of different kinds (sm 80, sm 90): no one machine's cost model fits them, so "
+        "the topology's name picks one (generic if it names none)"]
+    assert not load_nccl_topo(os.path.join(DATA, "dgx-a100.nccl.xml"), boxes=2).notes
+
+
+def test_nccl_two_gpus_of_one_dev_are_refused(tmp_path) -> None:
+    """Two ``<gpu>`` with the same ``dev`` (and their own ranks) were read;
+    two NICs with one ``dev`` were refused."""
+    path = _edited_dump(tmp_path, '<gpu dev="1" sm="80" rank="1"', '<gpu dev="0" sm="80" rank="1"')
+    with pytest.raises(SpecError, match=r"dev 0 is also the <gpu> on line \d+'s; NCCL numbers "
+                                        r"its GPUs apart"):
+        load_nccl_topo(path)
