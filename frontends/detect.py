@@ -27,6 +27,7 @@ from colc.ir.topology import Topology
 
 from ._input import check_input, decode_text, read_input
 from ._json import load_json
+from ._values import show
 from .msccl_tools_json import load_msccl_tools_topology
 from .nccl_topo_xml import load_nccl_topo, topology_from_mapping
 from .taccl_json import load_taccl_topology
@@ -108,7 +109,14 @@ def _json_loader(path: str, boxes: int | None) -> Topology:
 
 
 def _wrapper(path: str, boxes: int | None) -> Topology:
+    """The NCCL wrapper; ``--boxes`` stands for its ``boxes:`` where it has
+    none, and is refused where it says another number (the file's ``name``
+    would go on naming the other count)."""
     doc, lines = top_level(decode_text(read_input(path), path), path)
+    if boxes is not None and "boxes" in doc and doc["boxes"] != boxes:
+        raise SpecError(path, f"field 'boxes': the file says {show(doc['boxes'])} and --boxes "
+                        f"says {boxes}; change the file, or drop --boxes",
+                        lines.get("boxes"))
     if boxes is not None:
         doc = {**doc, "boxes": boxes}
     return topology_from_mapping(doc, path, lines)

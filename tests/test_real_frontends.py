@@ -575,3 +575,17 @@ def test_nccl_two_gpus_of_one_dev_are_refused(tmp_path) -> None:
     with pytest.raises(SpecError, match=r"dev 0 is also the <gpu> on line \d+'s; NCCL numbers "
                                         r"its GPUs apart"):
         load_nccl_topo(path)
+
+
+def test_boxes_option_may_not_contradict_the_wrapper(tmp_path) -> None:
+    """``--boxes 3`` on a wrapper saying ``boxes: 2`` built 24 ranks under the
+    file's name for 2 boxes, without a word.  A contradiction is refused;
+    the same number, or a wrapper without ``boxes:``, is read as before."""
+    wrapper = os.path.join(DATA, "dgx-a100-2boxes.yaml")
+    with pytest.raises(SpecError, match=r"dgx-a100-2boxes.yaml:3: error: field 'boxes': the "
+                                        r"file says 2 and --boxes says 3"):
+        foreign_loader(wrapper, boxes=3)()
+    assert foreign_loader(wrapper, boxes=2)().num_ranks == 16
+    bare = tmp_path / "w.yaml"
+    bare.write_text(f"nccl_topo: {os.path.join(DATA, 'dgx-a100.nccl.xml')}\n")
+    assert foreign_loader(str(bare), boxes=3)().num_ranks == 24
