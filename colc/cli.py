@@ -733,7 +733,8 @@ def _cmd_find(argv: list[str]) -> int:
         print(result.table(), file=report)
     if args.output:
         write_atomically(args.output, result.yaml())
-        print(f"colc: wrote {_target_name(args.output)}", file=sys.stderr)
+        if not (args.json and report is sys.stderr):  # stderr holds only the JSON then
+            print(f"colc: wrote {_target_name(args.output)}", file=sys.stderr)
     return 0
 
 

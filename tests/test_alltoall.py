@@ -518,3 +518,16 @@ def test_moore_bound_counts_parallel_links() -> None:
     bound = alltoall_bound(topo)
     assert bound["mcf"] == pytest.approx(2.0)  # two unit links to each of the two others
     assert bound["moore_mcf"] == pytest.approx(2.0) and bound["moore_mcf"] >= bound["mcf"]
+
+
+def test_find_json_on_stderr_is_only_json(capsys) -> None:
+    """``find --json -o -`` puts the YAML on stdout and the JSON on stderr;
+    the ``colc: wrote standard output`` line after it made that JSON
+    unparseable (a helper exploring as a user).  With a file the line stays."""
+    import json
+
+    from colc.cli import main
+
+    assert main(["find", "--ranks", "5", "--degree", "2", "--json", "-o", "-"]) == 0
+    out, err = capsys.readouterr()
+    assert json.loads(err)[0]["name"] and "nodes:" in out
