@@ -66,14 +66,18 @@ def load_topology(source: str | os.PathLike, *, boxes: int | None = None):
         with open(path, "w", encoding="utf-8") as fh:
             fh.write(text)
         try:
-            topo = load_any_topology(path, boxes=boxes, warn=_warn)
+            topo = load_any_topology(path, boxes=boxes, warn=lambda note: None)
         except ColcError as err:
             raise _as_text(err, path) from None
-    return dataclasses.replace(topo, source="<text>")
+    notes = tuple(n.replace(path, "<text>") for n in topo.notes)
+    for note in notes:
+        warnings.warn(note, UserWarning, stacklevel=2)
+    return dataclasses.replace(topo, source="<text>", notes=notes)
 
 
 def _warn(note: str) -> None:
-    warnings.warn(note, UserWarning, stacklevel=4)  # at the caller of load_topology
+    # at the caller of load_topology (colc.compile and colc.portfolio: colc's own line)
+    warnings.warn(note, UserWarning, stacklevel=4)
 
 
 #: Endings that make a one-line ``source`` a file name, not topology text.

@@ -1190,12 +1190,13 @@ def _smaller_budgets(compiler: Compiler, scored: list, sizes: tuple[int, ...],
     out = list(scored)
     tried: set[Variant] = {row[2] for row in scored}
     leaders = [scored[0][2]]
-    if compiler.budget not in BUDGET_LADDER:
+    off = _off_ladder(compiler)
+    if off:
         for row in scored[1:]:
             if len(leaders) < OFF_LADDER_VARIANTS and row[2].budget == 0 and row[2] not in leaders:
                 leaders.append(row[2])
     for leader in leaders:
-        extra = below_rung(compiler) if compiler.budget not in BUDGET_LADDER else ()
+        extra = below_rung(compiler) if off else ()
         for variant in ladder_variants(compiler, leader, extra=extra):
             if variant in tried:
                 continue
@@ -1208,9 +1209,23 @@ def _smaller_budgets(compiler: Compiler, scored: list, sizes: tuple[int, ...],
     return out
 
 
+def _off_ladder(compiler: Compiler) -> bool:
+    """Whether the user gave a budget off ``BUDGET_LADDER`` (0, the GPU's
+    own limit, counts as on it: 108 would add dozens of lowerings)."""
+    return compiler.opts.max_threadblocks != 0 and compiler.budget not in BUDGET_LADDER
+
+
 def below_rung(compiler: Compiler) -> tuple[int, ...]:
     """Budgets from the ladder's rung below the compiler's budget up to one
-    less than it (``OFF_LADDER_VARIANTS``).
+    less than it, which ``_smaller_budgets`` tries off the ladder.
+
+    Parameters
+    ----------
+    compiler : Compiler
+
+    Returns
+    -------
+    tuple of int
 
     >>> from colc.frontends.families import ring
     >>> below_rung(Compiler(ring(4, 1), CompileOptions(max_threadblocks=11)))
@@ -1224,7 +1239,8 @@ def ladder_variants(compiler: Compiler, winner: Variant, full: bool = True,
                     extra: tuple[int, ...] = ()) -> list[Variant]:
     """``winner`` lowered for the ladder's budgets below the compiler's
     (``BUDGET_LADDER``, one less, half; with ``full``, up to
-    ``FULL_LADDER_RANKS``, one less than each of those too), smallest first:
+    ``FULL_LADDER_RANKS``, one less than each of those too; and ``extra``,
+    ``below_rung``'s off the ladder), smallest first:
     what a smaller budget would write of it, which also fits this one.  Only
     budgets below the threadblocks ``winner`` takes: lowered within one it
     already fits, it comes out as it is (56 of 56 lowerings of the examples'

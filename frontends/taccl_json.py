@@ -54,7 +54,7 @@ NDV2_PATTERN = (
 _MAX_NODES = 4096
 
 #: A size at the end of a profile's name (TACCL's examples: ``NDv2_1KB``).
-_SIZE_SUFFIX = re.compile(r"[_-](\d+)\s*([KMG]?B)$", re.IGNORECASE)
+_SIZE_SUFFIX = re.compile(r"[_-](\d+)\s*([KM]?B)$", re.IGNORECASE)
 
 
 def _bw(beta: object, path: str, field: str) -> Fraction:
@@ -140,11 +140,21 @@ def load_taccl_topology(path: str, sketch: str | None = None, nnodes: int | None
 def profile_size(name: str) -> str | None:
     """The chunk size a TACCL profile's name ends with (``NDv2_32KB``), if any.
 
+    Only B, KB and MB count (a name ending in ``80GB`` names a GPU's memory),
+    and 1024KB is 1MB.
+
     >>> profile_size("NDv2_32KB"), profile_size("DGX2-1mb"), profile_size("custom")
     ('32KB', '1MB', None)
+    >>> profile_size("NDv4_A100_80GB"), profile_size("x_1024KB")
+    (None, '1MB')
     """
     found = _SIZE_SUFFIX.search(name)
-    return f"{found.group(1)}{found.group(2).upper()}" if found else None
+    if not found:
+        return None
+    number, unit = int(found.group(1)), found.group(2).upper()
+    if (unit, number) in (("KB", 1024), ("B", 1 << 20)):
+        return "1MB"
+    return f"{number}{unit}"
 
 
 def _size_notes(name: str, path: str, links: list[Link]) -> tuple[str, ...]:
