@@ -1178,6 +1178,9 @@ def _iterations_capped(program: Program, backend: str) -> Program:
 #: within 10, 64.5 within 11), and the best within 9 was another variant
 #: than the winner within 11, whose file predicted 66.8.
 OFF_LADDER_VARIANTS = 3
+#: ... and for at most this many budgets below the user's (a budget of 100
+#: would otherwise add 36 lowerings of each).
+OFF_LADDER_SPAN = 8
 
 
 def _smaller_budgets(compiler: Compiler, scored: list, sizes: tuple[int, ...],
@@ -1216,8 +1219,9 @@ def _off_ladder(compiler: Compiler) -> bool:
 
 
 def below_rung(compiler: Compiler) -> tuple[int, ...]:
-    """Budgets from the ladder's rung below the compiler's budget up to one
-    less than it, which ``_smaller_budgets`` tries off the ladder.
+    """Budgets from the ladder's rung below the compiler's budget (at most
+    ``OFF_LADDER_SPAN`` below it) up to one less than it, which
+    ``_smaller_budgets`` tries off the ladder.
 
     Parameters
     ----------
@@ -1232,7 +1236,7 @@ def below_rung(compiler: Compiler) -> tuple[int, ...]:
     (8, 9, 10)
     """
     rung = max((b for b in BUDGET_LADDER if b < compiler.budget), default=1)
-    return tuple(range(rung, compiler.budget))
+    return tuple(range(max(rung, compiler.budget - OFF_LADDER_SPAN), compiler.budget))
 
 
 def ladder_variants(compiler: Compiler, winner: Variant, full: bool = True,
