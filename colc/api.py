@@ -58,7 +58,23 @@ def load_topology(source: str | os.PathLike, *, boxes: int | None = None):
         raise ColcError("colc.load_topology: source is empty; give a file name or the text of "
                         "a topology")
     if _names_a_file(source, text):
-        return load_any_topology(text, boxes=boxes, warn=_warn)
+        topo = load_any_topology(text, boxes=boxes, warn=_quiet)
+    else:
+        topo = _load_text(text, boxes)
+    for note in topo.notes:  # at the caller (colc.compile, colc.portfolio: their own line)
+        warnings.warn(note, UserWarning, stacklevel=2)
+    return topo
+
+
+def _quiet(note: str) -> None:
+    """Notes are issued as warnings once the topology is loaded."""
+
+
+def _load_text(text: str, boxes: int | None):
+    """A topology from its text, through a temporary file named ``<text>``
+    in messages and notes."""
+    from colc.cli import load_any_topology
+
     suffix = ".xml" if text.lstrip().startswith("<") else (
         ".json" if _is_json(text) else ".yaml")
     with tempfile.TemporaryDirectory() as tmp:
@@ -66,18 +82,11 @@ def load_topology(source: str | os.PathLike, *, boxes: int | None = None):
         with open(path, "w", encoding="utf-8") as fh:
             fh.write(text)
         try:
-            topo = load_any_topology(path, boxes=boxes, warn=lambda note: None)
+            topo = load_any_topology(path, boxes=boxes, warn=_quiet)
         except ColcError as err:
             raise _as_text(err, path) from None
-    notes = tuple(n.replace(path, "<text>") for n in topo.notes)
-    for note in notes:
-        warnings.warn(note, UserWarning, stacklevel=2)
-    return dataclasses.replace(topo, source="<text>", notes=notes)
-
-
-def _warn(note: str) -> None:
-    # at the caller of load_topology (colc.compile and colc.portfolio: colc's own line)
-    warnings.warn(note, UserWarning, stacklevel=4)
+    return dataclasses.replace(topo, source="<text>",
+                               notes=tuple(n.replace(path, "<text>") for n in topo.notes))
 
 
 #: Endings that make a one-line ``source`` a file name, not topology text.

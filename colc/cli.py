@@ -411,11 +411,12 @@ def load_any_topology(path: str, boxes: int | None = None, warn=None):
     with recording_reads() as paths:
         topo = _load_any(path, boxes)
     for note in topo.notes:
-        if warn is None:
-            print(f"colc: warning: {note}", file=sys.stderr)
-        else:
-            warn(note)
+        (warn or _warning)(note)
     return dataclasses.replace(topo, inputs=tuple(dict.fromkeys([path, *paths])))
+
+
+def _warning(note: str) -> None:
+    print(f"colc: warning: {note}", file=sys.stderr)
 
 
 def _family_hint(path: str) -> str:

@@ -1192,14 +1192,13 @@ def _smaller_budgets(compiler: Compiler, scored: list, sizes: tuple[int, ...],
         return scored
     out = list(scored)
     tried: set[Variant] = {row[2] for row in scored}
-    leaders = [scored[0][2]]
     off = _off_ladder(compiler)
-    if off:
-        for row in scored[1:]:
-            if len(leaders) < OFF_LADDER_VARIANTS and row[2].budget == 0 and row[2] not in leaders:
-                leaders.append(row[2])
+    extra = below_rung(compiler) if off else ()
+    leaders = [scored[0][2]]
+    for _, _, variant in scored[1:] if off else ():
+        if len(leaders) < OFF_LADDER_VARIANTS and variant.budget == 0 and variant not in leaders:
+            leaders.append(variant)
     for leader in leaders:
-        extra = below_rung(compiler) if off else ()
         for variant in ladder_variants(compiler, leader, extra=extra):
             if variant in tried:
                 continue

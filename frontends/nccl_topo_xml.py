@@ -350,8 +350,7 @@ class _Box:
         self.nets: list[_Net] = []
         self.pci_class: dict[str, int] = {}
         self.bare_gpu_pcis: list[etree._Element] = []
-        self.notes: list[str] = []  # read with a caveat: Topology.notes
-        self.slow_nets: list[str] = []  # NICs without a speed
+        self.slow_nets: list[str] = []  # NICs without a speed: Topology.notes
 
     @classmethod
     def parse(cls, root: etree._Element, path: str, table: Mapping[int, Fraction],
@@ -574,26 +573,28 @@ class _Box:
                                                                 path))
                     duplex(nic, ib, bw)
         hardware = self.hardware()
+        notes = [] if len(self._kinds()) == 1 else [self._kinds_note()]
         return Topology(name, tuple(nodes), tuple(links), path, hardware=hardware,
-                        notes=tuple(self.notes + (self.slow_nets if boxes > 1 else [])))
+                        notes=tuple(notes + (self.slow_nets if boxes > 1 else [])))
+
+    def _kinds(self) -> set[str]:
+        return {FAMILY_MACHINES[g.family] if g.family else SM_MACHINES.get(g.sm, "")
+                for g in self.gpus}
 
     def hardware(self) -> str:
         """The machine whose cost model fits the dump's GPUs (``SM_MACHINES``
         by their ``sm``, an AMD GPU's by its ``gcn``: ``FAMILY_MACHINES``; all
-        alike), else "" (the name decides, ``model_for``); GPUs of several
-        kinds leave a note."""
-        kinds = {FAMILY_MACHINES[g.family] if g.family else SM_MACHINES.get(g.sm, "")
-                 for g in self.gpus}
-        if len(kinds) == 1:
-            return kinds.pop()
+        alike), else "" (the name decides, ``model_for``)."""
+        kinds = self._kinds()
+        return kinds.pop() if len(kinds) == 1 else ""
+
+    def _kinds_note(self) -> str:
+        """The note for GPUs of several kinds (no one cost model)."""
         which = sorted({f"gcn {g.el.get('gcn')}" if g.family else f"sm {g.sm}"
                         for g in self.gpus})
-        note = (f"{self.path}: GPUs of different kinds ({', '.join(which)}): no one "
-                f"machine's cost model fits them, so the topology's name picks one (generic if "
-                f"it names none)")
-        if note not in self.notes:
-            self.notes.append(note)
-        return ""
+        return (f"{self.path}: GPUs of different kinds ({', '.join(which)}): no one "
+                f"machine's cost model fits them, so the topology's name picks one (generic "
+                f"if it names none)")
 
 
 def _tree_distance(a: etree._Element | None, b: etree._Element | None) -> int:

@@ -230,7 +230,7 @@ def _interleaved(fan: list) -> list[tuple]:
     parts: list[tuple[int, int]] = []
     for a, z in zip(ends, ends[1:]):
         k = min(z - a, sum(1 for x in fan if x.first <= a and z <= x.first + x.count))
-        parts += [(a + (z - a) * i // k, a + (z - a) * (i + 1) // k) for i in range(k)] if k else []
+        parts += [(a + (z - a) * i // k, a + (z - a) * (i + 1) // k) for i in range(k)]
     todo = [[pt for pt in parts if x.first <= pt[0] and pt[1] <= x.first + x.count] for x in fan]
     out: list[tuple] = []
     while any(todo):
