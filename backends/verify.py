@@ -88,7 +88,7 @@ class Verifier:
         parameters and report) in this verifier's sequence."""
         content = detect_backend(text)  # the first element's format; else MSCCL
         backend = backend or detect_backend(text, path)
-        problem = _not_a_schedule(text, path)
+        problem = not_a_schedule(text, path)
         if problem:
             return VerifyReport(False, (problem,), (), "", None)
         if backend == "oneccl":
@@ -144,16 +144,34 @@ class Verifier:
 _TOPOLOGY_SUFFIXES = (".yaml", ".yml", ".json")
 
 
-def _not_a_schedule(text: str, path: str) -> str:
-    """Why ``text`` is no algorithm file at all ('' when it may be one): an
-    MSCCL or oneCCL file starts with an XML element, and a topology given
-    by mistake is named so (it read as an XML error at line 1)."""
+def not_a_schedule(text: str, path: str, command: str = "colc verify") -> str:
+    """Why ``text`` is no algorithm file at all ('' when it may be one).
+
+    An MSCCL or oneCCL file starts with an XML element, and a topology
+    given by mistake is named so (it read as an XML error at line 1).
+
+    Parameters
+    ----------
+    text, path : str
+        The file's text and name.
+    command : str
+        The command given it, named in the message.
+
+    Returns
+    -------
+    str
+
+    >>> not_a_schedule("family: ring", "r.yaml", "colc simulate").split(":")[0]
+    'this is not an algorithm file but, by its name or first line, a topology (YAML or JSON)'
+    >>> not_a_schedule("<algo/>", "a.xml")
+    ''
+    """
     head = text.lstrip("\ufeff \t\r\n")
     if not head or head.startswith("<"):
         return ""
     if path.lower().endswith(_TOPOLOGY_SUFFIXES) or head.startswith(("{", "#", "name:")):
         return ("this is not an algorithm file but, by its name or first line, a topology "
-                "(YAML or JSON): colc verify checks the XML files colc writes; compile it "
+                f"(YAML or JSON): {command} takes the XML files colc writes; compile it "
                 f"first (colc {path} -o OUT.xml)")
     return "not an algorithm file: an MSCCL or oneCCL file starts with an XML element ('<')"
 

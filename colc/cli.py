@@ -787,8 +787,11 @@ def _cmd_simulate(argv: list[str]) -> int:
         raise ColcError(f"{args.file}: error: cannot read: {err.strerror}") from None
     except UnicodeDecodeError:
         raise ColcError(f"{args.file}: error: not UTF-8 text, so not an MSCCL file") from None
-    from colc.backends.verify import detect_backend
+    from colc.backends.verify import detect_backend, not_a_schedule
 
+    problem = not_a_schedule(text, args.file, "colc simulate")
+    if problem:
+        raise ColcError(f"{args.file}: error: {problem}")
     if detect_backend(text, args.file) == "oneccl":
         raise ColcError(f"{args.file}: error: a oneCCL file; colc simulate runs MSCCL files "
                         f"(colc verify checks oneCCL files; the figures a compile predicts "

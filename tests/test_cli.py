@@ -494,6 +494,17 @@ def test_verify_names_a_topology_given_instead_of_a_schedule(tmp_path, capsys) -
         capsys.readouterr().out
 
 
+def test_simulate_names_a_topology_given_instead_of_a_schedule(capsys) -> None:
+    """colc simulate given the topology as the file said "the runtime would
+    reject it: expecting '<', got 'f'"; it now names the mix-up in one line,
+    with the command that compiles the topology."""
+    topo = os.path.join(EXAMPLES, "ring-4.yaml")
+    assert main(["simulate", topo, "--topo", topo]) == 1
+    msg = capsys.readouterr().err.rstrip("\n")
+    assert msg.startswith(f"{topo}: error: this is not an algorithm file but") and \
+        "colc simulate takes the XML files" in msg and "\n" not in msg
+
+
 def test_a_portfolio_whose_last_file_meets_the_loop_iteration_limit_says_so(tmp_path,
                                                                             capsys) -> None:
     """3-rank ring allgather: its last (Simple) file, 6 chunks per loop,
