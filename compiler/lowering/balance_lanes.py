@@ -145,8 +145,8 @@ def plan_lanes(sched: Schedule, topo: Topology, model: RuntimeModel, protocol: P
         math.ceil(nlocal[r] / LOCAL_STEP_BUDGET),
         math.ceil(w / sched.nchunks * target_algbw / model.local_bw))))
         for r, w in local.items()}
-    budget = (max_threadblocks or model.max_threadblocks) - max(local_lanes.values(), default=0)
-    _fit_budget(lanes, rate, nops, step_budget, budget, sched.ngpus, paired)
+    _fit_with_local(lanes, rate, nops, step_budget, max_threadblocks or model.max_threadblocks,
+                    max(local_lanes.values(), default=0), sched.ngpus, paired)
     lane_rate = {}
     for pair, c in chunks.items():
         share = min((float(router.cap[e]) * _efficiency(topo, model, e) * c / link_chunks[e]
@@ -159,6 +159,23 @@ def plan_lanes(sched: Schedule, topo: Topology, model: RuntimeModel, protocol: P
 def _efficiency(topo: Topology, model: RuntimeModel, link: tuple[str, str]) -> float:
     net = topo.node[link[0]].is_network or topo.node[link[1]].is_network
     return model.net_efficiency if net else model.p2p_efficiency
+
+
+def _fit_with_local(lanes: dict[tuple[int, int], int], rate: dict[tuple[int, int], float],
+                    nops: dict[tuple[int, int], int], step_budget: int, budget: int,
+                    reserve: int, ngpus: int, paired: bool) -> None:
+    """``_fit_budget`` leaving ``reserve`` threadblocks for local steps; when
+    the connections cannot fit what that leaves, they take the whole
+    budget and the lowering puts the local steps on their threadblocks
+    (``lower_to_program._local_threadblocks``)."""
+    wanted = dict(lanes)
+    try:
+        _fit_budget(lanes, rate, nops, step_budget, budget - reserve, ngpus, paired)
+    except InfeasibleError:
+        if not reserve:
+            raise
+        lanes.update(wanted)
+        _fit_budget(lanes, rate, nops, step_budget, budget, ngpus, paired)
 
 
 def _fit_budget(lanes: dict[tuple[int, int], int], rate: dict[tuple[int, int], float],

@@ -25,7 +25,10 @@ Algorithm (runtime notes sections 3, 4.3, 4.4, 6.2-6.4):
    leftover send-only and receive-only connections of a channel are paired
    (unpaired, each takes its own, but with ``pair_mirrors`` a channel's one
    lone send and one lone receive whose peers mirror a fused threadblock's);
-   local copies/reductions get one local threadblock.  Without fusion the
+   local copies/reductions get a local threadblock per channel, and where
+   those would pass the threadblock budget they share what it leaves, or,
+   with nothing left, the connection threadblock of the step that reads
+   their result (``_local_threadblocks``).  Without fusion the
    threadblocks follow from the ops' channels alone, so an unfused attempt
    counts them first (``_unfused_steps``) and stops when they break a limit.
 5. *Order*: a list simulation with unbounded FIFOs in program-order priority
@@ -253,15 +256,16 @@ def _lower_once(sched: Schedule, opts: LoweringOptions, depth: list[int], phase_
 
     if not opts.fuse:  # the threadblocks follow from the channels alone
         nchannels = max(channels, default=0) + 1
-        early = _early_problem(_unfused_steps(sched, channels, opts.pair_connections),
-                               nchannels, opts)
+        early = _early_problem(_unfused_steps(sched, channels, opts.pair_connections,
+                                              opts.max_threadblocks), nchannels, opts)
         if early is not None:  # building the steps would be wasted
             return nchannels, None, early
     parts, readers = _analysis(sched, hazards=opts.fuse, readers=opts.fuse)  # fusion reads both
     instrs = _fuse(parts, readers, channel, opts.fuse)
     by_rank = _group_by_rank(sched.ngpus, instrs)
     for rank_instrs in by_rank:
-        _assign_threadblocks(rank_instrs, opts.pair_connections, opts.pair_mirrors)
+        _assign_threadblocks(rank_instrs, opts.pair_connections, opts.pair_mirrors,
+                             opts.max_threadblocks)
     nchannels = max((_instr_channel(i) for i in instrs), default=0) + 1
     early = _early_problem([Counter(i.tb for i in instrs).values() for instrs in by_rank],
                            nchannels, opts)
@@ -278,11 +282,15 @@ def _instr_channel(ins: _Instr) -> int:
     return conn[0] if conn else ins.local_ch
 
 
-def _unfused_steps(sched: Schedule, channels: list[int], pair: bool) -> list[list[int]]:
+def _unfused_steps(sched: Schedule, channels: list[int], pair: bool,
+                   budget: int | None = None) -> list[list[int]]:
     """Per rank, the steps of each threadblock an unfused lowering gives
     (``_assign_threadblocks`` without fused pairs: a threadblock per send
     and per receive connection, or with ``pair`` one serving the k-th of each
-    on a channel, plus one per local channel), from the ops' channels."""
+    on a channel, plus one per local channel), from the ops' channels.
+    Where the local threadblocks would pass ``budget`` they are shared as
+    ``_local_threadblocks`` shares them; their steps are then left out (the
+    count is a lower bound: the built program is checked exactly)."""
     send = [Counter() for _ in range(sched.ngpus)]
     recv = [Counter() for _ in range(sched.ngpus)]
     local = [Counter() for _ in range(sched.ngpus)]
@@ -296,21 +304,33 @@ def _unfused_steps(sched: Schedule, channels: list[int], pair: bool) -> list[lis
             local[b][ch] += 1
     out = []
     for r in range(sched.ngpus):
-        steps = list(local[r].values())
         if not pair:
-            out.append(steps + list(send[r].values()) + list(recv[r].values()))
-            continue
-        sends, recvs = defaultdict(list), defaultdict(list)  # channel -> steps, by peer
-        for (c, _), n in sorted(send[r].items()):
-            sends[c].append(n)
-        for (c, _), n in sorted(recv[r].items()):
-            recvs[c].append(n)
-        for ch in sorted(sends.keys() | recvs.keys()):
-            s, v = sends[ch], recvs[ch]
-            steps += [(s[k] if k < len(s) else 0) + (v[k] if k < len(v) else 0)
-                      for k in range(max(len(s), len(v)))]
-        out.append(steps)
+            steps = list(send[r].values()) + list(recv[r].values())
+        else:
+            steps = []
+            sends, recvs = defaultdict(list), defaultdict(list)  # channel -> steps, by peer
+            for (c, _), n in sorted(send[r].items()):
+                sends[c].append(n)
+            for (c, _), n in sorted(recv[r].items()):
+                recvs[c].append(n)
+            for ch in sorted(sends.keys() | recvs.keys()):
+                s, v = sends[ch], recvs[ch]
+                steps += [(s[k] if k < len(s) else 0) + (v[k] if k < len(v) else 0)
+                          for k in range(max(len(s), len(v)))]
+        locals_ = list(local[r].values())
+        room = _local_room(len(steps), len(locals_), budget)
+        out.append((locals_ if room is None else [0] * room) + steps)
     return out
+
+
+def _local_room(nconn: int, nlocal: int, budget: int | None) -> int | None:
+    """Local threadblocks a rank keeps when its ``nconn`` connection
+    threadblocks and ``nlocal`` local ones (one per local channel) pass
+    ``budget``: None when they fit (one per channel), else what the budget
+    leaves (0: every local step goes on a connection threadblock)."""
+    if budget is None or nconn + nlocal <= budget or not nconn:
+        return None
+    return max(0, min(nlocal, budget - nconn))
 
 
 def _early_problem(by_rank: list, nchannels: int, opts: LoweringOptions) -> str | None:
@@ -577,14 +597,17 @@ def _group_by_rank(ngpus: int, instrs: list[_Instr]) -> list[list[_Instr]]:
     return by_rank
 
 
-def _assign_threadblocks(instrs: list[_Instr], pair: bool, mirrors: bool = False) -> None:
+def _assign_threadblocks(instrs: list[_Instr], pair: bool, mirrors: bool = False,
+                         budget: int | None = None) -> None:
     """Give every instruction of one rank its threadblock (see step 4).
 
     ``mirrors``: unpaired, a channel's one lone send and one lone receive
     still share a threadblock where a fused one there receives from the
     send's peer and sends to the receive's (rings2d's grid reduce-scatter:
     a relay's landings fused with its forwarding, and the sends that feed
-    the peer's relay and the forwarded partial's landing the other way)."""
+    the peer's relay and the forwarded partial's landing the other way).
+    ``budget``: where a local threadblock per channel would pass it, local
+    steps share what is left (``_local_threadblocks``)."""
     send_tb: dict[tuple[int, int], int] = {}
     recv_tb: dict[tuple[int, int], int] = {}
     tb_channel: list[int] = []
@@ -621,16 +644,48 @@ def _assign_threadblocks(instrs: list[_Instr], pair: bool, mirrors: bool = False
             send_tb[conn] = new_tb(ch)
         for conn in recvs:
             recv_tb[conn] = new_tb(ch)
-    local_tb: dict[int, int] = {}  # one local threadblock per channel hint
     for ins in instrs:
         if ins.send_conn:
             ins.tb = send_tb[ins.send_conn]
         elif ins.recv_conn:
             ins.tb = recv_tb[ins.recv_conn]
-        else:
-            if ins.local_ch not in local_tb:
-                local_tb[ins.local_ch] = new_tb(ins.local_ch)
-            ins.tb = local_tb[ins.local_ch]
+    _local_threadblocks(instrs, new_tb, len(tb_channel), budget)
+
+
+def _local_threadblocks(instrs: list[_Instr], new_tb, nconn: int, budget: int | None) -> None:
+    """Threadblocks of one rank's local steps: one per local channel, or,
+    when those would pass ``budget``, the ``budget - nconn`` left (channels
+    round-robin), or with none left each step on the connection
+    threadblock of the first step on this rank that reads what it writes
+    (a send after a copy: no wait across threadblocks), else of the one
+    that wrote its input, else the least loaded one.  The order pass then
+    places it among that threadblock's steps."""
+    local = [ins for ins in instrs if ins.tb < 0]
+    channels = list(dict.fromkeys(ins.local_ch for ins in local))  # first use first
+    room = _local_room(nconn, len(channels), budget)
+    if room is None or room > 0:
+        slots = len(channels) if room is None else room
+        tb_of: dict[int, int] = {}
+        for k, ch in enumerate(channels):
+            tb_of[ch] = tb_of[channels[k % slots]] if k >= slots else new_tb(ch)
+        for ins in local:
+            ins.tb = tb_of[ins.local_ch]
+        return
+    by_op = {p.op.op_id: ins for ins in instrs for p in ins.parts}
+    reader: dict[int, _Instr] = {}
+    for ins in instrs:
+        for p in ins.parts:
+            for d in p.op.deps:
+                if d in by_op and d not in reader and by_op[d] is not ins:
+                    reader[d] = ins
+    load = Counter(ins.tb for ins in instrs if ins.tb >= 0)
+    for ins in local:
+        op = ins.parts[0].op
+        near = reader.get(op.op_id)
+        if near is None or near.tb < 0:
+            near = next((by_op[d] for d in op.deps if d in by_op and by_op[d].tb >= 0), None)
+        ins.tb = near.tb if near is not None else min(load, key=lambda tb: (load[tb], tb))
+        load[ins.tb] += 1
 
 
 def _order(sched: Schedule, parts: list[_Part], instrs: list[_Instr]) -> None:
