@@ -334,10 +334,13 @@ def _cmd_compile(argv: list[str]) -> int:
                           + ("" if r.selected else " (not selected there)")
                           for s, r in result.predicted)
     if result.program is not None or result.threads is not None:
-        from colc.ir.simulate import selection_warnings
+        from colc.ir.simulate import selection_gaps, selection_warnings
 
-        for line in selection_warnings(result.threads or result.program, opts.backend):
+        written = result.threads or result.program
+        for line in selection_warnings(written, opts.backend):
             print(f"colc: warning: {line}", file=sys.stderr)
+        for line in selection_gaps(written, opts.backend):  # when there is no warning
+            print(f"colc: note: {line}", file=sys.stderr)
     if args.output:
         write_atomically(args.output, result.text, inputs=topo.inputs)
         copies = f" x{opts.instances} instances" if opts.instances > 1 else ""

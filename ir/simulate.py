@@ -365,6 +365,68 @@ def selection_warnings(program: Program | ThreadSchedule, backend: str | None = 
             f"power-of-two size in the file's window: {never} ({where}{advice})"]
 
 
+def selection_gaps(program: Program | ThreadSchedule, backend: str | None = None,
+                   lo: int = 1024, hi: int = 1 << 30) -> list[str]:
+    """A note when the runtime selects ``program`` at some of the fp32
+    power-of-two sizes in ``[lo, hi]`` (nccl-tests' ``-b 1K -e 1G``) its
+    window holds, but not at all of them: at the others the call runs
+    NCCL's own algorithm (a 15-rank allgather with nchunksperloop 240 is
+    selected at every other pair of sizes).  Empty when it is selected at
+    all, or when ``selection_warnings`` warns (at no size at all).
+
+    Parameters
+    ----------
+    program : Program or ThreadSchedule
+    backend : {"msccl", "oneccl"} or None
+        The file's format, for its terms (None: a ThreadSchedule is oneCCL).
+    lo, hi : int
+        The sizes told over.
+
+    Returns
+    -------
+    list of str
+
+    Examples
+    --------
+    >>> from colc.ir.program import Program
+    >>> from colc.ir.core import Collective, Protocol
+    >>> p = Program("x", Collective.ALLGATHER, Protocol.LL, 1, 240, 15, True, True, 0, 0, ())
+    >>> selection_gaps(p)[0][:60]
+    'the runtime selects this file at 11 of the 21 power-of-two s'
+    >>> selection_gaps(Program("x", Collective.ALLGATHER, Protocol.LL, 1, 60, 15, True, True,
+    ...                        0, 0, ()))
+    []
+    """
+    from colc.sizes import format_size
+
+    n = _ranks(program)
+    top = program.max_bytes or UNREACHABLE_BYTES
+    called = []
+    size = lo
+    while size <= hi:
+        nbytes = nccl_tests_bytes(program.collective, n, size, 4)
+        if 0 < nbytes and program.min_bytes <= nbytes <= top:
+            called.append(size)
+        size *= 2
+    chosen = set(selectable_sizes(program, 4, lo, hi))
+    missed = [s for s in called if s not in chosen]
+    if not missed or selection_warnings(program, backend):
+        return []
+    oneccl = backend == "oneccl" or backend is None and isinstance(program, ThreadSchedule)
+    term = "nchunks" if oneccl else "nchunksperloop"
+    folder = ("" if oneccl else "; a folder (-o DIR/) gets a portfolio whose files serve "
+              "every size")
+    span = (f"{len(called)} power-of-two sizes {format_size(called[0])}.."
+            f"{format_size(called[-1])} in fp32 (the element count must be a multiple of "
+            f"{term} {program.nchunks}")
+    if len(missed) == len(called):
+        return [f"the runtime selects this file at none of the {span}): the call runs "
+                f"NCCL's own algorithm there{folder}"]
+    return [f"the runtime selects this file at {len(called) - len(missed)} of the {span}; "
+            f"not at {format_size(missed[0])}, for one): at the others the call runs "
+            f"NCCL's own algorithm{folder}"]
+
+
 @functools.lru_cache(maxsize=4)
 def router_for(topo: Topology) -> Router:
     """A ``Router`` shared by every simulation of one topology."""

@@ -413,6 +413,39 @@ def test_unselected_warning_names_the_odd_factor(tmp_path, capsys) -> None:
     assert "e.g. --chunks 16" not in warning[0]
 
 
+def test_compile_notes_sizes_the_runtime_skips(tmp_path, capsys) -> None:
+    """A file selected at 128M and 1G, the sizes the summary ranks, may be
+    skipped at others: the README's torus 3x5 LL allgather (nchunksperloop
+    240) ran NCCL's own algorithm at 10 of 21 sizes without a word.  A
+    3-ring's trees with 8 chunks (24 per loop): one note line, with the
+    count, the first size missed and the folder that covers them; none for
+    a file selected everywhere; "none of the 21" for one selected only in
+    fp16 or past 1G (no warning: that is for files never selected)."""
+    from colc.backends.msccl_reader import read_msccl
+    from colc.compiler.pipeline import selectable_sizes
+
+    topo = tmp_path / "ring3.yaml"
+    topo.write_text("family: ring\nranks: 3\nbandwidth: 10\n")
+    out = tmp_path / "x.xml"
+    assert main([str(topo), "--collective", "allgather", "--algorithm", "trees", "--chunks",
+                 "8", "-o", str(out)]) == 0
+    notes = [line for line in capsys.readouterr().err.splitlines()
+             if "power-of-two sizes" in line]
+    chosen = selectable_sizes(read_msccl(out.read_text(), str(out)).program, 4, 1024, 1 << 30)
+    assert 0 < len(chosen) < 21
+    assert notes == [notes[0]] and notes[0].startswith(
+        f"colc: note: the runtime selects this file at {len(chosen)} of the 21 power-of-two "
+        f"sizes 1K..1G in fp32") and "nchunksperloop 24" in notes[0] and "-o DIR/" in notes[0]
+    assert main([str(topo), "--collective", "allgather", "--algorithm", "trees",
+                 "--chunks", "1", "-o", str(out)]) == 0  # 3 per loop: every size
+    assert "selects this file at" not in capsys.readouterr().err
+    assert main([str(topo), "--collective", "allgather", "--algorithm", "trees",
+                 "--chunks", "16", "-o", str(out)]) == 0  # 48: in fp16 or past 1G only
+    err = capsys.readouterr().err
+    assert "colc: note: the runtime selects this file at none of the 21" in err
+    assert "warning" not in err
+
+
 def test_analyze_without_simulation_keeps_huge_exact_chunkings_out() -> None:
     """Rated trees on MI250 x2 pack at tens of thousands of chunks per root:
     built at that chunking the row took minutes and 17 GB.  Past
