@@ -512,6 +512,27 @@ def test_find_offers_the_complete_graph_with_parallel_links(n: int, d: int) -> N
     assert len(topo.links) == n * d  # every rank: d unit links out
 
 
+def test_find_with_more_ports_than_peers_may_leave_some_spare() -> None:
+    """5 ranks of degree 5: no graph uses every port in one hop, and the
+    finder offered only the 5-link one-way ring (4 hops, 214.2 us at 1 MiB)
+    where K5 on 4 of the 5 ports (each at B/5) takes one hop and tau 5/4 of
+    the bound's: 187.8 us.  At 1 GiB the ring's bound tau wins again."""
+    from fractions import Fraction
+
+    from colc.compiler.bfb.find_topology import check_prediction
+
+    small = find_topology(5, 5)
+    assert small.chosen.name == "K5 (4 of 5 ports)"
+    assert (small.chosen.hops, small.chosen.tau) == (1, Fraction(1))
+    assert check_prediction(small.chosen) == (1, small.chosen.tau)
+    ring_row = next(c for c in small.frontier if c.name.startswith("UniRing"))
+    assert small.chosen.allreduce_us(1 << 20, 10, Fraction(25, 2)) < \
+        ring_row.allreduce_us(1 << 20, 10, Fraction(25, 2))
+    assert len(build_candidate(small.chosen.recipe).links) == 20  # 4 of 5 ports, each way
+    assert find_topology(5, 5, size=1 << 30).chosen.name.startswith("UniRing")
+    assert find_topology(4, 5).frontier[0].name == "K4 (3 of 5 ports)"
+
+
 @pytest.mark.parametrize("name,make", [("hypercube4", lambda: F.hypercube(4, 10)),
                                        ("torus3x5", lambda: F.torus([3, 5], 10))])
 def test_bfb_fan_in_partials_reduce_side_by_side(name, make) -> None:

@@ -206,8 +206,12 @@ def _bases(n: int, d: int) -> list[Candidate]:
 
     if n == d + 1:
         add(f"K{n}", 1, bw, True, False, ("complete", n))
-    elif n >= 2 and d > n - 1 and d % (n - 1) == 0:  # every pair joined by several links
-        add(f"K{n}*{d // (n - 1)}", 1, bw, True, False, ("complete", n, d // (n - 1)))
+    elif n >= 2 and d > n - 1:  # every pair joined by m links, d - m (n - 1) ports spare
+        m = d // (n - 1)
+        used = m * (n - 1)
+        name = f"K{n}*{m}" if m > 1 else f"K{n}"
+        spare = "" if used == d else f" ({used} of {d} ports)"
+        add(name + spare, 1, bw * Fraction(d, used), used == d, False, ("complete", n, m))
     if n == 2 * d and d >= 2:
         add(f"K({d},{d})", 2, bw, True, False, ("bipartite", n))
     for dims in range(2, 8):
@@ -618,9 +622,11 @@ def _moore_mcf(n: int, d: int) -> Fraction:
 
 
 def check_prediction(c: Candidate) -> tuple[int, Fraction]:
-    """BFB steps and tau measured on the built graph (tests and ``--verify``)."""
+    """BFB steps and tau measured on the built graph (tests and ``--verify``),
+    tau in units of the ``c.degree`` ports' bandwidth (a candidate may leave
+    some spare: K5 on 5 ports)."""
     topo = build_candidate(c.recipe)
     sol = generate_bfb(topo)
     node_bw = max(sum(v for (a, _), v in rank_capacity(topo).items() if a == r)
                   for r in range(topo.num_ranks))
-    return sol.num_steps, sol.tau(node_bw)
+    return sol.num_steps, sol.tau(max(node_bw, c.degree))
