@@ -113,6 +113,8 @@ def _wrapper(path: str, boxes: int | None) -> Topology:
     none, and is refused where it says another number (the file's ``name``
     would go on naming the other count)."""
     doc, lines = top_level(decode_text(read_input(path), path), path)
+    if "boxes" in doc and type(doc["boxes"]) is not int:  # noqa: E721 (a bool is no count)
+        boxes = None  # the file's own value is refused as it stands, not hidden by --boxes
     if boxes is not None and "boxes" in doc and doc["boxes"] != boxes:
         raise SpecError(path, f"field 'boxes': the file says {show(doc['boxes'])} and --boxes "
                         f"says {boxes}; change the file, or drop --boxes",

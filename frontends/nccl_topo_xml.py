@@ -350,7 +350,7 @@ class _Box:
         self.nets: list[_Net] = []
         self.pci_class: dict[str, int] = {}
         self.bare_gpu_pcis: list[etree._Element] = []
-        self.slow_nets: list[str] = []  # NICs without a speed: Topology.notes
+        self.slow_nets: list[tuple] = []  # NICs without a speed: (line, name, dev)
 
     @classmethod
     def parse(cls, root: etree._Element, path: str, table: Mapping[int, Fraction],
@@ -402,11 +402,8 @@ class _Box:
         if dev is None:
             return  # NCCL ignores nets without dev
         speed = _attr_int(el, "speed", self.path, required=False, default=0) or 0
-        if speed <= 0:  # noted once boxes use the NICs (``build``)
-            self.slow_nets.append(
-                f"{self.path}:{el.sourceline}: <net name=\"{el.get('name', '')}\" dev=\"{dev}\"> "
-                f"has no speed above 0; read as NCCL reads it, 10000 Mb/s (1.25 GB/s); give "
-                f"the NIC's speed in Mb/s if it is faster")
+        if speed <= 0:  # noted once boxes use the NICs (``build``, ``_slow_nets_note``)
+            self.slow_nets.append((el.sourceline, el.get("name", ""), dev))
             speed = 10000
         nic = el.getparent()
         anchor = nic.getparent() if nic is not None and nic.getparent() is not None else el
@@ -574,8 +571,21 @@ class _Box:
                     duplex(nic, ib, bw)
         hardware = self.hardware()
         notes = [] if len(self._kinds()) == 1 else [self._kinds_note()]
+        if boxes > 1 and self.slow_nets:
+            notes.append(self._slow_nets_note())
         return Topology(name, tuple(nodes), tuple(links), path, hardware=hardware,
-                        notes=tuple(notes + (self.slow_nets if boxes > 1 else [])))
+                        notes=tuple(notes))
+
+    def _slow_nets_note(self) -> str:
+        """One note for the NICs read without a speed (a dump of 8 gave 8 lines)."""
+        line, name, dev = self.slow_nets[0]
+        if len(self.slow_nets) == 1:
+            what = f'<net name="{name}" dev="{dev}"> has'
+        else:
+            devs = ", ".join(str(d) for _, _, d in self.slow_nets)
+            what = f"{len(self.slow_nets)} <net> elements (dev {devs}) have"
+        return (f"{self.path}:{line}: {what} no speed above 0; read as NCCL reads it, "
+                f"10000 Mb/s (1.25 GB/s); give the NIC's speed in Mb/s if it is faster")
 
     def _kinds(self) -> set[str]:
         return {FAMILY_MACHINES[g.family] if g.family else SM_MACHINES.get(g.sm, "")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from fractions import Fraction
 
 import pytest
@@ -566,6 +567,13 @@ def test_nccl_dump_caveats_are_warned(tmp_path) -> None:
         "GPUs of different kinds (sm 80, sm 90): no one machine's cost model fits them, so "
         "the topology's name picks one (generic if it names none)"]
     assert not load_nccl_topo(os.path.join(DATA, "dgx-a100.nccl.xml"), boxes=2).notes
+    # every NIC without a speed: one note naming them all (it was a line each)
+    text = open(os.path.join(DATA, "dgx-a100.nccl.xml"), encoding="utf-8").read()
+    bare = tmp_path / "bare.nccl.xml"
+    bare.write_text(re.sub(r'(<net [^>]*?) speed="\d+"', r"\1", text))
+    (note,) = load_nccl_topo(str(bare), boxes=2).notes
+    nets = len(re.findall(r"<net ", text))
+    assert re.match(rf"{re.escape(str(bare))}:\d+: {nets} <net> elements \(dev 0, 1, ", note)
 
 
 def test_nccl_two_gpus_of_one_dev_are_refused(tmp_path) -> None:
@@ -589,3 +597,12 @@ def test_boxes_option_may_not_contradict_the_wrapper(tmp_path) -> None:
     bare = tmp_path / "w.yaml"
     bare.write_text(f"nccl_topo: {os.path.join(DATA, 'dgx-a100.nccl.xml')}\n")
     assert foreign_loader(str(bare), boxes=3)().num_ranks == 24
+    # a wrapper's boxes of the wrong type is its own error, whatever --boxes
+    # says ('"2"' with --boxes 2 was called a contradiction; true with
+    # --boxes 1 was read as 1 box)
+    for value, given in (('"2"', 2), ("true", 1)):
+        bare.write_text(f"nccl_topo: {os.path.join(DATA, 'dgx-a100.nccl.xml')}\n"
+                        f"boxes: {value}\n")
+        with pytest.raises(SpecError, match=r"w.yaml:2: error: field 'boxes': must be an "
+                                            r"integer, got"):
+            foreign_loader(str(bare), boxes=given)()
