@@ -421,10 +421,6 @@ class _Reader:
         proto = self.enum_attr(node, "proto", PROTOCOLS)
         coll = self.enum_attr(node, "coll", COLLECTIVES)
         ngpus = ints["ngpus"]
-        lo, hi = ints["minBytes"], ints["maxBytes"]
-        if lo is not None and hi is not None and hi != 0 and hi < lo:
-            self.diags.append(warning(f"maxBytes {hi} < minBytes {lo}: never selected",
-                                      line=self.line(node.offset)))
         gpus = [c for c in node.children if c.name == "gpu"]
         if len(gpus) > MAX_SUBS:
             self.err(f"{len(gpus)} <gpu> elements; the runtime's XML reader keeps at most "

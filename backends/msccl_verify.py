@@ -109,6 +109,9 @@ def run_findings(program: Program, loaded: LoadedProgram,
     if not modes:
         found.append(error("inplace=0 and outofplace=0: the runtime never selects this "
                            "algorithm"))
+    if program.max_bytes and program.max_bytes < program.min_bytes:  # as colc refuses to write
+        found.append(error(f"maxBytes {program.max_bytes} < minBytes {program.min_bytes}: the "
+                           f"runtime never selects this algorithm"))
     depth = program.protocol.fifo_depth
 
     def run(inplace: bool) -> list[Diagnostic]:

@@ -63,9 +63,9 @@ def verify_oneccl_text(text: str | bytes, path: str) -> VerifyReport:
         diag = error(too_many)
         return VerifyReport(path, False, (str(diag),), (), (diag,), sched)
     diags: list[Diagnostic] = list(verify_thread_schedule(sched))
-    if sched.max_bytes and sched.max_bytes < sched.min_bytes:  # as the MSCCL reader warns
-        diags.append(warning(f"max_bytes {sched.max_bytes} < min_bytes {sched.min_bytes}: "
-                             f"never selected"))
+    if sched.max_bytes and sched.max_bytes < sched.min_bytes:  # as an MSCCL file's
+        diags.append(error(f"max_bytes {sched.max_bytes} < min_bytes {sched.min_bytes}: "
+                           f"the runtime never selects this algorithm"))
     errors = tuple(str(d) for d in diags if d.is_error)
     warnings = tuple(str(d) for d in diags if not d.is_error)
     return VerifyReport(path, not errors, errors, warnings, tuple(diags), sched)

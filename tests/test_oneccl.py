@@ -294,15 +294,28 @@ def test_token_attributes_with_spaces_read_as_the_schema_compares_them(tmp_path,
 
 
 def test_an_empty_window_is_flagged_as_in_msccl_files() -> None:
+    """An empty window (max below min) was a warning while a file in neither
+    mode was an error, though the runtime selects neither and colc refuses
+    to write either: both are errors, in both formats."""
+    from colc.backends.verify import verify_text
+
     path = os.path.join(HERE, "data", "oneccl", "ring3-allgather-split.oneccl.xml")
     with open(path, encoding="utf-8") as fh:
         text = fh.read()
     empty = text.replace('min_bytes="0" max_bytes="0"', 'min_bytes="100" max_bytes="10"')
     assert empty != text
     report = verify_oneccl_text(empty, "w.oneccl.xml")
-    assert report.ok and any("max_bytes 10 < min_bytes 100: never selected" in w
-                             for w in report.warnings)
+    assert not report.ok and any("max_bytes 10 < min_bytes 100: the runtime never selects" in e
+                                 for e in report.errors)
     assert not verify_oneccl_text(text, "ok.oneccl.xml").warnings
+    golden = os.path.join(os.path.dirname(HERE), "golden", "msccl", "ring4-allreduce.xml")
+    with open(golden, encoding="utf-8") as fh:
+        xml = fh.read()
+    assert verify_text(xml, "ok.xml").ok
+    bad = verify_text(xml.replace('minBytes="0" maxBytes="0"',
+                                  'minBytes="100" maxBytes="10"', 1), "w.xml")
+    assert not bad.ok and any("maxBytes 10 < minBytes 100: the runtime never selects" in e
+                              for e in bad.errors)
 
 
 def test_windows_past_ten_digits_are_written_and_read() -> None:
