@@ -22,11 +22,64 @@ import tempfile
 import warnings
 from dataclasses import dataclass
 
+import functools
+import re
+import threading
+
 from colc.collector import fewer_collections
 from colc.errors import ColcError
 from colc.sizes import MAX_SIZE
 
+#: The compiler keeps per-process caches (the last schedule's analysis, the
+#: simulator's tables, the worker pool's task): calls from several threads
+#: run one at a time, so each gets the file a lone call gets.
+_LOCK = threading.RLock()
 
+#: A command-line flag in a message, with its value when it has one.
+_FLAG = re.compile(r"--([a-z][a-z-]*)(?:(?: |=)(\d[\w.,]*|[A-Z]\w*))?")
+
+
+def _keyword(match: re.Match) -> str:
+    name = match.group(1).replace("-", "_")
+    if name == "dtype":  # the API's keyword for --dtype is dtype as well
+        return f"dtype={match.group(2)!r}" if match.group(2) else "dtype"
+    return f"{name}={match.group(2)}" if match.group(2) else name
+
+
+def _in_api_terms(err: ColcError) -> ColcError:
+    """``err`` with the command line's flags named as the API's keywords
+    (``use --max-threadblocks 9 or more`` -> ``use max_threadblocks=9 or
+    more``)."""
+    err.args = tuple(_FLAG.sub(_keyword, a) if isinstance(a, str) else a for a in err.args)
+    if isinstance(getattr(err, "msg", None), str):
+        err.msg = _FLAG.sub(_keyword, err.msg)
+    return err
+
+
+def _api_call(fn):
+    """Run ``fn`` under ``_LOCK``, its errors in the API's terms."""
+    @functools.wraps(fn)
+    def call(*args, **kw):
+        with _LOCK:
+            try:
+                return fn(*args, **kw)
+            except ColcError as err:
+                raise _in_api_terms(err) from None
+    return call
+
+
+def _stacklevel() -> int:
+    """The ``stacklevel`` of a warning issued in this module that points at
+    the first caller outside it (and outside ``functools``' wrapper)."""
+    import sys
+
+    frame, level = sys._getframe(1), 1
+    while frame is not None and frame.f_code.co_filename == __file__:
+        frame, level = frame.f_back, level + 1
+    return level
+
+
+@_api_call
 def load_topology(source: str | os.PathLike, *, boxes: int | None = None):
     """A ``Topology`` from a file path, or from the text of a topology.
 
@@ -61,8 +114,8 @@ def load_topology(source: str | os.PathLike, *, boxes: int | None = None):
         topo = load_any_topology(text, boxes=boxes, warn=_quiet)
     else:
         topo = _load_text(text, boxes)
-    for note in topo.notes:  # at the caller (colc.compile, colc.portfolio: their own line)
-        warnings.warn(note, UserWarning, stacklevel=2)
+    for note in topo.notes:  # at the caller's line (colc.compile's caller's too)
+        warnings.warn(note, UserWarning, stacklevel=_stacklevel())
     return topo
 
 
@@ -133,6 +186,20 @@ def _options(collective: str, algorithm: str, protocol: str, what: str = "colc.c
     from colc.compiler.pipeline import CompileOptions
     from colc.ir.core import Collective, Protocol
 
+    collective = collective.value if isinstance(collective, Collective) else collective
+    protocol = protocol.value if isinstance(protocol, Protocol) else protocol
+    if not isinstance(algorithm, str):
+        raise ColcError(f"{what}: algorithm must be one name such as 'ring' or 'auto', got "
+                        f"{algorithm!r}")
+    if "dtype" in kw:  # the command line's --dtype; CompileOptions holds its bytes
+        from colc.sizes import dtype_bytes
+
+        if "dtype_bytes" in kw:
+            raise ColcError(f"{what}: give dtype or dtype_bytes, not both")
+        dtype = kw.pop("dtype")
+        if not isinstance(dtype, str):
+            raise ColcError(f"{what}: dtype must be a name such as 'fp16', got {dtype!r}")
+        kw["dtype_bytes"] = dtype_bytes(dtype)
     if collective not in COLLECTIVES:
         raise ColcError(f"{what}: unknown collective {collective!r}; choose from "
                         f"{', '.join(COLLECTIVES)}")
@@ -219,8 +286,10 @@ class Compiled:
         prog = self.result.program
         tbs = f", {prog.max_threadblocks} threadblocks per GPU" if prog is not None else ""
         coll = f"{self.options.collective.value}, " if self.options is not None else ""
+        copies = getattr(self.options, "instances", 1)
+        copies = f" x{copies} instances" if copies > 1 else ""
         return (f"Compiled({self.topology.name!r}, {self.topology.num_ranks} ranks, {coll}"
-                f"{self.algorithm}{tbs})")
+                f"{self.algorithm}{copies}{tbs})")
 
     @property
     def algorithm(self) -> str:
@@ -258,6 +327,7 @@ class Compiled:
                             f"threadblock program, so no {what}; use to_oneccl_xml()")
         return self.program
 
+    @_api_call
     def verify(self, backend: str | None = None):
         """``colc verify`` on the printed file: a report with ``ok``, ``errors``, ``summary``
         (``backend`` None: oneCCL for an algorithm written as threads, else MSCCL)."""
@@ -271,6 +341,7 @@ class Compiled:
         text = self.to_msccl_xml() if backend == "msccl" else self.to_oneccl_xml()
         return verify_text(text, f"<{self.algorithm}>", backend=backend)
 
+    @_api_call
     def simulate(self, sizes=(1 << 20, 1 << 30), dtype: str = "fp32", machine: str | None = None):
         """Predicted call at each size (``colc.ir.simulate.SimResult`` list);
         ``machine`` defaults to the compile's (``machine=`` of ``compile``),
@@ -289,6 +360,7 @@ class Compiled:
         return [simulate(program, self.topology, model, s, dtype_bytes(dtype))
                 for s in size_list]
 
+    @_api_call
     def analyze(self, **kw) -> dict:
         """``colc analyze`` restricted to this file's collective.
 
@@ -359,6 +431,9 @@ def _size_list(sizes, what: str) -> tuple[int, ...]:
 
     if isinstance(sizes, (str, int)):
         sizes = (sizes,)
+    if isinstance(sizes, (range, set, frozenset)) or (
+            hasattr(sizes, "__iter__") and not isinstance(sizes, (bytes, dict, list, tuple))):
+        sizes = sorted(sizes) if isinstance(sizes, (set, frozenset)) else list(sizes)
     if not isinstance(sizes, (list, tuple)):
         raise ColcError(f"{what}: sizes must be a size or a list of sizes, got {sizes!r}")
     out = []
@@ -375,6 +450,7 @@ def _size_list(sizes, what: str) -> tuple[int, ...]:
     return tuple(out)
 
 
+@_api_call
 def compile(topology, *, collective: str = "allreduce", algorithm: str = "auto",  # noqa: A001
             protocol: str = "Simple", **options) -> Compiled:
     """Compile ``topology`` to one verified runtime file (``colc TOPO -o FILE``).
@@ -386,22 +462,33 @@ def compile(topology, *, collective: str = "allreduce", algorithm: str = "auto",
     collective, algorithm, protocol : str
         As the command-line options.
     **options
-        Other ``CompileOptions`` fields: ``machine``, ``chunks``, ``instances``,
-        ``min_bytes``, ``max_bytes``, ``inplace``, ``outofplace``, ``balance``,
-        ``rank_sizes``.
+        Other ``CompileOptions`` fields (docs/api.md lists them):
+        ``max_threadblocks``, ``machine``, ``chunks``, ``instances``,
+        ``min_bytes``, ``max_bytes``, ``inplace``, ``outofplace``, ``backend``,
+        ``dtype`` (or ``dtype_bytes``), ``rank_sizes``, ``jobs``, ``balance``.
 
     Returns
     -------
     Compiled
+        A file the runtime selects at no power-of-two size, or skips at some
+        from 1K to 1G, is also warned of (``UserWarning``), as the command
+        line warns.
     """
     from colc.compiler.pipeline import compile_topology
+    from colc.ir.simulate import selection_gaps, selection_warnings
 
     topo = topology if hasattr(topology, "ranks") else load_topology(topology)
     opts = _options(collective, algorithm, protocol, **options)
     with fewer_collections():
-        return Compiled(topo, compile_topology(topo, opts), opts)
+        result = compile_topology(topo, opts)
+    written = getattr(result, "threads", None) or result.program
+    for line in selection_warnings(written, opts.backend) + selection_gaps(written,
+                                                                           opts.backend):
+        warnings.warn(_FLAG.sub(_keyword, line), UserWarning, stacklevel=_stacklevel())
+    return Compiled(topo, result, opts)
 
 
+@_api_call
 def portfolio(topology, *, collective: str = "allreduce", algorithm: str = "auto",
               sizes: tuple[int, ...] | None = None, **options):
     """One file per size window (``colc TOPO -o DIR/``): a ``Portfolio``.
@@ -425,6 +512,7 @@ def portfolio(topology, *, collective: str = "allreduce", algorithm: str = "auto
         return build_portfolio(topo, opts, sizes=wanted)
 
 
+@_api_call
 def write_portfolio(portfolio, folder: str | os.PathLike):
     """Write a ``Portfolio``'s files into ``folder`` as ``colc TOPO -o DIR/``
     does (``colc.algo_dir``): all or none, named by collective, rank count
