@@ -35,15 +35,34 @@ from colc.sizes import MAX_SIZE
 #: run one at a time, so each gets the file a lone call gets.
 _LOCK = threading.RLock()
 
-#: A command-line flag in a message, with its value when it has one.
-_FLAG = re.compile(r"--([a-z][a-z-]*)(?:(?: |=)(\d[\w.,]*|[A-Z]\w*))?")
+#: The command line's flags that are the API's keywords, and what their
+#: values look like in a message ("int": a number or size such as 1M; "name":
+#: a word such as fp16 or allgather; None: the flag takes no value).
+_FLAGS = {
+    "max-threadblocks": "int", "chunks": "int", "instances": "int", "jobs": "int",
+    "min-bytes": "int", "max-bytes": "int", "budgets": "int", "sizes": "int",
+    "boxes": "int", "machine": "name", "backend": "name", "dtype": "name",
+    "collective": "name", "algorithm": "name", "protocol": "name",
+    "inplace": None, "outofplace": None, "search": None,
+}
+
+#: One of those flags, where a message names it (after a space, a bracket or
+#: a quote; never inside a word or a path such as ``run--jobs``), with its
+#: value when one follows.
+_FLAG = re.compile(r"(?<![^\s(\[`'\"])--(" + "|".join(sorted(_FLAGS, key=len, reverse=True))
+                   + r")(?![\w-])(?:[ =]([\w.,]+))?")
 
 
 def _keyword(match: re.Match) -> str:
-    name = match.group(1).replace("-", "_")
-    if name == "dtype":  # the API's keyword for --dtype is dtype as well
-        return f"dtype={match.group(2)!r}" if match.group(2) else "dtype"
-    return f"{name}={match.group(2)}" if match.group(2) else name
+    flag, value = match.group(1), match.group(2)
+    name = flag.replace("-", "_")
+    kind = _FLAGS[flag]
+    if value is None or kind is None:
+        tail = match.group(0)[len(flag) + 2:]  # a flag without a value keeps what followed
+        return name + tail
+    if kind == "int" and not value[0].isdigit():
+        return name + match.group(0)[len(flag) + 2:]
+    return f"{name}={value!r}" if kind == "name" else f"{name}={value}"
 
 
 def _in_api_terms(err: ColcError) -> ColcError:
@@ -433,7 +452,10 @@ def _size_list(sizes, what: str) -> tuple[int, ...]:
         sizes = (sizes,)
     if isinstance(sizes, (range, set, frozenset)) or (
             hasattr(sizes, "__iter__") and not isinstance(sizes, (bytes, dict, list, tuple))):
-        sizes = sorted(sizes) if isinstance(sizes, (set, frozenset)) else list(sizes)
+        unordered = isinstance(sizes, (set, frozenset))
+        sizes = list(sizes)
+    else:
+        unordered = False
     if not isinstance(sizes, (list, tuple)):
         raise ColcError(f"{what}: sizes must be a size or a list of sizes, got {sizes!r}")
     out = []
@@ -447,7 +469,7 @@ def _size_list(sizes, what: str) -> tuple[int, ...]:
         out.append(n)
     if not out:
         raise ColcError(f"{what}: no size given")
-    return tuple(out)
+    return tuple(sorted(out) if unordered else out)
 
 
 @_api_call
@@ -484,6 +506,7 @@ def compile(topology, *, collective: str = "allreduce", algorithm: str = "auto",
     written = getattr(result, "threads", None) or result.program
     for line in selection_warnings(written, opts.backend) + selection_gaps(written,
                                                                            opts.backend):
+        line = line.replace("a folder (-o DIR/) gets", "colc.portfolio gives")
         warnings.warn(_FLAG.sub(_keyword, line), UserWarning, stacklevel=_stacklevel())
     return Compiled(topo, result, opts)
 

@@ -51,9 +51,9 @@ def protocol_problem(topo: Topology, opts) -> str | None:
     model = _model(topo, opts)
     if opts.protocol in model.protocols:
         return None
-    offered = " or ".join(p.value for p in model.protocols)
+    offered = " or ".join(f"--protocol {p.value}" for p in model.protocols)
     return (f"--protocol {opts.protocol.value}: machine {model.name} has no "
-            f"{opts.protocol.value} (its runtime keeps it off); use --protocol {offered}")
+            f"{opts.protocol.value} (its runtime keeps it off); use {offered}")
 
 
 def mode_problem(opts) -> str | None:

@@ -8,6 +8,7 @@ in bounded time.  The expected text of each file is in ``EXPECTED.tsv``.
 from __future__ import annotations
 
 import os
+import re
 import time
 from pathlib import Path
 
@@ -222,6 +223,8 @@ def test_api_speaks_in_keywords_and_warns_at_the_callers_line(tmp_path):
     (gap,) = seen
     assert gap.category is UserWarning and gap.filename == __file__
     assert str(gap.message).startswith("the runtime selects this file at 10 of the 21")
+    assert "colc.portfolio gives a portfolio" in str(gap.message)
+    assert [r.nbytes for r in made.simulate(sizes={"1M", 4096})] == [4096, 1 << 20]
     with pytest.warns(UserWarning, match="the runtime never selects it there"):
         colc.compile(str(ring3), algorithm="ring", instances=2)
     both = colc.compile(str(ring3), collective=Collective.ALLGATHER, protocol=Protocol.LL,
@@ -231,6 +234,12 @@ def test_api_speaks_in_keywords_and_warns_at_the_callers_line(tmp_path):
     assert len(made.simulate(sizes=range(1024, 4096, 1024))) == 3
     with pytest.raises(colc.errors.ColcError, match="algorithm must be one name"):
         colc.compile(str(ring3), algorithm=["ring"])
+    with pytest.raises(colc.errors.ColcError,
+                       match=r"^protocol='LL128': .* use protocol='Simple' or protocol='LL'$"):
+        colc.compile(str(ring3), protocol="LL128", machine="mi250")
+    odd = tmp_path / "run--jobs 2" / "--max-threadblocks 4.yaml"  # flags only where a message names one
+    with pytest.raises(colc.errors.ColcError, match=f"^{re.escape(str(odd))}: error: no such file"):
+        colc.load_topology(odd)
 
 
 def test_api_load_topology_names_paths_and_text(tmp_path):

@@ -533,6 +533,21 @@ def test_find_with_more_ports_than_peers_may_leave_some_spare() -> None:
     assert find_topology(4, 5).frontier[0].name == "K4 (3 of 5 ports)"
 
 
+@pytest.mark.parametrize("n,d", [(40, 10), (33, 11), (10, 5)])
+def test_find_expands_only_graphs_that_use_every_port(n, d) -> None:
+    """A line graph has one node per link: L(K4*3 on 9 of 10 ports) has 36
+    nodes, not the 40 asked for, so the finder must not offer it (it once
+    wrote a 36-rank file for ``--ranks 40``).  Every row builds ``n`` ranks
+    with at most ``d`` links out of each."""
+    from collections import Counter
+
+    for c in find_topology(n, d).frontier:
+        topo = build_candidate(c.recipe)
+        assert topo.num_ranks == n, c.name
+        out = Counter(link.src for link in topo.links)
+        assert max(out.values()) <= d, c.name
+
+
 @pytest.mark.parametrize("name,make", [("hypercube4", lambda: F.hypercube(4, 10)),
                                        ("torus3x5", lambda: F.torus([3, 5], 10))])
 def test_bfb_fan_in_partials_reduce_side_by_side(name, make) -> None:

@@ -23,7 +23,7 @@ def test_protocol_the_machine_lacks_is_named_before_building(tmp_path, capsys) -
                  "--instances", "3", "-o", str(out)]) != 0
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1].startswith("colc: error: --protocol LL128: machine mi250 has no LL128")
-    assert "use --protocol Simple or LL" in err[-1] and not out.exists()
+    assert "use --protocol Simple or --protocol LL" in err[-1] and not out.exists()
 
 
 def test_chunks_that_fit_nothing_are_named_with_what_works() -> None:

@@ -253,13 +253,33 @@ def _bases(n: int, d: int) -> list[Candidate]:
     return out
 
 
+def _uses_every_port(recipe: tuple, d: int) -> bool:
+    """Whether the recipe's graph uses all ``d`` ports of every node.
+
+    A complete graph may leave ports spare (K4 on 3 of 5); its line graph or
+    degree expansion then has fewer nodes than the ``(n, d)`` it is sought
+    for (the line graph has one node per link), so the expansions skip it.
+    """
+    kind = recipe[0]
+    if kind == "complete":
+        n, m = recipe[1], (recipe[2] if len(recipe) > 2 else 1)
+        return m * (n - 1) == d
+    if kind == "line":
+        return _uses_every_port(recipe[1], d)
+    if kind == "degree":
+        return d % recipe[2] == 0 and _uses_every_port(recipe[1], d // recipe[2])
+    if kind == "power":
+        return d % recipe[2] == 0 and _uses_every_port(recipe[1], d // recipe[2])
+    return True
+
+
 @lru_cache(maxsize=None)
 def frontier(n: int, d: int) -> tuple[Candidate, ...]:
     """Pareto frontier (plus the best BW-optimal BFB candidate) at ``(n, d)``."""
     cands = _bases(n, d)
     if d >= 2 and n % d == 0 and n // d >= 2:
         for c in frontier(n // d, d):
-            if c.self_loops:
+            if c.self_loops or not _uses_every_port(c.recipe, d):
                 continue
             # Cor 10.1: L of an optimal BFB schedule with |N+(u)| > 1 is optimal BFB.
             exact = c.exact and c.recipe[0] not in ("degree", "power", "uniring")
@@ -269,7 +289,7 @@ def frontier(n: int, d: int) -> tuple[Candidate, ...]:
         if d % copies or n % copies or n // copies < 2:
             continue
         for c in frontier(n // copies, d // copies):
-            if c.self_loops:
+            if c.self_loops or not _uses_every_port(c.recipe, d // copies):
                 continue
             tau = c.tau + Fraction(copies - 1, copies * c.num_ranks)
             cands.append(Candidate(f"({c.name})*{copies}", n, d, c.hops + 1, tau, c.exact, False,
