@@ -829,12 +829,28 @@ def _cmd_simulate(argv: list[str]) -> int:
         _print_simulation(args, topo, model, tbs, rows)
     if over:
         print(f"colc: warning: {args.file}: {over}", file=sys.stderr)
+    if rows and not any(r.selected for r in rows):
+        print(f"colc: warning: {args.file}: {_unselected(read.program)}", file=sys.stderr)
     if failed:
         more = f" (and {len(failed) - 1} more; colc verify lists them)" if len(failed) > 1 else ""
         print(f"{args.file}: error: fails verification, so these figures are of a file the "
               f"runtime would not run correctly: {failed[0]}{more}", file=sys.stderr)
         return 1
     return 0
+
+
+def _unselected(program) -> str:
+    """Why ``colc simulate`` found no size the runtime selects the file at."""
+    from colc.ir.simulate import selection_warnings
+    from colc.sizes import format_size
+
+    if program.max_bytes and program.max_bytes < program.min_bytes:
+        return (f"its size window is empty (maxBytes {format_size(program.max_bytes)} is "
+                f"below minBytes {format_size(program.min_bytes)}): the runtime selects it "
+                f"at no size; colc verify calls this an error")
+    reasons = selection_warnings(program, "msccl")
+    return (reasons[0] if reasons else "the runtime selects this file at none of these "
+            "sizes (see the selected column): those calls run NCCL's own algorithm")
 
 
 def _verification_errors(read) -> list[str]:

@@ -538,6 +538,28 @@ def test_simulate_names_a_topology_given_instead_of_a_schedule(capsys) -> None:
         "colc simulate takes the XML files" in msg and "\n" not in msg
 
 
+def test_simulate_warns_when_the_runtime_selects_the_file_at_no_size(tmp_path, capsys) -> None:
+    """A file whose window is empty (maxBytes below minBytes) simulated
+    under --no-verify printed figures with every row unselected and no word
+    why; it now warns in one line, and without --no-verify fails as colc
+    verify does."""
+    with open(os.path.join(REPO, "golden", "msccl", "ring4-allreduce.xml"), encoding="utf-8") as fh:
+        xml = fh.read()
+    bad = tmp_path / "empty.xml"
+    bad.write_text(xml.replace('minBytes="0" maxBytes="0"', 'minBytes="4096" maxBytes="1024"', 1))
+    topo = os.path.join(EXAMPLES, "ring-4.yaml")
+    assert main(["simulate", str(bad), "--topo", topo, "--sizes", "1K:1M", "--no-verify"]) == 0
+    err = capsys.readouterr().err.splitlines()
+    assert err == [f"colc: warning: {bad}: its size window is empty (maxBytes 1K is below "
+                   f"minBytes 4K): the runtime selects it at no size; colc verify calls this "
+                   f"an error"]
+    assert main(["simulate", str(bad), "--topo", topo, "--sizes", "1K:1M"]) == 1
+    assert "fails verification" in capsys.readouterr().err
+    assert main(["simulate", os.path.join(REPO, "golden", "msccl", "ring4-allreduce.xml"),
+                 "--topo", topo, "--sizes", "1K:1M", "--no-verify"]) == 0
+    assert capsys.readouterr().err == ""
+
+
 def test_a_portfolio_whose_last_file_meets_the_loop_iteration_limit_says_so(tmp_path,
                                                                             capsys) -> None:
     """3-rank ring allgather: its last (Simple) file, 6 chunks per loop,
