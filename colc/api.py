@@ -50,7 +50,7 @@ _FLAGS = {
 #: a quote; never inside a word or a path such as ``run--jobs``), with its
 #: value when one follows.
 _FLAG = re.compile(r"(?<![^\s(\[`'\"])--(" + "|".join(sorted(_FLAGS, key=len, reverse=True))
-                   + r")(?![\w-])(?:[ =]([\w.,]+))?")
+                   + r")(?![\w-])(?:[ =](\w(?:[\w.,:-]*\w)?))?")
 
 
 def _keyword(match: re.Match) -> str:
@@ -469,7 +469,7 @@ def _size_list(sizes, what: str) -> tuple[int, ...]:
         out.append(n)
     if not out:
         raise ColcError(f"{what}: no size given")
-    return tuple(sorted(out) if unordered else out)
+    return tuple(sorted(set(out)) if unordered else out)
 
 
 @_api_call

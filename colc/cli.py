@@ -829,8 +829,9 @@ def _cmd_simulate(argv: list[str]) -> int:
         _print_simulation(args, topo, model, tbs, rows)
     if over:
         print(f"colc: warning: {args.file}: {over}", file=sys.stderr)
-    if rows and not any(r.selected for r in rows):
-        print(f"colc: warning: {args.file}: {_unselected(read.program)}", file=sys.stderr)
+    unselected = _unselected(read.program) if rows and not any(r.selected for r in rows) else ""
+    if unselected:
+        print(f"colc: warning: {args.file}: {unselected}", file=sys.stderr)
     if failed:
         more = f" (and {len(failed) - 1} more; colc verify lists them)" if len(failed) > 1 else ""
         print(f"{args.file}: error: fails verification, so these figures are of a file the "
@@ -840,7 +841,8 @@ def _cmd_simulate(argv: list[str]) -> int:
 
 
 def _unselected(program) -> str:
-    """Why ``colc simulate`` found no size the runtime selects the file at."""
+    """Why the runtime selects the file at no size at all, or '' (``colc simulate``
+    warns when none of its sizes is selected and there is such a reason)."""
     from colc.ir.simulate import selection_warnings
     from colc.sizes import format_size
 
@@ -849,8 +851,7 @@ def _unselected(program) -> str:
                 f"below minBytes {format_size(program.min_bytes)}): the runtime selects it "
                 f"at no size; colc verify calls this an error")
     reasons = selection_warnings(program, "msccl")
-    return (reasons[0] if reasons else "the runtime selects this file at none of these "
-            "sizes (see the selected column): those calls run NCCL's own algorithm")
+    return reasons[0] if reasons else ""  # the table's selected column says why per size
 
 
 def _verification_errors(read) -> list[str]:

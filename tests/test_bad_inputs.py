@@ -224,7 +224,7 @@ def test_api_speaks_in_keywords_and_warns_at_the_callers_line(tmp_path):
     assert gap.category is UserWarning and gap.filename == __file__
     assert str(gap.message).startswith("the runtime selects this file at 10 of the 21")
     assert "colc.portfolio gives a portfolio" in str(gap.message)
-    assert [r.nbytes for r in made.simulate(sizes={"1M", 4096})] == [4096, 1 << 20]
+    assert [r.nbytes for r in made.simulate(sizes={"1M", 4096, "4K"})] == [4096, 1 << 20]
     with pytest.warns(UserWarning, match="the runtime never selects it there"):
         colc.compile(str(ring3), algorithm="ring", instances=2)
     both = colc.compile(str(ring3), collective=Collective.ALLGATHER, protocol=Protocol.LL,
@@ -240,6 +240,11 @@ def test_api_speaks_in_keywords_and_warns_at_the_callers_line(tmp_path):
     odd = tmp_path / "run--jobs 2" / "--max-threadblocks 4.yaml"  # flags only where a message names one
     with pytest.raises(colc.errors.ColcError, match=f"^{re.escape(str(odd))}: error: no such file"):
         colc.load_topology(odd)
+    switched = os.path.join(os.path.dirname(os.path.dirname(__file__)), "examples",
+                            "switch-tree.yaml")
+    with pytest.raises(colc.errors.ColcError,
+                       match=r"use algorithm='trees' or algorithm='ring'$"):
+        colc.compile(switched, algorithm="bfb")
 
 
 def test_api_load_topology_names_paths_and_text(tmp_path):

@@ -106,7 +106,7 @@ def relays(topo: Topology) -> dict[tuple[int, int], int]:
             options = [v for v in range(n) if v not in (a, b)
                        and (a, v) in reach and (v, b) in reach]
             if not options:
-                hint = ("use --algorithm mcf or hop-relay" if not topo.switches else
+                hint = ("use --algorithm mcf or --algorithm hop-relay" if not topo.switches else
                         "mcf and hop-relay route only over links between ranks, and this "
                         "fabric has switches too, so no colc all-to-all serves it")
                 raise UnsupportedError(

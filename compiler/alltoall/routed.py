@@ -98,7 +98,7 @@ def _routed(topo: Topology, collective: Collective, chunks: int | None,
     require_alltoall(collective, name)
     if len(topo.node) != topo.num_ranks:
         raise UnsupportedError(f"{name} routes over direct-connect fabrics (links between "
-                               "ranks); this one has switches: use --algorithm direct or rails")
+                               "ranks); this one has switches: use --algorithm direct or --algorithm rails")
     cf = chunks or DEFAULT_CHUNKS
     _check_steps(topo)
     result = _solved(topo, name == HOPS_NAME)
@@ -142,7 +142,7 @@ def routed_steps_problem(topo: Topology) -> str | None:
             f"{sends} transfers (one per hop of every block), more than the "
             f"{MAX_SENDS_PER_RANK} steps an MSCCL file holds per rank (64 per threadblock, "
             f"half of 108 threadblocks); hop-relay writes it as oneCCL threads, one message "
-            f"per link and hop (-o FILE.oneccl.xml, --algorithm auto or hop-relay)")
+            f"per link and hop (-o FILE.oneccl.xml, --algorithm auto or --algorithm hop-relay)")
 
 
 def _check_steps(topo: Topology) -> None:

@@ -37,6 +37,6 @@ def bfb_schedule_for(topo: Topology, collective: Collective,
     """
     if topo.has_switches:
         raise UnsupportedError("bfb needs a direct-connect topology (this one has switches); "
-                               "use --algorithm trees or ring")
+                               "use --algorithm trees or --algorithm ring")
     sched = bfb_to_schedule(generate_bfb(topo), topo, collective, chunks_per_shard=chunks)
     return infer_dependencies(sched)

@@ -256,9 +256,12 @@ def _bases(n: int, d: int) -> list[Candidate]:
 def _uses_every_port(recipe: tuple, d: int) -> bool:
     """Whether the recipe's graph uses all ``d`` ports of every node.
 
-    A complete graph may leave ports spare (K4 on 3 of 5); its line graph or
-    degree expansion then has fewer nodes than the ``(n, d)`` it is sought
-    for (the line graph has one node per link), so the expansions skip it.
+    A complete graph may leave ports spare (K4 on 3 of 5); its line graph
+    then has fewer nodes than the ``(n, d)`` it is sought for (one node per
+    link), and its degree expansion leaves the spare ports idle with a tau
+    the expansion's formula does not give, so the expansions skip it.  A
+    product's factors are BW-optimal, which a graph with spare ports never
+    is, so a product uses every port.
     """
     kind = recipe[0]
     if kind == "complete":
