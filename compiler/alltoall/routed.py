@@ -98,7 +98,8 @@ def _routed(topo: Topology, collective: Collective, chunks: int | None,
     require_alltoall(collective, name)
     if len(topo.node) != topo.num_ranks:
         raise UnsupportedError(f"{name} routes over direct-connect fabrics (links between "
-                               "ranks); this one has switches: use --algorithm direct or --algorithm rails")
+                               "ranks); this one has switches: use --algorithm direct or "
+                               "--algorithm rails")
     cf = chunks or DEFAULT_CHUNKS
     _check_steps(topo)
     result = _solved(topo, name == HOPS_NAME)
