@@ -57,11 +57,8 @@ def _keyword(match: re.Match) -> str:
     flag, value = match.group(1), match.group(2)
     name = flag.replace("-", "_")
     kind = _FLAGS[flag]
-    if value is None or kind is None:
-        tail = match.group(0)[len(flag) + 2:]  # a flag without a value keeps what followed
-        return name + tail
-    if kind == "int" and not value[0].isdigit():
-        return name + match.group(0)[len(flag) + 2:]
+    if value is None or kind is None or (kind == "int" and not value[0].isdigit()):
+        return name + match.group(0)[len(flag) + 2:]  # no value: keep what followed
     return f"{name}={value!r}" if kind == "name" else f"{name}={value}"
 
 
@@ -450,12 +447,10 @@ def _size_list(sizes, what: str) -> tuple[int, ...]:
 
     if isinstance(sizes, (str, int)):
         sizes = (sizes,)
+    unordered = isinstance(sizes, (set, frozenset))
     if isinstance(sizes, (range, set, frozenset)) or (
             hasattr(sizes, "__iter__") and not isinstance(sizes, (bytes, dict, list, tuple))):
-        unordered = isinstance(sizes, (set, frozenset))
         sizes = list(sizes)
-    else:
-        unordered = False
     if not isinstance(sizes, (list, tuple)):
         raise ColcError(f"{what}: sizes must be a size or a list of sizes, got {sizes!r}")
     out = []
@@ -504,9 +499,8 @@ def compile(topology, *, collective: str = "allreduce", algorithm: str = "auto",
     with fewer_collections():
         result = compile_topology(topo, opts)
     written = getattr(result, "threads", None) or result.program
-    for line in selection_warnings(written, opts.backend) + selection_gaps(written,
-                                                                           opts.backend):
-        line = line.replace("a folder (-o DIR/) gets", "colc.portfolio gives")
+    gaps = selection_gaps(written, opts.backend, portfolio="colc.portfolio gives")
+    for line in selection_warnings(written, opts.backend) + gaps:
         warnings.warn(_FLAG.sub(_keyword, line), UserWarning, stacklevel=_stacklevel())
     return Compiled(topo, result, opts)
 

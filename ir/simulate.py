@@ -366,7 +366,8 @@ def selection_warnings(program: Program | ThreadSchedule, backend: str | None = 
 
 
 def selection_gaps(program: Program | ThreadSchedule, backend: str | None = None,
-                   lo: int = 1024, hi: int = 1 << 30) -> list[str]:
+                   lo: int = 1024, hi: int = 1 << 30,
+                   portfolio: str = "a folder (-o DIR/) gets") -> list[str]:
     """A note when the runtime selects ``program`` at some of the fp32
     power-of-two sizes in ``[lo, hi]`` (nccl-tests' ``-b 1K -e 1G``) its
     window holds, but not at all of them: at the others the call runs
@@ -381,6 +382,9 @@ def selection_gaps(program: Program | ThreadSchedule, backend: str | None = None
         The file's format, for its terms (None: a ThreadSchedule is oneCCL).
     lo, hi : int
         The sizes told over.
+    portfolio : str
+        How the caller gets a portfolio instead (an MSCCL file's note ends
+        "; {portfolio} a portfolio whose files serve every size").
 
     Returns
     -------
@@ -414,8 +418,7 @@ def selection_gaps(program: Program | ThreadSchedule, backend: str | None = None
         return []
     oneccl = backend == "oneccl" or backend is None and isinstance(program, ThreadSchedule)
     term = "nchunks" if oneccl else "nchunksperloop"
-    folder = ("" if oneccl else "; a folder (-o DIR/) gets a portfolio whose files serve "
-              "every size")
+    folder = "" if oneccl else f"; {portfolio} a portfolio whose files serve every size"
     span = (f"{len(called)} power-of-two sizes {format_size(called[0])}.."
             f"{format_size(called[-1])} in fp32 (the element count must be a multiple of "
             f"{term} {program.nchunks}")

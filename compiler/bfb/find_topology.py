@@ -269,9 +269,7 @@ def _uses_every_port(recipe: tuple, d: int) -> bool:
         return m * (n - 1) == d
     if kind == "line":
         return _uses_every_port(recipe[1], d)
-    if kind == "degree":
-        return d % recipe[2] == 0 and _uses_every_port(recipe[1], d // recipe[2])
-    if kind == "power":
+    if kind in ("degree", "power"):  # the factor's ports, d / copies or d / power
         return d % recipe[2] == 0 and _uses_every_port(recipe[1], d // recipe[2])
     return True
 
