@@ -50,7 +50,8 @@ from colc.compiler.algorithms import (
     load_optional_algorithms,
     meshed_boxes,
 )
-from colc.compiler.choose_variants import CHUNK_SCALE_RANKS, SPREAD_TREES, scale_chunks, variants
+from colc.compiler.choose_variants import (CHUNK_SCALE_RANKS, SPREAD_TREES, direct_unpaired,
+                                          scale_chunks, variants)
 from colc.compiler.estimate_bandwidth import schedule_algbw
 from colc.compiler.lowering.balance_lanes import balance_lanes, plan_lanes
 from colc.compiler.lowering.lower_to_program import (
@@ -1259,7 +1260,8 @@ def ladder_variants(compiler: Compiler, winner: Variant, full: bool = True,
         # an unpaired winner's lanes, planned for half of a smaller budget, do
         # not fit (rails needs 17 on two DGX boxes): the paired file does
         out.append(dataclasses.replace(winner, budget=b, unpaired=False))
-        if winner.unpaired and winner.algorithm not in BUDGETED:
+        if (winner.unpaired and winner.algorithm not in BUDGETED
+                and direct_unpaired(compiler.topo, b)):
             out.append(dataclasses.replace(winner, budget=b))  # direct: the same lanes, fewer
     return out
 

@@ -422,8 +422,10 @@ def test_direct_on_one_box_sends_and_receives_on_threadblocks_of_their_own() -> 
     compile also tries direct unpaired (and more chunks per block): the file
     written at the default budget sends and receives on separate
     threadblocks within 32 and, at 1 GiB, is at least 3x the paired
-    one-chunk file (simulated; 262.7 against 67.0 GB/s).  Below 15
-    threadblocks unpaired is not tried, and the paired file is written."""
+    one-chunk file (simulated; 262.7 against 67.0 GB/s).  Within 14 the
+    local copy rides on a connection's threadblock and the unpaired file is
+    still written (128.6 GB/s); below 14 unpaired is not tried, and the
+    paired file is written."""
     from colc.compiler.options import Variant
     from colc.compiler.pipeline import CompileOptions, Compiler, compile_topology
     from colc.ir.core import Protocol
@@ -437,8 +439,13 @@ def test_direct_on_one_box_sends_and_receives_on_threadblocks_of_their_own() -> 
     paired = Compiler(topo, CompileOptions(collective=A2A, jobs=1)).simulate(
         Variant("direct", 1, Protocol.SIMPLE), 1 << 30).algbw
     assert dict(result.predicted)[1 << 30].algbw >= 3 * paired
-    small = compile_topology(topo, CompileOptions(collective=A2A, jobs=1, max_threadblocks=14))
-    assert not small.variant.unpaired and small.program.max_threadblocks <= 14
+    tight = compile_topology(topo, CompileOptions(collective=A2A, jobs=1, max_threadblocks=14))
+    assert tight.variant.unpaired and tight.program.max_threadblocks == 14
+    assert all(tb.send is None or tb.recv is None for rank in tight.program.ranks
+               for tb in rank.threadblocks)
+    assert dict(tight.predicted)[1 << 30].algbw >= 1.5 * paired
+    small = compile_topology(topo, CompileOptions(collective=A2A, jobs=1, max_threadblocks=13))
+    assert not small.variant.unpaired and small.program.max_threadblocks <= 13
 
 
 def test_direct_between_two_ranks_uses_the_link_both_ways() -> None:

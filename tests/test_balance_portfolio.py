@@ -790,3 +790,22 @@ def test_portfolio_sizes_in_any_order_give_the_same_windows() -> None:
     down = build_portfolio(topo, opts, sizes=(1 << 20, 1 << 10, 1 << 20))
     assert [(w.lo, w.hi, w.variant) for w in up.windows] == \
         [(w.lo, w.hi, w.variant) for w in down.windows]
+
+
+def test_local_threadblocks_are_reserved_on_their_own_rank_only() -> None:
+    """Rank 0's two local threadblocks leave the budget of rank 1, which has
+    no local step, to its connections; when the reserve leaves rank 0's
+    connections too few lanes, they take the whole budget."""
+    from colc.compiler.lowering.balance_lanes import _fit_with_local
+
+    pairs = [(0, 1), (1, 0), (1, 2), (2, 1)]
+    lanes = {p: 3 for p in pairs}
+    rate = {p: 10.0 for p in pairs}
+    nops = {p: 1 for p in pairs}
+    _fit_with_local(lanes, rate, nops, STEP_BUDGET, 8, {0: 2}, 3, paired=False)
+    used = {r: sum(v for p, v in lanes.items() if r in p) for r in range(3)}
+    assert used[0] <= 6 and used[1] == 8  # not 6: rank 0's reserve is not rank 1's
+    tight = {p: 40 for p in pairs}  # each pair needs its 1 lane per 40 steps
+    lanes = {p: 1 for p in pairs}
+    _fit_with_local(lanes, rate, tight, STEP_BUDGET, 4, {0: 3}, 3, paired=False)
+    assert lanes == {p: 1 for p in pairs}  # rank 0's connections take the whole budget

@@ -146,7 +146,7 @@ def plan_lanes(sched: Schedule, topo: Topology, model: RuntimeModel, protocol: P
         math.ceil(w / sched.nchunks * target_algbw / model.local_bw))))
         for r, w in local.items()}
     _fit_with_local(lanes, rate, nops, step_budget, max_threadblocks or model.max_threadblocks,
-                    max(local_lanes.values(), default=0), sched.ngpus, paired)
+                    local_lanes, sched.ngpus, paired)
     lane_rate = {}
     for pair, c in chunks.items():
         share = min((float(router.cap[e]) * _efficiency(topo, model, e) * c / link_chunks[e]
@@ -163,39 +163,40 @@ def _efficiency(topo: Topology, model: RuntimeModel, link: tuple[str, str]) -> f
 
 def _fit_with_local(lanes: dict[tuple[int, int], int], rate: dict[tuple[int, int], float],
                     nops: dict[tuple[int, int], int], step_budget: int, budget: int,
-                    reserve: int, ngpus: int, paired: bool) -> None:
-    """``_fit_budget`` leaving ``reserve`` threadblocks for local steps; when
-    the connections cannot fit what that leaves, they take the whole
-    budget and the lowering puts the local steps on their threadblocks
-    (``lower_to_program._local_threadblocks``)."""
+                    reserve: dict[int, int], ngpus: int, paired: bool) -> None:
+    """``_fit_budget`` leaving each rank ``reserve[r]`` threadblocks for its
+    local steps; when the connections cannot fit what that leaves, they take
+    the whole budget and the lowering puts the local steps on their
+    threadblocks (``lower_to_program._local_threadblocks``)."""
     wanted = dict(lanes)
     try:
-        _fit_budget(lanes, rate, nops, step_budget, budget - reserve, ngpus, paired)
+        _fit_budget(lanes, rate, nops, step_budget,
+                    [budget - reserve.get(r, 0) for r in range(ngpus)], ngpus, paired)
     except InfeasibleError:
-        if not reserve:
+        if not any(reserve.values()):
             raise
         lanes.update(wanted)
-        _fit_budget(lanes, rate, nops, step_budget, budget, ngpus, paired)
+        _fit_budget(lanes, rate, nops, step_budget, [budget] * ngpus, ngpus, paired)
 
 
 def _fit_budget(lanes: dict[tuple[int, int], int], rate: dict[tuple[int, int], float],
-                nops: dict[tuple[int, int], int], step_budget: int, budget: int,
+                nops: dict[tuple[int, int], int], step_budget: int, budget: list[int],
                 ngpus: int, paired: bool = False) -> None:
-    """Take lanes back until every rank's send + receive lanes (paired: the
-    larger of the two) fit ``budget``."""
+    """Take lanes back until every rank ``r``'s send + receive lanes (paired:
+    the larger of the two) fit ``budget[r]``."""
     def used(r: int) -> int:
         send = sum(v for (a, _), v in lanes.items() if a == r)
         recv = sum(v for (_, b), v in lanes.items() if b == r)
         return max(send, recv) if paired else send + recv
 
     for r in range(ngpus):
-        while used(r) > budget:
+        while used(r) > budget[r]:
             mine = [p for p in lanes if r in p and lanes[p] > math.ceil(nops[p] / step_budget)
                     and lanes[p] > 1]
             if not mine:
                 raise InfeasibleError(
                     f"rank {r} needs {used(r)} threadblocks for its connections, more than "
-                    f"the {budget} the threadblock budget leaves for them")
+                    f"the {budget[r]} the threadblock budget leaves for them")
             pair = max(mine, key=lambda p: (lanes[p] / max(rate[p], 1e-9), p))
             lanes[pair] -= 1
 
