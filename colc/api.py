@@ -248,7 +248,7 @@ def _check_keywords(kw: dict) -> None:
     for name in sorted(kw):
         if name not in known:
             raise ColcError(f"colc: unknown option {name!r}; choose from "
-                            f"{', '.join(sorted(known))}")
+                            f"{', '.join(sorted(known | {'dtype'}))}")
     for name, least in _COUNTS.items():
         value = kw.get(name)
         if value is None and name == "chunks":

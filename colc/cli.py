@@ -201,7 +201,8 @@ def _compile_parser() -> argparse.ArgumentParser:
     mode.add_argument("--outofplace", action="store_true", help="only out-of-place calls")
     p.add_argument("--instances", type=int, default=1, help="parallel copies of the schedule")
     p.add_argument("--chunks", type=int, default=None,
-                   help="chunks per shard (trees, hier, bfb, rings2d); default: tried by "
+                   help="chunks per shard (trees, hier, bfb, rings2d, rails, dimrings; ring: "
+                        "copies of its rings, nccl-rings: its rings); default: tried by "
                         "simulation")
     p.add_argument("--min-bytes", default="0", help="smallest message size to use it for (1M)")
     p.add_argument("--max-bytes", default="0", help="largest message size (0 = no limit)")

@@ -30,7 +30,10 @@ from colc.errors import UnsupportedError
 Generator = Callable[[Topology, Collective, "int | None"], Schedule]
 
 #: Schedule generators by ``--algorithm`` name (optional ones load lazily).
-ALGORITHMS: dict[str, Generator] = {"ring": lambda t, c, _chunks=None: ring_schedule(t, c)}
+ALGORITHMS: dict[str, Generator] = {"ring": lambda t, c, chunks=None: ring_schedule(t, c, chunks)}
+
+#: Copies of ``ring``'s rings: powers of two keep files selectable.
+RING_COPIES = (2, 4, 8, 16)
 
 #: Chunkings tried for one large-message file, per algorithm (chunks per root
 #: shard; None: the generator's own).  Powers of two keep files selectable.
@@ -41,11 +44,13 @@ ALGORITHMS: dict[str, Generator] = {"ring": lambda t, c, _chunks=None: ring_sche
 #: rings2d's 4 (last, likewise) is its crossing allreduce on eight MI250
 #: boxes (both halves on 16 rings within 64 steps; 58.9 GB/s at 1 GiB
 #: against rails' 29.2) and its crossing allgather there at 1M and 16M.
+#: ring's chunks are copies of its rings (``auto`` tries those that can
+#: help, ``choose_variants.ring_copies``);
 #: nccl-rings' chunks are its rings: 32 where they fit the budget (a
 #: reduce-scatter ring of up to 65 ranks takes one threadblock; DGX A100 x8
 #: at 128 MiB, LL128: 157.1 GB/s against 144.9 with the crossing form).
 CHUNKINGS: dict[str, tuple[int | None, ...]] = {
-    "ring": (None,), "bfb": (None, 16, 4, 1), "trees": (16, 32, 64),
+    "ring": (None, *RING_COPIES), "bfb": (None, 16, 4, 1), "trees": (16, 32, 64),
     "trees-rated": (16, 32, 64), "hier": (16, 32, 64),
     "rings2d": (8, 16, 32, 4), "dimrings": (None, 2), "rails": (4, 8, 16, 2),
     "nccl-rings": (None, 32)}

@@ -20,6 +20,7 @@ from colc.compiler.algorithms import (
     ALGORITHMS,
     ALLTOALL_CHUNKINGS,
     CHUNKINGS,
+    RING_COPIES,
     THREAD_ALGORITHMS,
     available_algorithms,
     box_switches,
@@ -29,6 +30,7 @@ from colc.compiler.algorithms import (
 from colc.compiler.options import Variant
 from colc.compiler.trees.rate_links import rating_differs
 from colc.ir.core import Collective, Protocol
+from colc.ir.load_checks import MAX_CHANNELS
 from colc.ir.runtime_model import model_for
 from colc.ir.topology import Topology, boxes
 
@@ -192,6 +194,12 @@ UNPAIRED_RAILS_CHUNKINGS = (8, 16)
 #: with 1 unpaired (15), 262.7 with 2, 4 or 8 unpaired (29); at 16 MiB 8
 #: chunks unpaired lead (143.6 against 130.6 with 4).
 DIRECT_UNPAIRED_CHUNKINGS = (1, 2, 4, 8)
+#: ``ring``'s chunkings are copies of its rings (``algorithms.RING_COPIES``),
+#: each on threadblocks of its own (``ring_copies``), tried up to this many
+#: ranks (a copy is N^2 ops).  One DGX A100 box, allgather at 1 GiB
+#: (simulated, Simple): one ring 22.0 GB/s on 2 threadblocks, 4 copies
+#: 87.2 on 5, 8 copies 170.4 on 9 (trees within 8: 66.9, within 16: 157.0).
+RING_COPIES_RANKS = 64
 
 
 def large_rings2d_chunks(topo: Topology, collective: Collective | None,
@@ -385,12 +393,13 @@ def variants(compiler: Compiler, protocols: tuple[Protocol, ...] | None = None,
                 scale_skip(compiler.topo, name, compiler.budget, opts.collective)
                 or not builds(name, opts.collective)):
             continue
-        if opts.chunks is not None and CHUNKINGS.get(name) == (None,):
-            if opts.algorithm == name:  # its generator has no chunking to set
-                raise UnsupportedError(f"--chunks: {name} has no chunking to choose (its "
-                                       f"own is fixed); bfb, trees, hier, rings2d, rails, "
-                                       f"dimrings and nccl-rings take it")
-            continue  # under auto: it cannot honour --chunks (it was labelled c3 unchanged)
+        if opts.chunks is not None and name == "ring" and opts.chunks > MAX_CHANNELS:
+            if opts.algorithm == name:
+                raise UnsupportedError(
+                    f"--chunks {opts.chunks}: ring's chunks are copies of its rings, each on "
+                    f"channels of its own, and the runtime has {MAX_CHANNELS}; use --chunks "
+                    f"{MAX_CHANNELS} or fewer")
+            continue  # under auto: the others take it
         if opts.chunks is not None:
             chunks: tuple[int | None, ...] = (opts.chunks,)
         elif opts.collective is Collective.ALLTOALL:
@@ -419,6 +428,8 @@ def variants(compiler: Compiler, protocols: tuple[Protocol, ...] | None = None,
             if opts.algorithm == "auto" and (box_switches(compiler.topo) or
                                              compiler.topo.num_ranks > GRID_EVERY_SIZE_RANKS):
                 name_protocols = tuple(p for p in protocols if p in GRID_PROTOCOLS)
+        elif name == "ring":
+            chunks = ring_copies(compiler)
         else:
             chunks = CHUNKINGS.get(name, (None,))
         out += [Variant(name, c, p) for c in chunks for p in name_protocols]
@@ -432,6 +443,34 @@ def variants(compiler: Compiler, protocols: tuple[Protocol, ...] | None = None,
                 and direct_unpaired(compiler.topo, compiler.budget)):
             out += [Variant(name, c, p, unpaired=True) for c in chunks for p in name_protocols]
     return out
+
+
+def ring_copies(compiler: Compiler) -> tuple[int | None, ...]:
+    """``ring``'s chunkings: one ring (None), and ``RING_COPIES`` copies up to
+    the budget and to about as many as the links carry beside one
+    threadblock's rate (the ring's bandwidth-only algbw over what one
+    threadblock a rank sends at gives), up to ``RING_COPIES_RANKS`` ranks
+    on fabrics without a network (across boxes ``nccl-rings`` builds
+    several rings).
+
+    Examples
+    --------
+    >>> from colc.compiler.pipeline import Compiler, CompileOptions
+    >>> from colc.frontends.families import dgx_a100, torus
+    >>> ring_copies(Compiler(dgx_a100(1), CompileOptions(collective=Collective.ALLGATHER)))
+    (None, 2, 4, 8, 16)
+    >>> ring_copies(Compiler(dgx_a100(1), CompileOptions(max_threadblocks=6)))
+    (None, 2, 4)
+    >>> ring_copies(Compiler(torus([3, 3], 10), CompileOptions()))  # links below a threadblock
+    (None,)
+    """
+    n = compiler.topo.num_ranks
+    if n > RING_COPIES_RANKS or n < 2 or any(nd.is_network for nd in compiler.topo.nodes):
+        return (None,)  # boxes joined by a network: nccl-rings' rings are the copies
+    sends = (n - 1) / n * (2 if compiler.opts.collective is Collective.ALLREDUCE else 1)
+    rate = compiler.model.costs(Protocol.SIMPLE).tb_p2p
+    useful = compiler.estimate(Variant("ring")) * sends / rate
+    return (None, *(c for c in RING_COPIES if c <= compiler.budget and c / 2 < useful))
 
 
 def direct_unpaired(topo: Topology, budget: int) -> bool:

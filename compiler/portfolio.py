@@ -50,10 +50,13 @@ from colc.compiler.pipeline import (
     ALGORITHMS,
     CompileOptions,
     LADDER_RANKS,
+    OFF_LADDER_VARIANTS,
     Compiler,
     Variant,
     VerificationFailed,
+    below_rung,
     ladder_variants,
+    off_ladder,
     rank_limit_problem,
     smallest_budget,
     variants,
@@ -482,17 +485,32 @@ def _with_ladders(compiler: Compiler, sizes: tuple[int, ...], table: list,
     the best of its winner lowered for the budgets below the compiler's
     (``ladder_variants``), as a single compile tries them: fewer lanes
     sometimes pipeline better (a 4-ring's allgather at 1 MiB within 4: 3
-    threadblocks 25.4 GB/s, 4 threadblocks 23.0).  Each is first simulated
-    at the largest size its winner won, and only those at least as good
-    there at the others.  Only the best goes in: the runners-up are the
-    midpoints' rivals."""
+    threadblocks 25.4 GB/s, 4 threadblocks 23.0).  Off the ladder (a budget
+    the user chose) the best ``OFF_LADDER_VARIANTS`` at each size are
+    lowered so too, for the budgets from the rung below, as a single
+    compile does (within 4 the ring's two copies, 25.3 GB/s, won; the one
+    ring within 2 gives 26.5).  Each is first simulated at the largest size
+    its leader led, and only those at least as good there at the others.
+    Only the best goes in: the runners-up are the midpoints' rivals."""
     if compiler.topo.num_ranks > LADDER_RANKS:
         return
+    off = off_ladder(compiler)
+    extra = below_rung(compiler) if off else ()
+
+    def leaders(s: int) -> list[Variant]:
+        out: list[Variant] = []
+        for _, v in ranking[s]:
+            if len(out) == (OFF_LADDER_VARIANTS if off else 1):
+                break
+            if v not in out and (not off or not out or v.budget == 0):
+                out.append(v)
+        return out
+
     won: dict[Variant, list[int]] = {}
     for s in sizes:
-        if ranking[s]:
-            won.setdefault(ranking[s][0][1], []).append(s)
-    ladders = {w: ladder_variants(compiler, w, full=False) for w in won}
+        for v in leaders(s):
+            won.setdefault(v, []).append(s)
+    ladders = {w: ladder_variants(compiler, w, full=False, extra=extra) for w in won}
     jobs = jobs_for(compiler.opts)
     prefetch(compiler, [(v, (max(at),)) for w, at in won.items() for v in ladders[w]], jobs)
 
@@ -514,8 +532,8 @@ def _with_ladders(compiler: Compiler, sizes: tuple[int, ...], table: list,
 
     keep = {w: [v for v in ladders[w] if better(v, max(at))] for w, at in won.items()}
     for s in sizes:
-        found = [e for v in keep.get(ranking[s][0][1], []) if (e := better(v, s))] \
-            if ranking[s] else []
+        found = [e for w in (leaders(s) if ranking[s] else []) for v in keep.get(w, [])
+                 if (e := better(v, s))]
         if found:
             ranking[s] = [min(found, key=key), *ranking[s]]
 

@@ -215,8 +215,9 @@ def test_api_speaks_in_keywords_and_warns_at_the_callers_line(tmp_path):
     ring3.write_text("family: ring\nranks: 3\nbandwidth: 10\n")
     with pytest.raises(colc.errors.ColcError, match=r"use max_threadblocks=\d+ or more$"):
         colc.compile(str(ring3), collective="allgather", max_threadblocks=1)
-    with pytest.raises(colc.errors.ColcError, match=r"^chunks: ring has no chunking"):
-        colc.compile(str(ring3), algorithm="ring", chunks=4)
+    with pytest.raises(colc.errors.ColcError, match=r"^chunks=40: ring's chunks are copies.*"
+                                                    r"use chunks=32 or fewer$"):
+        colc.compile(str(ring3), algorithm="ring", chunks=40)
     with warnings.catch_warnings(record=True) as seen:
         warnings.simplefilter("always")
         made = colc.compile(str(ring3), collective="allgather", algorithm="trees", chunks=8)

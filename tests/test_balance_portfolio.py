@@ -365,7 +365,7 @@ def test_verify_warns_about_unselectable_files(tmp_path, capsys) -> None:
 def test_simulate_cli_and_its_errors(tmp_path, capsys) -> None:
     out = tmp_path / "x.xml"
     topo = os.path.join(EXAMPLES, "ring-4.yaml")
-    assert main([topo, "--algorithm", "ring", "-o", str(out)]) == 0
+    assert main([topo, "--algorithm", "ring", "--chunks", "1", "-o", str(out)]) == 0  # one ring
     capsys.readouterr()
     assert main(["simulate", str(out), "--topo", topo, "--sizes", "1K,1M"]) == 0
     text = capsys.readouterr().out

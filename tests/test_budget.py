@@ -59,7 +59,7 @@ def test_every_algorithm_respects_the_budget_on_every_rank(family, budget, coll)
 def test_box_algorithms_respect_the_budget(algorithm, budget) -> None:
     try:
         result = _compile(dgx_a100(2), algorithm, Collective.ALLGATHER, budget,
-                          chunks=None if algorithm == "ring" else 4)  # ring has no chunking
+                          chunks=None if algorithm == "ring" else 4)  # ring: its own copies
     except InfeasibleError as err:
         assert "threadblocks" in str(err)
         return
@@ -235,7 +235,8 @@ def test_analyze_budgets_past_the_last_window_and_of_several_algorithms(tmp_path
     from colc.cli import main
 
     ring3 = tmp_path / "ring3.yaml"
-    ring3.write_text("family: ring\nranks: 3\nbandwidth: 25\nbidirectional: true\n")
+    # links below a threadblock's rate: one ring, no copies (whose windows end later)
+    ring3.write_text("family: ring\nranks: 3\nbandwidth: 10\nbidirectional: true\n")
     argv = ["analyze", str(ring3), "--algorithm", "ring", "--collective", "allgather",
             "--sizes", "1M,1T", "--budgets", "32"]
     assert main([*argv, "--json"]) == 0
@@ -274,7 +275,8 @@ def test_of_equal_figures_the_file_with_fewer_threadblocks_wins() -> None:
 
     topo = dgx_a100(1)
     results = {b: compile_topology(topo, CompileOptions(collective=Collective.ALLGATHER,
-                                                        max_threadblocks=b)) for b in (8, 12)}
+                                                        algorithm="trees", max_threadblocks=b))
+               for b in (8, 12)}  # (auto: the ring's 8 copies, on 9 threadblocks within 12)
     assert [r.predicted for r in results.values()][0] == results[12].predicted
     assert results[12].program.max_threadblocks == results[8].program.max_threadblocks == 8
 
@@ -481,3 +483,23 @@ def test_variants_rank_each_split_file_beside_its_fewer_split_ones(family, nboxe
         # each split level the least budget with as many split chunks
         assert all(split_chunks(topo, groups, coll, c, b - 1) < split_chunks(topo, groups, coll, c, b)
                    for b in levels[1:])
+
+
+def test_the_smallest_budget_named_is_found_however_far_below_the_needs() -> None:
+    """The refusals name per-candidate needs (one DGX A100 box's all-to-all:
+    14, direct unpaired) while a file fits 7; the search stepped down six
+    budgets and named 8.  It bisects, and every budget it names builds."""
+    from colc.compiler.pipeline import _lower_budget
+
+    tried = []
+
+    def build(topo, opts):
+        tried.append(opts.max_threadblocks)
+        if opts.max_threadblocks < 7:
+            raise InfeasibleError("too few")
+        return opts.max_threadblocks
+
+    opts = CompileOptions(max_threadblocks=6)
+    assert _lower_budget(None, opts, build, 6, 30, 30) == (7, 7)
+    assert len(tried) <= 5 and 7 in tried
+    assert _lower_budget(None, opts, build, 6, 7, 7) == (7, 7)  # nothing between

@@ -139,8 +139,8 @@ def test_analyze_json(capsys) -> None:
 
 def test_verify_rejects_broken_file(tmp_path) -> None:
     out = tmp_path / "a.xml"
-    assert main([os.path.join(EXAMPLES, "ring-4.yaml"), "--algorithm", "ring",
-                 "-o", str(out)]) == 0
+    assert main([os.path.join(EXAMPLES, "ring-4.yaml"), "--algorithm", "ring", "--chunks", "1",
+                 "-o", str(out)]) == 0  # one ring, its steps fused
     bad = tmp_path / "bad.xml"
     bad.write_text(out.read_text().replace('type="rrs"', 'type="rrc"', 1))
     assert main(["verify", str(bad)]) == 1
@@ -193,9 +193,10 @@ NCCL_DUMP = os.path.join(REPO, "tests", "data", "real", "dgx-a100.nccl.xml")
      "-o takes the YAML file's name, got ''"),
     (["find", "--ranks", "8", "--degree", "3", "-o", ""],  # wrote nothing, said nothing
      "-o takes the YAML file's name, got ''"),
-    ([os.path.join(EXAMPLES, "ring-4.yaml"), "--algorithm", "ring", "--chunks", "3", "-o",
-      "OUT.xml"],  # wrote the unchunked ring labelled ring/c3
-     "--chunks: ring has no chunking to choose (its own is fixed)"),
+    ([os.path.join(EXAMPLES, "ring-4.yaml"), "--algorithm", "ring", "--chunks", "40", "-o",
+      "OUT.xml"],  # ring's copies: named --instances, at 32 channels
+     "--chunks 40: ring's chunks are copies of its rings, each on channels of its own, and "
+     "the runtime has 32; use --chunks 32 or fewer"),
     (["find", "--ranks", "8", "--degree", "2", "--alpha", "-1"],  # showed "-1, 25/2"
      "--alpha must be from 0 to 1e+09 microseconds, got -1"),
     (["find", "--ranks", "8", "--degree", "2", "--alpha", "1e999999999"],  # minutes of CPU
@@ -573,8 +574,8 @@ def test_a_portfolio_whose_last_file_meets_the_loop_iteration_limit_says_so(tmp_
     topo = tmp_path / "ring3.yaml"
     topo.write_text("family: ring\nranks: 3\nbandwidth: 25\nbidirectional: true\n")
     out = tmp_path / "pf"
-    assert main([str(topo), "--algorithm", "ring", "--collective", "allgather", "--jobs", "1",
-                 "-o", f"{out}/"]) == 0
+    assert main([str(topo), "--algorithm", "ring", "--chunks", "1", "--collective", "allgather",
+                 "--jobs", "1", "-o", f"{out}/"]) == 0  # one ring: copies' windows end later
     err = capsys.readouterr().err
     files = sorted(out.iterdir())
     last = files[-1].read_text()

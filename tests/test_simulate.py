@@ -245,10 +245,10 @@ def test_a_slice_nobody_receives_still_lands_before_the_call_ends() -> None:
 
     repo = Path(__file__).resolve().parent.parent
     topo = load_any_topology(str(repo / "examples" / "ring-4.yaml"))
-    # direct with a paired threadblock per peer (unpaired needs 7 threadblocks)
+    # direct with a paired threadblock per peer (unpaired needs 6 threadblocks)
     text = compile_topology(topo, CompileOptions(collective=Collective.ALLTOALL, jobs=1,
                                                  algorithm="direct", chunks=1,
-                                                 max_threadblocks=6)).text
+                                                 max_threadblocks=5)).text
     last = '<step s="1" type="r" srcbuf="i" srcoff="0" dstbuf="o" dstoff="1" cnt="1" ' \
            'depid="-1" deps="-1" hasdep="0"/>'
     extra = '<step s="2" type="s" srcbuf="i" srcoff="1" dstbuf="o" dstoff="0" cnt="1" ' \
@@ -319,7 +319,8 @@ def test_simulate_says_when_the_file_fails_verification(tmp_path, capsys) -> Non
     repo = Path(__file__).resolve().parent.parent
     topo = str(repo / "examples" / "ring-4.yaml")
     good = tmp_path / "good.xml"
-    assert main([topo, "--collective", "allgather", "--algorithm", "ring", "-o", str(good)]) == 0
+    assert main([topo, "--collective", "allgather", "--algorithm", "ring", "--chunks", "1",
+                 "-o", str(good)]) == 0
     capsys.readouterr()
     assert main(["simulate", str(good), "--topo", topo, "--sizes", "1M", "--json"]) == 0
     report = json.loads(capsys.readouterr().out)

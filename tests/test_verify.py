@@ -625,7 +625,7 @@ def test_compiled_ll_files_end_their_window_at_the_loop_iteration_limit() -> Non
 
     topo = ring(4, 25)
     opts = CompileOptions(collective=Collective.ALLGATHER, algorithm="ring", jobs=1,
-                          protocol=Protocol.LL)
+                          protocol=Protocol.LL, chunks=1)  # one ring (c copies: c x 8 GiB)
     result = compile_topology(topo, opts)
     assert result.program.max_bytes == iteration_limit(result.program) == 8 * (1 << 30)
     assert 'maxBytes="8589934592"' in result.text

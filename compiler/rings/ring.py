@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from colc.compiler.lowering.infer_dependencies import infer_dependencies
+from colc.compiler.lowering.replicate_instances import replicate_instances
 from colc.compiler.route_paths import Router
 from colc.errors import UnsupportedError
 from colc.ir.chunks import Op, OpKind, Schedule, Slot
@@ -66,7 +67,7 @@ class Ring:
         return Ring(order, hops)
 
 
-def ring_schedule(topo: Topology, collective: Collective) -> Schedule:
+def ring_schedule(topo: Topology, collective: Collective, copies: int | None = None) -> Schedule:
     """Build the ring schedule of ``collective`` on ``topo``.
 
     Parameters
@@ -74,6 +75,12 @@ def ring_schedule(topo: Topology, collective: Collective) -> Schedule:
     topo : Topology
     collective : Collective
         allgather, reducescatter or allreduce.
+    copies : int, optional
+        Interleaved copies of the rings, each with its own chunk of every
+        shard and channels of its own (``replicate_instances``), so each
+        runs on threadblocks of its own (``--algorithm ring --chunks C``;
+        ``auto`` tries them where one threadblock is slower than the
+        links, ``choose_variants.ring_copies``).  None or 1: one.
 
     Returns
     -------
@@ -90,7 +97,8 @@ def ring_schedule(topo: Topology, collective: Collective) -> Schedule:
     if collective not in (Collective.ALLGATHER, Collective.REDUCESCATTER, Collective.ALLREDUCE):
         raise UnsupportedError(f"the ring algorithm does not implement {collective.value}")
     rings = plan_rings(topo, Router(topo))
-    return build_ring_schedule(topo.num_ranks, rings, collective)
+    sched = build_ring_schedule(topo.num_ranks, rings, collective)
+    return sched if copies is None or copies == 1 else replicate_instances(sched, copies)
 
 
 def plan_rings(topo: Topology, router: Router) -> tuple[Ring, ...]:
