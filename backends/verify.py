@@ -78,10 +78,11 @@ class Verifier:
     on their own.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, budget: int | None = None) -> None:
         from colc.backends.msccl_verify import MscclVerifier
 
         self._msccl = MscclVerifier()
+        self.budget = budget  # threadblocks per GPU an MSCCL file may take (--max-threadblocks)
 
     def text(self, text: str, path: str, backend: str | None = None) -> VerifyReport:
         """Verify ``text`` read from ``path``: ``verify_text`` (the same
@@ -113,10 +114,15 @@ class Verifier:
         if getattr(report, "twin", ""):
             summary += f"; the same steps as {report.twin}, whose runs it shares"
         errors = tuple(str(e) for e in report.errors)
+        over = budget_errors(program, self.budget) if backend != "oneccl" else ()
+        if self.budget is not None and backend == "oneccl":
+            warnings += ("--max-threadblocks: a oneCCL file has threads per rank, not "
+                         "threadblocks; not checked",)
+        errors += over
         if content == "oneccl" != backend and not report.ok:  # --backend msccl on oneCCL
             errors = ("a oneCCL file (its first element) read as MSCCL, which cannot parse "
                       "it; verify it as oneCCL (drop --backend msccl)",) + errors
-        return VerifyReport(bool(report.ok), errors, warnings, summary, program)
+        return VerifyReport(bool(report.ok) and not over, errors, warnings, summary, program)
 
     def file(self, path: str, backend: str | None = None) -> VerifyReport:
         """Read ``path`` within ``verify_file``'s limits and verify it.
@@ -257,15 +263,33 @@ def _summary(program) -> str:
             f"nchunksperloop {program.nchunks}; executed at FIFO depth {depth}")
 
 
-def verify_file(path: str, backend: str | None = None) -> VerifyReport:
-    """Read ``path`` and verify it (see ``verify_text``).
+def verify_file(path: str, backend: str | None = None,
+                budget: int | None = None) -> VerifyReport:
+    """Read ``path`` and verify it (see ``verify_text``); with ``budget``, an
+    MSCCL file taking more threadblocks per GPU than that fails.
 
     MSCCL files are read up to ``MAX_FILE_BYTES`` (their reader builds the
     whole tree); oneCCL files up to ``MAX_STREAM_BYTES``, their reader
     streaming rank by rank.  The format is told from the file's first
     kilobytes before the rest is read.
     """
-    return Verifier().file(path, backend)
+    return Verifier(budget).file(path, backend)
+
+
+def budget_errors(program, budget: int | None) -> tuple[str, ...]:
+    """An error when ``program`` takes more threadblocks per GPU than
+    ``budget`` (``colc verify --max-threadblocks``; None: no budget).
+
+    >>> from colc.ir.program import Program
+    >>> from colc.ir.core import Collective, Protocol
+    >>> p = Program("x", Collective.ALLGATHER, Protocol.SIMPLE, 1, 2, 2, True, True, 0, 0, ())
+    >>> budget_errors(p, 4), budget_errors(None, 4)
+    ((), ())
+    """
+    if budget is None or program is None or program.max_threadblocks <= budget:
+        return ()
+    return (f"{program.max_threadblocks} threadblocks per GPU, more than the budget of "
+            f"{budget} (--max-threadblocks)",)
 
 
 def _read_text(path: str, backend: str | None) -> tuple[str, str, str]:

@@ -72,7 +72,7 @@ class Selection:
     window: tuple[int, float]
 
 
-def verify_dir(folder: str, jobs: int | None = None) -> DirReport:
+def verify_dir(folder: str, jobs: int | None = None, budget: int | None = None) -> DirReport:
     """Verify every file of ``folder`` and the windows between them (module docstring).
 
     Parameters
@@ -81,6 +81,8 @@ def verify_dir(folder: str, jobs: int | None = None) -> DirReport:
     jobs : int, optional
         Processes for the files (default ``default_jobs()``) once they hold
         ``PARALLEL_BYTES``; the report does not depend on it.
+    budget : int, optional
+        Threadblocks per GPU a file may take (``--max-threadblocks``).
 
     Returns
     -------
@@ -102,7 +104,7 @@ def verify_dir(folder: str, jobs: int | None = None) -> DirReport:
         jobs = 1
 
     def verify(group: list[int]) -> list[tuple]:
-        verifier = Verifier()  # a file with its neighbour's steps is not run twice
+        verifier = Verifier(budget)  # a file with its neighbour's steps is not run twice
         return [_verify_one(verifier, folder, names[i]) for i in group]
 
     files, errors, warnings = [], [], []

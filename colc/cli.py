@@ -488,14 +488,21 @@ def _cmd_verify(argv: list[str]) -> int:
     p.add_argument("--jobs", type=int, default=0,
                    help="processes a folder's files are verified on (default 0: every CPU "
                         "available, or COLC_JOBS); the output does not depend on it")
+    p.add_argument("--max-threadblocks", type=int, default=None, metavar="N",
+                   help="fail an MSCCL file that takes more threadblocks per GPU than N "
+                        "(the budget it was compiled for)")
     args = p.parse_args(argv)
     jobs = _jobs(args.jobs) or None
+    budget = args.max_threadblocks
+    if budget is not None and budget < 1:
+        raise ColcError(f"colc verify: error: --max-threadblocks must be 1 or more "
+                        f"threadblocks per GPU, got {budget}")
     if os.path.isdir(args.file):
         if args.backend == "oneccl":
             raise ColcError(f"{args.file}: error: --backend oneccl: a folder is verified as "
                             "an MSCCL_ALGO_DIR; name each oneCCL file")
-        return _verify_folder(args.file, args.quiet, jobs)
-    report = verify_file(args.file, backend=args.backend)
+        return _verify_folder(args.file, args.quiet, jobs, budget)
+    report = verify_file(args.file, backend=args.backend, budget=budget)
     for line in report.errors:
         print(f"{args.file}: error: {line}")
     for line in report.warnings:
@@ -510,11 +517,11 @@ def _cmd_verify(argv: list[str]) -> int:
     return 1
 
 
-def _verify_folder(folder: str, quiet: bool, jobs: int | None) -> int:
+def _verify_folder(folder: str, quiet: bool, jobs: int | None, budget: int | None) -> int:
     """``colc verify DIR``: every file, and the windows between them."""
     from colc.backends.verify_dir import verify_dir
 
-    report = verify_dir(folder, jobs)
+    report = verify_dir(folder, jobs, budget)
     for name, r in report.files:
         for line in r.errors:
             print(f"{os.path.join(folder, name)}: error: {line}")

@@ -103,13 +103,16 @@ __all__ = ["DTYPES", "dtype_bytes", "format_gbs", "format_size", "parse_size", "
 
 
 def format_gbs(value: float, decimals: int = 1) -> str:
-    """A GB/s figure with ``decimals`` decimals, or 3 significant digits
-    where those would show 0 (a 1 KiB call's 0.0348 GB/s read as 0.0).
+    """A GB/s figure with ``decimals`` decimals, or below 1 GB/s with as
+    many significant digits, at least 2 (a 1 KiB call's 0.0348 GB/s read as
+    0.0, and the next sizes' 0.14 and 0.55 as 0.1 and 0.6 beside it).
 
-    >>> format_gbs(213.333), format_gbs(0.0348), format_gbs(0.0), format_gbs(0.0348, 2)
-    ('213.3', '0.0348', '0.0', '0.0348')
+    >>> format_gbs(213.333), format_gbs(0.0348), format_gbs(0.0), format_gbs(0.145)
+    ('213.3', '0.035', '0.0', '0.14')
+    >>> format_gbs(0.0348, 3), format_gbs(1.25, 2)
+    ('0.0348', '1.25')
     """
-    if value == 0 or abs(value) >= 0.1:
+    if value == 0 or abs(value) >= 1:
         return f"{value:.{decimals}f}"
-    return f"{value:.3g}"
+    return f"{value:.{max(2, decimals)}g}"
 

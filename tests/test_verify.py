@@ -657,3 +657,37 @@ def test_int16_overflow_in_a_field_the_step_does_not_use_is_a_warning() -> None:
     send = '<step s="0" type="s" srcbuf="i" srcoff="0"'
     assert has(errors_of(mutate(text, send, '<step s="0" type="s" srcbuf="i" srcoff="40000"')),
                "srcoff 40000 does not fit in int16")
+
+
+def test_verify_holds_a_file_to_the_budget_given(tmp_path, capsys) -> None:
+    """Found by a helper exploring as a user: colc verify could not check a
+    file against the threadblock budget it was compiled for (colc simulate
+    could); with --max-threadblocks a file taking more fails, alone or in a
+    folder, and a budget below 1 is refused."""
+    import re
+
+    from colc.cli import main
+
+    topo = str(Path(__file__).resolve().parent.parent / "examples" / "ring-4.yaml")
+    folder = tmp_path / "pf"
+    folder.mkdir()
+    out = folder / "ag.xml"
+    assert main([topo, "--collective", "allgather", "--algorithm", "ring", "--chunks", "4",
+                 "-o", str(out)]) == 0
+    capsys.readouterr()
+    tbs = int(re.search(r"(\d+) threadblocks per GPU", _summary_of(main, out, capsys)).group(1))
+    assert main(["verify", str(out), "--max-threadblocks", str(tbs)]) == 0
+    capsys.readouterr()
+    assert main(["verify", str(out), "--max-threadblocks", str(tbs - 1)]) == 1
+    assert capsys.readouterr().out.strip() == (
+        f"{out}: error: {tbs} threadblocks per GPU, more than the budget of {tbs - 1} "
+        f"(--max-threadblocks)")
+    assert main(["verify", str(folder), "--max-threadblocks", str(tbs - 1), "-q"]) == 1
+    assert f"{out}: error: {tbs} threadblocks per GPU" in capsys.readouterr().out
+    assert main(["verify", str(out), "--max-threadblocks", "0"]) == 1
+    assert "must be 1 or more" in capsys.readouterr().err
+
+
+def _summary_of(main, path, capsys) -> str:
+    assert main(["verify", str(path)]) == 0
+    return capsys.readouterr().out
