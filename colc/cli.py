@@ -490,7 +490,8 @@ def _cmd_verify(argv: list[str]) -> int:
                         "available, or COLC_JOBS); the output does not depend on it")
     p.add_argument("--max-threadblocks", type=int, default=None, metavar="N",
                    help="fail an MSCCL file that takes more threadblocks per GPU than N "
-                        "(the budget it was compiled for)")
+                        "(the budget it was compiled for; 1 or more: a file names no GPU "
+                        "whose limit 0 would mean)")
     args = p.parse_args(argv)
     jobs = _jobs(args.jobs) or None
     budget = args.max_threadblocks

@@ -109,10 +109,11 @@ def format_gbs(value: float, decimals: int = 1) -> str:
 
     >>> format_gbs(213.333), format_gbs(0.0348), format_gbs(0.0), format_gbs(0.145)
     ('213.3', '0.035', '0.0', '0.14')
-    >>> format_gbs(0.0348, 3), format_gbs(1.25, 2)
-    ('0.0348', '1.25')
+    >>> format_gbs(0.0348, 3), format_gbs(1.25, 2), format_gbs(0.996)
+    ('0.0348', '1.25', '1.0')
     """
-    if value == 0 or abs(value) >= 1:
+    short = f"{value:.{max(2, decimals)}g}"
+    if value == 0 or abs(float(short)) >= 1:  # 0.996 rounds to 1: as 1.0
         return f"{value:.{decimals}f}"
-    return f"{value:.{max(2, decimals)}g}"
+    return short
 

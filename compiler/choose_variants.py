@@ -34,7 +34,7 @@ from colc.ir.load_checks import MAX_CHANNELS
 from colc.ir.runtime_model import model_for
 from colc.ir.topology import Topology, boxes
 
-from colc.errors import UnsupportedError
+from colc.errors import ColcError, UnsupportedError
 
 if TYPE_CHECKING:
     from colc.compiler.pipeline import Compiler
@@ -195,7 +195,7 @@ UNPAIRED_RAILS_CHUNKINGS = (8, 16)
 #: chunks unpaired lead (143.6 against 130.6 with 4).
 DIRECT_UNPAIRED_CHUNKINGS = (1, 2, 4, 8)
 #: ``ring``'s chunkings are copies of its rings (``algorithms.RING_COPIES``),
-#: each on threadblocks of its own (``ring_copies``), tried up to this many
+#: each with channel hints of its own (``ring_copies``), tried up to this many
 #: ranks (a copy is N^2 ops).  One DGX A100 box, allgather at 1 GiB
 #: (simulated, Simple): one ring 22.0 GB/s on 2 threadblocks, 4 copies
 #: 87.2 on 5, 8 copies 170.4 on 9 (trees within 8: 66.9, within 16: 157.0).
@@ -396,9 +396,9 @@ def variants(compiler: Compiler, protocols: tuple[Protocol, ...] | None = None,
         if opts.chunks is not None and name == "ring" and opts.chunks > MAX_CHANNELS:
             if opts.algorithm == name:
                 raise UnsupportedError(
-                    f"--chunks {opts.chunks}: ring's chunks are copies of its rings, each on "
-                    f"channels of its own, and the runtime has {MAX_CHANNELS}; use --chunks "
-                    f"{MAX_CHANNELS} or fewer")
+                    f"--chunks {opts.chunks}: ring's chunks are copies of its rings, at most "
+                    f"{MAX_CHANNELS} (the runtime's channels); use --chunks {MAX_CHANNELS} or "
+                    f"fewer")
             continue  # under auto: the others take it
         if opts.chunks is not None:
             chunks: tuple[int | None, ...] = (opts.chunks,)
@@ -469,8 +469,13 @@ def ring_copies(compiler: Compiler) -> tuple[int | None, ...]:
         return (None,)  # boxes joined by a network: nccl-rings' rings are the copies
     sends = (n - 1) / n * (2 if compiler.opts.collective is Collective.ALLREDUCE else 1)
     rate = compiler.model.costs(Protocol.SIMPLE).tb_p2p
-    useful = compiler.estimate(Variant("ring")) * sends / rate
-    return (None, *(c for c in RING_COPIES if c <= compiler.budget and c / 2 < useful))
+    try:
+        useful = compiler.estimate(Variant("ring")) * sends / rate
+    except ColcError:  # ring's own variant says why (a refusal note), and auto goes on
+        return (None,)
+    copies = compiler.opts.instances  # --instances multiplies them
+    return (None, *(c for c in RING_COPIES
+                    if c * copies <= compiler.budget and c * copies / 2 < useful))
 
 
 def direct_unpaired(topo: Topology, budget: int) -> bool:

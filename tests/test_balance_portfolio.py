@@ -805,7 +805,11 @@ def test_local_threadblocks_are_reserved_on_their_own_rank_only() -> None:
     _fit_with_local(lanes, rate, nops, STEP_BUDGET, 8, {0: 2}, 3, paired=False)
     used = {r: sum(v for p, v in lanes.items() if r in p) for r in range(3)}
     assert used[0] <= 6 and used[1] == 8  # not 6: rank 0's reserve is not rank 1's
-    tight = {p: 40 for p in pairs}  # each pair needs its 1 lane per 40 steps
-    lanes = {p: 1 for p in pairs}
-    _fit_with_local(lanes, rate, tight, STEP_BUDGET, 4, {0: 3}, 3, paired=False)
-    assert lanes == {p: 1 for p in pairs}  # rank 0's connections take the whole budget
+    # rank 0's reserve of 5 leaves its connections 3 of 8, fewer than their
+    # least (each pair's 80 transfers need 2 lanes of 40 steps): they take
+    # the whole budget instead, and are cut to it only
+    tight = {p: 80 for p in pairs}
+    lanes = {p: 3 for p in pairs}
+    _fit_with_local(lanes, rate, tight, STEP_BUDGET, 8, {0: 5}, 3, paired=False)
+    used = {r: sum(v for p, v in lanes.items() if r in p) for r in range(3)}
+    assert 3 < used[0] <= 8 and used[1] == 8

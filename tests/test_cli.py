@@ -195,8 +195,8 @@ NCCL_DUMP = os.path.join(REPO, "tests", "data", "real", "dgx-a100.nccl.xml")
      "-o takes the YAML file's name, got ''"),
     ([os.path.join(EXAMPLES, "ring-4.yaml"), "--algorithm", "ring", "--chunks", "40", "-o",
       "OUT.xml"],  # ring's copies: named --instances, at 32 channels
-     "--chunks 40: ring's chunks are copies of its rings, each on channels of its own, and "
-     "the runtime has 32; use --chunks 32 or fewer"),
+     "--chunks 40: ring's chunks are copies of its rings, at most 32 (the runtime's "
+     "channels); use --chunks 32 or fewer"),
     (["find", "--ranks", "8", "--degree", "2", "--alpha", "-1"],  # showed "-1, 25/2"
      "--alpha must be from 0 to 1e+09 microseconds, got -1"),
     (["find", "--ranks", "8", "--degree", "2", "--alpha", "1e999999999"],  # minutes of CPU

@@ -77,8 +77,9 @@ def ring_schedule(topo: Topology, collective: Collective, copies: int | None = N
         allgather, reducescatter or allreduce.
     copies : int, optional
         Interleaved copies of the rings, each with its own chunk of every
-        shard and channels of its own (``replicate_instances``), so each
-        runs on threadblocks of its own (``--algorithm ring --chunks C``;
+        shard and channel hints of its own (``replicate_instances``), so
+        each can run on threadblocks of its own (lane balancing may merge
+        them; ``--algorithm ring --chunks C``;
         ``auto`` tries them where one threadblock is slower than the
         links, ``choose_variants.ring_copies``).  None or 1: one.
 
