@@ -506,9 +506,10 @@ def _with_ladders(compiler: Compiler, sizes: tuple[int, ...], table: list,
                 out.append(v)
         return out
 
+    led = {s: leaders(s) for s in sizes}
     won: dict[Variant, list[int]] = {}
     for s in sizes:
-        for v in leaders(s):
+        for v in led[s]:
             won.setdefault(v, []).append(s)
     ladders = {w: ladder_variants(compiler, w, full=False, extra=extra) for w in won}
     jobs = jobs_for(compiler.opts)
@@ -532,8 +533,7 @@ def _with_ladders(compiler: Compiler, sizes: tuple[int, ...], table: list,
 
     keep = {w: [v for v in ladders[w] if better(v, max(at))] for w, at in won.items()}
     for s in sizes:
-        found = [e for w in (leaders(s) if ranking[s] else []) for v in keep.get(w, [])
-                 if (e := better(v, s))]
+        found = [e for w in led[s] for v in keep.get(w, []) if (e := better(v, s))]
         if found:
             ranking[s] = [min(found, key=key), *ranking[s]]
 

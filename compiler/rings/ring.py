@@ -98,8 +98,8 @@ def ring_schedule(topo: Topology, collective: Collective, copies: int | None = N
     if collective not in (Collective.ALLGATHER, Collective.REDUCESCATTER, Collective.ALLREDUCE):
         raise UnsupportedError(f"the ring algorithm does not implement {collective.value}")
     rings = plan_rings(topo, Router(topo))
-    sched = build_ring_schedule(topo.num_ranks, rings, collective)
-    return sched if copies is None or copies == 1 else replicate_instances(sched, copies)
+    return replicate_instances(build_ring_schedule(topo.num_ranks, rings, collective),
+                               copies or 1)
 
 
 def plan_rings(topo: Topology, router: Router) -> tuple[Ring, ...]:
