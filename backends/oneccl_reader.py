@@ -128,6 +128,45 @@ def read_oneccl_xml(text: str | bytes, path: str = "<string>") -> ThreadSchedule
     )
 
 
+def source_lines(text: str | bytes, wanted: set[tuple[int, int | None, int | None]]
+                 ) -> dict[tuple[int, int | None, int | None], int]:
+    """The 1-based lines of the ``<rank>`` (key ``(rank, None, None)``),
+    thread (``(rank, thread, None)``) and instruction (``(rank, thread,
+    instr)``) elements in ``wanted``, of a document ``read_oneccl_xml``
+    accepted: a second pass, made only for the verifier's findings (a map of
+    every instruction would cost hundreds of MB on a 1024-rank file).
+
+    >>> doc = '<s>\\n<rank id="0">\\n<thread id="0">\\n<copy i="0"/></thread></rank></s>'
+    >>> source_lines(doc, {(0, 0, 0), (0, None, None)})
+    {(0, None, None): 2, (0, 0, 0): 4}
+    """
+    raw = text.encode() if isinstance(text, str) else text
+    out: dict[tuple[int, int | None, int | None], int] = {}
+    depth, rank, thread = 0, -1, -1
+    for event, el in etree.iterparse(io.BytesIO(raw), events=("start", "end"),
+                                     resolve_entities=False, no_network=True,
+                                     huge_tree=False, load_dtd=False):
+        if event == "end":
+            depth -= 1
+            if depth == 1:
+                el.clear()  # a rank read: drop its tree
+            continue
+        depth += 1
+        if not isinstance(el.tag, str):
+            continue
+        if depth == 2:
+            rank, key = int(el.get("id", -1)), (int(el.get("id", -1)), None, None)
+        elif depth == 3:
+            thread, key = int(el.get("id", -1)), (rank, int(el.get("id", -1)), None)
+        elif depth == 4:
+            key = (rank, thread, int(el.get("i", -1)))
+        else:
+            continue
+        if key in wanted:
+            out[key] = el.sourceline
+    return out
+
+
 def _check_document(root: etree._Element, path: str) -> None:
     """What the per-rank validation cannot see: a DTD (in a document not in
     UTF-8, the byte scan misses it) and text beside the root's comments and

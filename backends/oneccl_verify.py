@@ -10,9 +10,10 @@ and again with unbounded buffering when that deadlocks.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
-from colc.backends.oneccl_reader import read_oneccl_xml
+from colc.backends.oneccl_reader import read_oneccl_xml, source_lines
 from colc.backends.oneccl_xml import lower_program
 from colc.errors import SpecError
 from colc.ir.diagnostics import Diagnostic, error, warning
@@ -62,13 +63,32 @@ def verify_oneccl_text(text: str | bytes, path: str) -> VerifyReport:
     if too_many:  # refused before the interpreter allocates its buffers
         diag = error(too_many)
         return VerifyReport(path, False, (str(diag),), (), (diag,), sched)
-    diags: list[Diagnostic] = list(verify_thread_schedule(sched))
+    diags: list[Diagnostic] = _located(verify_thread_schedule(sched), text)
     if sched.max_bytes and sched.max_bytes < sched.min_bytes:  # as an MSCCL file's
         diags.append(error(f"max_bytes {sched.max_bytes} < min_bytes {sched.min_bytes}: "
                            f"the runtime never selects this algorithm"))
     errors = tuple(str(d) for d in diags if d.is_error)
     warnings = tuple(str(d) for d in diags if not d.is_error)
     return VerifyReport(path, not errors, errors, warnings, tuple(diags), sched)
+
+
+def _located(diags: list[Diagnostic], text: str | bytes) -> list[Diagnostic]:
+    """``diags``, each with the line of the instruction, thread or rank it
+    names (the most precise one the file has), as MSCCL findings carry
+    theirs."""
+    def keys(d: Diagnostic) -> tuple:
+        return ((d.rank, d.tb, d.step), (d.rank, d.tb, None), (d.rank, None, None))
+
+    todo = [d for d in diags if d.line is None and d.rank is not None]
+    if not todo:
+        return list(diags)
+    lines = source_lines(text, {k for d in todo for k in keys(d)})
+    out = []
+    for d in diags:
+        line = None if d.line is not None or d.rank is None else next(
+            (lines[k] for k in keys(d) if k in lines), None)
+        out.append(d if line is None else dataclasses.replace(d, line=line))
+    return out
 
 
 def verify_oneccl_program(program: Program) -> list[Diagnostic]:

@@ -795,7 +795,7 @@ def test_portfolio_sizes_in_any_order_give_the_same_windows() -> None:
 def test_local_threadblocks_are_reserved_on_their_own_rank_only() -> None:
     """Rank 0's two local threadblocks leave the budget of rank 1, which has
     no local step, to its connections; when the reserve leaves rank 0's
-    connections too few lanes, they take the whole budget."""
+    connections too few lanes, they take the whole budget, on rank 0 only."""
     from colc.compiler.lowering.balance_lanes import _fit_with_local
 
     pairs = [(0, 1), (1, 0), (1, 2), (2, 1)]
@@ -813,3 +813,12 @@ def test_local_threadblocks_are_reserved_on_their_own_rank_only() -> None:
     _fit_with_local(lanes, rate, tight, STEP_BUDGET, 8, {0: 5}, 3, paired=False)
     used = {r: sum(v for p, v in lanes.items() if r in p) for r in range(3)}
     assert 3 < used[0] <= 8 and used[1] == 8
+    # ... on rank 0 only: rank 2, on a connection of its own to rank 3, keeps
+    # its reserve of 2 (before, every rank gave its connections the whole
+    # budget once one rank's could not fit)
+    two = pairs + [(2, 3), (3, 2)]
+    lanes = {p: 4 for p in two}
+    _fit_with_local(lanes, rate | {(2, 3): 10.0, (3, 2): 10.0}, tight | {(2, 3): 1, (3, 2): 1},
+                    STEP_BUDGET, 8, {0: 5, 2: 2}, 4, paired=False)
+    used = {r: sum(v for p, v in lanes.items() if r in p) for r in range(4)}
+    assert 3 < used[0] <= 8 and used[1] <= 8 and used[2] <= 6 and used[3] <= 8

@@ -666,3 +666,19 @@ def test_doc_example_and_its_race_message() -> None:
     diags = _verify(ring_allgather_split(3, drop_dep=True))
     assert ("rank 0 thread 1 instr 0: data race on output[2]: write here and read by thread 0 "
             "instr 2, not ordered (out-of-place)") in diags
+
+
+def test_a_finding_of_a_file_names_its_line() -> None:
+    """An execution finding of a file (a race, a deadlock) carries the line of
+    the instruction it names, as an MSCCL file's step does; one of a Program
+    lowered in memory has none."""
+    text = emit_oneccl_xml(ring_allgather_split(4, drop_dep=True))
+    lines = text.splitlines()
+    report = verify_oneccl_text(text, "race.oneccl.xml")
+    race = next(e for e in report.errors if e.startswith("rank 1 thread 1 instr 0: data race"))
+    line = int(race.rsplit("[line ", 1)[1].rstrip("]"))
+    rank = next(k for k, s in enumerate(lines) if '<rank id="1"' in s)
+    thread = next(k for k, s in enumerate(lines) if k > rank and '<thread id="1"' in s)
+    assert line == thread + 2 and 'i="0"' in lines[line - 1]
+    assert all("[line " in e for e in report.errors)
+    assert not any("[line " in d for d in _verify(ring_allgather_split(4, drop_dep=True)))

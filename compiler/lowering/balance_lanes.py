@@ -165,25 +165,35 @@ def _fit_with_local(lanes: dict[tuple[int, int], int], rate: dict[tuple[int, int
                     nops: dict[tuple[int, int], int], step_budget: int, budget: int,
                     reserve: dict[int, int], ngpus: int, paired: bool) -> None:
     """``_fit_budget`` leaving each rank ``reserve[r]`` threadblocks for its
-    local steps; when the connections cannot fit what that leaves, they take
-    the whole budget and the lowering puts the local steps on their
-    threadblocks (``lower_to_program._local_threadblocks``)."""
+    local steps; a rank whose connections cannot fit what that leaves gives
+    them its whole budget (the lowering then puts its local steps on their
+    threadblocks, ``lower_to_program._local_threadblocks``), and the fit is
+    tried again from the lanes asked for: the other ranks keep their
+    reserves.  At most one retry per rank with a reserve."""
     wanted = dict(lanes)
-    try:
-        _fit_budget(lanes, rate, nops, step_budget,
-                    [budget - reserve.get(r, 0) for r in range(ngpus)], ngpus, paired)
-    except InfeasibleError:
-        if not any(reserve.values()):
-            raise
+    budgets = [budget - reserve.get(r, 0) for r in range(ngpus)]
+    while True:
+        over = _fit_budget(lanes, rate, nops, step_budget, budgets, ngpus, paired)
+        if over is None:
+            return
+        rank, used = over
+        if budgets[rank] == budget:
+            raise InfeasibleError(
+                f"rank {rank} needs {used} threadblocks for its connections, more than "
+                f"the {budget} the threadblock budget leaves for them")
+        budgets[rank] = budget
+        lanes.clear()
         lanes.update(wanted)
-        _fit_budget(lanes, rate, nops, step_budget, [budget] * ngpus, ngpus, paired)
 
 
 def _fit_budget(lanes: dict[tuple[int, int], int], rate: dict[tuple[int, int], float],
                 nops: dict[tuple[int, int], int], step_budget: int, budget: list[int],
-                ngpus: int, paired: bool = False) -> None:
+                ngpus: int, paired: bool = False) -> tuple[int, int] | None:
     """Take lanes back until every rank ``r``'s send + receive lanes (paired:
-    the larger of the two) fit ``budget[r]``."""
+    the larger of the two) fit ``budget[r]``; ``(rank, lanes it still
+    needs)`` of the first rank whose connections cannot come down to its
+    budget (each pair keeps a lane per ``step_budget`` transfers), else
+    None."""
     def used(r: int) -> int:
         send = sum(v for (a, _), v in lanes.items() if a == r)
         recv = sum(v for (_, b), v in lanes.items() if b == r)
@@ -194,11 +204,10 @@ def _fit_budget(lanes: dict[tuple[int, int], int], rate: dict[tuple[int, int], f
             mine = [p for p in lanes if r in p and lanes[p] > math.ceil(nops[p] / step_budget)
                     and lanes[p] > 1]
             if not mine:
-                raise InfeasibleError(
-                    f"rank {r} needs {used(r)} threadblocks for its connections, more than "
-                    f"the {budget[r]} the threadblock budget leaves for them")
+                return r, used(r)
             pair = max(mine, key=lambda p: (lanes[p] / max(rate[p], 1e-9), p))
             lanes[pair] -= 1
+    return None
 
 
 def balance_lanes(sched: Schedule, plan: LanePlan, *, size: int = 1 << 30,
