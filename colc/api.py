@@ -249,6 +249,11 @@ def _check_keywords(kw: dict) -> None:
         if name not in known:
             raise ColcError(f"colc: unknown option {name!r}; choose from "
                             f"{', '.join(sorted(known | {'dtype'}))}")
+    for name in ("min_bytes", "max_bytes"):  # sizes as the CLI reads them ("1M")
+        if isinstance(kw.get(name), str):
+            from colc.sizes import parse_size
+
+            kw[name] = parse_size(kw[name], f"colc: option {name}")
     for name, least in _COUNTS.items():
         value = kw.get(name)
         if value is None and name == "chunks":

@@ -624,7 +624,7 @@ def _searched(compiler, sizes: tuple[int, ...]) -> dict:
                 program = compiler.program(v)
                 results = [(s, compiler.simulate(v, s)) for s in served]
             except ColcError as err:
-                why = str(err)
+                why = f"{v.label}: {err}"
                 continue
             for s, r in results:
                 if s not in best or _beats(r, best[s][0]):

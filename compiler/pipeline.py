@@ -162,6 +162,25 @@ def register_algorithm(name: str, generator: Generator) -> None:
 #: 190 GB/s plain).
 UNBALANCED = frozenset({"rings2d", "rails", "nccl-rings"})
 
+
+def plain_first(variant: Variant) -> bool:
+    """Whether ``variant`` is lowered without lane balancing first, balanced
+    only where that does not fit its budget: ``ring``'s copies (2 or more
+    chunks), each already on channels of its own.  Balancing merges the
+    copies onto fewer lanes by their estimated rates and reorders their
+    steps, so the rings no longer pipeline.  Simulated, one DGX A100 box
+    (128 MiB / 1 GiB, threadblocks per GPU): allgather with 8 copies 139.7
+    / 170.4 (9) balanced, 166.4 / 174.6 (16) plain; allreduce with 16
+    copies 77.7 / 81.5 (12) against 130.5 / 134.3 (16); one MI250 box's
+    allreduce with 4 copies 38.2 / 42.7 (12) against 45.4 / 45.6 (8).  A
+    single ring gains from balancing's second lane (MI250 allgather 67.3
+    against 50.0 at 1 GiB) and keeps it.
+
+    >>> plain_first(Variant("ring", 4)), plain_first(Variant("ring", None))
+    (True, False)
+    """
+    return variant.algorithm == "ring" and (variant.chunks or 1) > 1
+
 #: Generators that plan their own lanes and take the threadblock budget
 #: (``budget=``): the schedule itself depends on it.
 BUDGETED = frozenset({"rails", "nccl-rings"})
@@ -309,6 +328,7 @@ class Compiler:
         self._loaded: dict[Variant, object] = {}
         self._strategy: dict[Variant, int] = {}  # index of the lowering strategy in use
         self._refused: dict[Variant, InfeasibleError] = {}  # variants no lowering fits
+        self._rebalanced: set[Variant] = set()  # plain_first variants plain does not fit
         self._unbuildable: dict[tuple, ColcError] = {}  # schedule refusals
         # what the builds and their proofs read besides the schedule key (``_SHARED``)
         self._shared_key: tuple | None = None
@@ -524,8 +544,13 @@ class Compiler:
             try:
                 self._programs[variant] = self._lower(variant, self._strategy.get(variant, 0))
             except InfeasibleError as err:  # asked again at every size of a portfolio
-                self._refused[variant] = err
-                raise
+                if not (self.opts.balance and plain_first(variant)
+                        and variant not in self._rebalanced):
+                    self._refused[variant] = err
+                    raise
+                self._rebalanced.add(variant)  # plain does not fit: balanced may
+                self._strategy.pop(variant, None)
+                return self.program(variant)
         return self._programs[variant]
 
     def _next_strategy(self, variant: Variant) -> bool:
@@ -565,7 +590,8 @@ class Compiler:
                              variant.chunks or DEFAULT_CHUNKS)
 
     def _balances(self, variant: Variant) -> bool:
-        return self.opts.balance and variant.algorithm not in UNBALANCED
+        return (self.opts.balance and variant.algorithm not in UNBALANCED
+                and (not plain_first(variant) or variant in self._rebalanced))
 
     def _lower(self, variant: Variant, first: int = 0) -> Program:
         if (variant.algorithm == "rails" and not variant.unpaired
@@ -622,7 +648,7 @@ class Compiler:
             return program
         if isinstance(last, InfeasibleError):
             raise last
-        raise InfeasibleError(f"{variant.label}: no lowering runs ({last})")
+        raise InfeasibleError(f"no lowering runs ({last})")  # the refusal names the variant
 
     def _separated(self, sched: Schedule, variant: Variant) -> Schedule:
         """rails' ``sched`` with the rounds of ``separated_rounds`` (same ops)."""
@@ -654,8 +680,7 @@ class Compiler:
         if self.opts.prove or size is None or loaded.diagnostics:
             found = deadlocks(program, program.protocol.fifo_depth, loaded=loaded)
             if found:
-                return SimulationError(f"{variant.label} hangs with one call per chunk: "
-                                       f"{found[0]}")
+                return SimulationError(f"hangs with one call per chunk: {found[0]}")
             if self.opts.prove:
                 return None
         if size is not None:
@@ -986,6 +1011,13 @@ def smallest_budget(topo: Topology, opts: CompileOptions, err: InfeasibleError,
     model = model_named(opts.machine) if opts.machine else model_for(topo)
     budget = threadblock_budget(opts.max_threadblocks, model)
     needs = [int(n) for n in _NEEDS.findall(str(err))]
+    named = bool(needs)
+    if not needs and budget < DEFAULT_THREADBLOCKS:
+        # the lowerings stalled or hung rather than naming a count (bfb's
+        # allreduce on a 4x4 torus within 4 to 7: too few threadblocks to
+        # keep apart the steps that wait on each other); below the default
+        # budget a larger one is tried as well
+        needs = [min(2 * budget, DEFAULT_THREADBLOCKS)]
     if not needs or budget >= model.max_threadblocks:
         return None
     trial = max(budget + 1, min(needs))
@@ -1003,6 +1035,8 @@ def smallest_budget(topo: Topology, opts: CompileOptions, err: InfeasibleError,
         return (f"no schedule fits within --max-threadblocks {budget}: the smallest budget "
                 f"that works here is {trial} ({label}); use --max-threadblocks {trial} or "
                 f"more")
+    if not named:
+        return None
     if min(needs) > model.max_threadblocks:  # only the candidates past the GPU say how many
         return f"no schedule fits within --max-threadblocks {budget}: {err}"
     return (f"no schedule fits within --max-threadblocks {budget} (the candidates need "

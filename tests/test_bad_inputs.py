@@ -129,6 +129,9 @@ def test_api_errors_are_colcs_own(tmp_path, capsys):
                      ({"chunks": "2"}, "chunks must be a whole number of at least 1"),
                      ({"min_bytes": 1 << 20, "max_bytes": 1 << 10}, "max_bytes 1024 is smaller"),
                      ({"min_bytes": -1}, "min_bytes must be a whole number of at least 0"),
+                     ({"min_bytes": "1Q"}, "option min_bytes: '1Q' is not a size"),
+                     ({"min_bytes": "1M", "max_bytes": "1K"}, "max_bytes 1024 is smaller than "
+                      "min_bytes 1048576"),
                      ({"inplace": "yes"}, "inplace must be True, False or None"),
                      ({"inplace": False, "outofplace": False}, "leave no kind of call")):
         with pytest.raises(colc.errors.ColcError, match=text):

@@ -212,7 +212,8 @@ def test_a_portfolio_is_as_fast_as_the_single_file_within_its_budget() -> None:
     single compile does: a 4-ring's allgather at 1 MiB within 4 threadblocks
     was the ring on 4 (23.0 GB/s) where ``colc --max-threadblocks 4`` wrote
     it on 3 (25.4); since local copies may share a connection's threadblock
-    it writes the ring on 2 (26.5: a copy waits on no other threadblock)."""
+    it writes the ring on 2 (26.5: a copy waits on no other threadblock);
+    since ring copies are lowered without balancing, two copies on 4 (29.2)."""
     from colc.compiler.portfolio import build_portfolio
     from colc.frontends.yaml_topology import load_topology
 
@@ -220,8 +221,8 @@ def test_a_portfolio_is_as_fast_as_the_single_file_within_its_budget() -> None:
     opts = CompileOptions(collective=Collective.ALLGATHER, max_threadblocks=4, jobs=1)
     single = compile_topology(topo, dataclasses.replace(opts, rank_sizes=(1 << 20,)))
     (window,) = build_portfolio(topo, opts, (1 << 20,)).windows
-    assert window.results[0].algbw >= single.predicted[0][1].algbw > 25
-    assert window.program.max_threadblocks <= single.program.max_threadblocks == 2
+    assert window.results[0].algbw >= single.predicted[0][1].algbw > 26.5
+    assert window.program.max_threadblocks <= single.program.max_threadblocks <= 4
 
 
 def test_analyze_budgets_past_the_last_window_and_of_several_algorithms(tmp_path,
@@ -483,6 +484,36 @@ def test_variants_rank_each_split_file_beside_its_fewer_split_ones(family, nboxe
         # each split level the least budget with as many split chunks
         assert all(split_chunks(topo, groups, coll, c, b - 1) < split_chunks(topo, groups, coll, c, b)
                    for b in levels[1:])
+
+
+def test_a_budget_whose_lowerings_stall_names_the_smallest_that_works() -> None:
+    """bfb's allreduce on a 4x4 torus within 4 to 7 threadblocks: every
+    lowering stalled or hung, no refusal named a count, and the error gave
+    the raw refusals (within 1 to 3 it named 8).  Below the default budget a
+    larger one is tried too; at or above it the refusal stands."""
+    from types import SimpleNamespace
+
+    from colc.compiler.pipeline import smallest_budget
+
+    def build(topo, opts):
+        if opts.max_threadblocks < 8:
+            raise InfeasibleError("bfb/Simple: no lowering runs (lowering stalled)")
+        return SimpleNamespace(algorithm="bfb/Simple")
+
+    topo = FAMILIES["torus3x4"]()
+    stalled = InfeasibleError("no schedule fits the runtime's limits: bfb/Simple: no lowering "
+                              "runs (lowering stalled after 1850 of 2174 steps)")
+    for budget in (4, 5, 7):
+        msg = smallest_budget(topo, CompileOptions(max_threadblocks=budget), stalled, build)
+        assert msg == (f"no schedule fits within --max-threadblocks {budget}: the smallest "
+                       "budget that works here is 8 (bfb/Simple); use --max-threadblocks 8 "
+                       "or more")
+    assert smallest_budget(topo, CompileOptions(max_threadblocks=32), stalled, build) is None
+
+    def never(topo, opts):
+        raise InfeasibleError("no lowering runs (lowering stalled)")
+
+    assert smallest_budget(topo, CompileOptions(max_threadblocks=5), stalled, never) is None
 
 
 def test_the_smallest_budget_named_is_found_however_far_below_the_needs() -> None:
