@@ -136,6 +136,20 @@ def source_lines(text: str | bytes, wanted: set[tuple[int, int | None, int | Non
     accepted: a second pass, made only for the verifier's findings (a map of
     every instruction would cost hundreds of MB on a 1024-rank file).
 
+    Parameters
+    ----------
+    text : str or bytes
+        The document.
+    wanted : set of tuple
+        The keys to find.
+
+    Returns
+    -------
+    dict
+        Key -> line, for the keys of ``wanted`` the document has.
+
+    Examples
+    --------
     >>> doc = '<s>\\n<rank id="0">\\n<thread id="0">\\n<copy i="0"/></thread></rank></s>'
     >>> source_lines(doc, {(0, 0, 0), (0, None, None)})
     {(0, None, None): 2, (0, 0, 0): 4}

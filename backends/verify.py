@@ -259,8 +259,8 @@ def _summary(program) -> str:
     channels = _count(program.nchannels, "channel")
     return (f"{program.collective.value}, {program.ngpus} ranks, {program.protocol.value}, "
             f"{modes}, window {program.min_bytes}..{hi} bytes, {channels}, "
-            f"{_count(program.max_threadblocks, 'threadblock')} per GPU (SMs held during a "
-            f"call), "
+            f"{_count(program.max_threadblocks, 'threadblock')} per GPU "
+            f"(SMs held during a call), "
             f"nchunksperloop {program.nchunks}; executed at FIFO depth {depth}")
 
 

@@ -235,9 +235,11 @@ def _store(compiler, todo: list, results: list) -> int:
         if isinstance(result, InfeasibleError):  # refused once, as in one process
             compiler._refused[variant] = result
             continue
-        program, strategy, sims = result
+        program, strategy, sims, rebalanced = result
         compiler._programs[variant] = program
         compiler._strategy[variant] = strategy
+        if rebalanced:  # the worker's plain lowering did not fit (pipeline.plain_first)
+            compiler._rebalanced.add(variant)
         for size, sim in sims.items():
             compiler._sims[(variant, size)] = sim
         done += 1
@@ -280,7 +282,9 @@ def _quiet() -> None:
 
 
 def _lower_and_simulate(compiler, variant, sizes):
-    """In a worker: ``(program, strategy, simulations by size)``, the simulations
+    """In a worker: ``(program, strategy, simulations by size, rebalanced)``
+    (``rebalanced``: the program is the balanced one of a ``plain_first``
+    variant, so the parent lowers its next strategy balanced too), the simulations
     being every one the worker ran of ``variant`` (the lowering's hang check
     simulates a size too: at 1024 ranks, minutes not to repeat); the
     ``InfeasibleError`` of a variant no lowering fits (the same in every
@@ -300,7 +304,8 @@ def _lower_and_simulate(compiler, variant, sizes):
         except ColcError:
             break
     sims = {s: sim for (v, s), sim in compiler._sims.items() if v == variant}
-    return program, compiler._strategy.get(variant, 0), sims
+    return (program, compiler._strategy.get(variant, 0), sims,
+            variant in compiler._rebalanced)
 
 
 __all__ = ["EXECUTORS", "dask_client", "default_jobs", "jobs_for", "prefetch"]

@@ -165,7 +165,8 @@ UNBALANCED = frozenset({"rings2d", "rails", "nccl-rings"})
 
 def plain_first(variant: Variant) -> bool:
     """Whether ``variant`` is lowered without lane balancing first, balanced
-    only where that does not fit its budget: ``ring``'s copies (2 or more
+    only where the plain lowering is refused (it does not fit the budget, or
+    stalls or hangs) or fails verification: ``ring``'s copies (2 or more
     chunks), each already on channels of its own.  Balancing merges the
     copies onto fewer lanes by their estimated rates and reorders their
     steps, so the rings no longer pipeline.  Simulated, one DGX A100 box
@@ -176,6 +177,16 @@ def plain_first(variant: Variant) -> bool:
     single ring gains from balancing's second lane (MI250 allgather 67.3
     against 50.0 at 1 GiB) and keeps it.
 
+    Parameters
+    ----------
+    variant : Variant
+
+    Returns
+    -------
+    bool
+
+    Examples
+    --------
     >>> plain_first(Variant("ring", 4)), plain_first(Variant("ring", None))
     (True, False)
     """
@@ -544,20 +555,28 @@ class Compiler:
             try:
                 self._programs[variant] = self._lower(variant, self._strategy.get(variant, 0))
             except InfeasibleError as err:  # asked again at every size of a portfolio
-                if not (self.opts.balance and plain_first(variant)
-                        and variant not in self._rebalanced):
+                if not self._falls_back(variant):
                     self._refused[variant] = err
                     raise
-                self._rebalanced.add(variant)  # plain does not fit: balanced may
+                self._rebalanced.add(variant)  # plain is refused: balanced may fit
                 self._strategy.pop(variant, None)
-                return self.program(variant)
+                try:
+                    return self.program(variant)
+                except InfeasibleError as again:  # keep the refusal that names a count
+                    if _NEEDS.search(str(err)) and not _NEEDS.search(str(again)):
+                        self._refused[variant] = err
+                        raise err from None
+                    raise
         return self._programs[variant]
 
     def _next_strategy(self, variant: Variant) -> bool:
         """Drop ``variant``'s program for the next lowering strategy; False if none is left."""
         nxt = self._strategy.get(variant, 0) + 1
         if nxt >= len(self._strategies(variant)):
-            return False
+            if not self._falls_back(variant):
+                return False
+            self._rebalanced.add(variant)  # the plain strategies are spent: balanced ones
+            nxt = 0
         self._strategy[variant] = nxt
         self._programs.pop(variant, None)
         self._loaded.pop(variant, None)
@@ -588,6 +607,11 @@ class Compiler:
 
         return crossing_once(boxes(self.topo), self.opts.collective,
                              variant.chunks or DEFAULT_CHUNKS)
+
+    def _falls_back(self, variant: Variant) -> bool:
+        """Whether ``variant``'s plain lowering, refused or spent, is followed
+        by the balanced one (``plain_first``)."""
+        return self.opts.balance and plain_first(variant) and variant not in self._rebalanced
 
     def _balances(self, variant: Variant) -> bool:
         return (self.opts.balance and variant.algorithm not in UNBALANCED
@@ -1000,7 +1024,10 @@ def smallest_budget(topo: Topology, opts: CompileOptions, err: InfeasibleError,
 
     The refusals say how many threadblocks each candidate needed; the least of
     them is tried with ``build`` (and the next one it names, a few times), so
-    the budget the message names really writes a file.
+    the budget the message names really writes a file.  Where none names a
+    count (every lowering stalled or hung) and the budget is below
+    ``DEFAULT_THREADBLOCKS``, twice the budget is tried, then larger ones up
+    to that default, no further (each trial is a whole build).
 
     Returns
     -------
@@ -1022,7 +1049,7 @@ def smallest_budget(topo: Topology, opts: CompileOptions, err: InfeasibleError,
         return None
     trial = max(budget + 1, min(needs))
     for _ in range(6):
-        if trial > model.max_threadblocks:
+        if trial > model.max_threadblocks or (not named and trial > DEFAULT_THREADBLOCKS):
             break
         try:
             result = build(topo, dataclasses.replace(opts, max_threadblocks=trial))
@@ -1125,8 +1152,11 @@ def _compile_once(topo: Topology, opts: CompileOptions) -> CompileResult:
             program, text = compiler.finish(
                 variant, opts.comment or (lambda v=variant: _comment(v, compiler.score(v, sizes),
                                                                      sizes)))
-        except (VerificationFailed, InfeasibleError) as err:
+        except VerificationFailed as err:  # names the variant
             refusals.append(str(err))
+            continue
+        except InfeasibleError as err:  # lowered again after a failed verification
+            refusals.append(f"{variant.label}: {err}")
             continue
         notes = tuple(dict.fromkeys(f"not used: {r}" for r in refusals))
         if program.max_bytes != opts.max_bytes:  # _iterations_capped

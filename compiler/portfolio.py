@@ -683,7 +683,10 @@ def _finish(compiler: Compiler, runs: list[tuple[Variant, list[int], int]]) -> l
     for (v, run, _), (lo, hi, comment), (program, text), ok in zip(runs, spans, emitted, passed,
                                                                   strict=True):
         if not ok:
-            program, text = compiler.finish(v, comment, (lo, hi))
+            try:
+                program, text = compiler.finish(v, comment, (lo, hi))
+            except InfeasibleError as err:  # lowered again: the refusal names no variant
+                raise InfeasibleError(f"{v.label}: {err}") from None
         # past a window ended at the loop-iteration limit, NCCL runs: no figure there
         results = tuple(compiler.simulate(v, s) for s in run if not hi or s <= hi)
         out.append(Window(lo, hi, v, program, text, results))

@@ -222,7 +222,7 @@ def test_a_portfolio_is_as_fast_as_the_single_file_within_its_budget() -> None:
     single = compile_topology(topo, dataclasses.replace(opts, rank_sizes=(1 << 20,)))
     (window,) = build_portfolio(topo, opts, (1 << 20,)).windows
     assert window.results[0].algbw >= single.predicted[0][1].algbw > 26.5
-    assert window.program.max_threadblocks <= single.program.max_threadblocks <= 4
+    assert window.program.max_threadblocks <= single.program.max_threadblocks == 4
 
 
 def test_analyze_budgets_past_the_last_window_and_of_several_algorithms(tmp_path,
@@ -534,3 +534,23 @@ def test_the_smallest_budget_named_is_found_however_far_below_the_needs() -> Non
     assert _lower_budget(None, opts, build, 6, 30, 30) == (7, 7)
     assert len(tried) <= 5 and 7 in tried
     assert _lower_budget(None, opts, build, 6, 7, 7) == (7, 7)  # nothing between
+
+
+def test_a_refusal_names_its_variant_once(monkeypatch) -> None:
+    """Where no lowering runs, the refusal read 'bfb/c16/Simple: bfb/c16/Simple:
+    no lowering runs (bfb/c16/Simple hangs ...)'; it names the variant once."""
+    from colc.compiler import pipeline
+    from colc.compiler.lowering.lower_to_program import LoweringStalled
+
+    def stalled(*args, **kwargs):
+        raise LoweringStalled("lowering stalled after 3 of 8 steps")
+
+    monkeypatch.setattr(pipeline, "lower_to_program", stalled)
+    topo = ring(4, 25, bidirectional=True)
+    with pytest.raises(InfeasibleError) as info:
+        pipeline._compile_once(topo, CompileOptions(algorithm="ring", chunks=1, jobs=1,
+                                                    collective=Collective.ALLGATHER,
+                                                    rank_sizes=(1 << 20,)))
+    msg = str(info.value)
+    assert "no lowering runs (lowering stalled after 3 of 8 steps)" in msg
+    assert msg.count("ring/c1/Simple") == 1, msg

@@ -170,3 +170,24 @@ def test_ring_copies_are_lowered_without_balancing_where_that_fits_the_budget() 
     assert sixteen in comp._rebalanced
     assert not comp._balances(Variant("ring", 8, Protocol.SIMPLE))
     assert comp._balances(Variant("ring", None, Protocol.SIMPLE))
+
+
+def test_ring_copies_whose_plain_files_fail_verification_are_lowered_balanced() -> None:
+    """Once the plain lowering strategies of ring copies are spent (each
+    file failed verification), the next strategy is the first balanced one,
+    not a refusal; after the balanced ones nothing is left."""
+    from colc.compiler.options import Variant
+    from colc.compiler.pipeline import CompileOptions, Compiler
+
+    comp = Compiler(fam.ring(4, 25, bidirectional=True),
+                    CompileOptions(collective=Collective.ALLGATHER, jobs=1))
+    v = Variant("ring", 2, Protocol.SIMPLE)
+    strategies = len(comp._strategies(v))
+    for _ in range(strategies - 1):
+        assert comp._next_strategy(v) and not comp._balances(v)
+    assert comp._next_strategy(v) and comp._balances(v) and comp._strategy[v] == 0
+    for _ in range(strategies - 1):
+        assert comp._next_strategy(v)
+    assert not comp._next_strategy(v)
+    validate = comp.program(v)  # the balanced lowering of the last strategy runs
+    assert validate.max_threadblocks <= comp.budget
