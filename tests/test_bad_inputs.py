@@ -332,3 +332,16 @@ def test_compiled_analyze_names_bad_lists():
             made.analyze(**kw)
     report = made.analyze(algorithms=["ring", "ring"], simulate=False)
     assert [s["algorithm"] for s in report["schedules"]] == ["ring"]
+
+
+def test_an_unparsable_command_line_exits_2_and_a_bad_value_1(capsys):
+    """As the README says: a value that is not a number is argparse's usage
+    error (status 2), one out of range is colc's own (status 1, one line)."""
+    path = str(HERE.parent.parent / "examples" / "ring-4.yaml")
+    with pytest.raises(SystemExit) as info:
+        main([path, "--max-threadblocks", "abc", "-o", os.devnull])
+    err = capsys.readouterr().err
+    assert info.value.code == 2 and "invalid int value: 'abc'" in err
+    assert err.startswith("usage: colc")
+    rc, err, _ = _run(capsys, [path, "--max-threadblocks", "-1", "-o", os.devnull])
+    assert rc == 1 and len(err.strip().splitlines()) == 1 and "Traceback" not in err
