@@ -213,7 +213,8 @@ def _compile_parser() -> argparse.ArgumentParser:
                    help="output format (default: from the extension, else msccl)")
     p.add_argument("--verify-each", action="store_true", help="check the IR after every pass")
     p.add_argument("--no-balance", action="store_true",
-                   help="skip the lane balancing pass (the plain lowering)")
+                   help="skip the lane balancing pass (the plain lowering; ring's copies, "
+                        "rings2d, rails and nccl-rings are lowered plain anyway)")
     p.add_argument("--boxes", type=int, default=None,
                    help="boxes for single-box inputs such as an NCCL topology dump")
     p.add_argument("--jobs", type=int, default=0,
