@@ -169,9 +169,11 @@ def source_lines(text: str | bytes, wanted: set[tuple[int, int | None, int | Non
         if not isinstance(el.tag, str):
             continue
         if depth == 2:
-            rank, key = int(el.get("id", -1)), (int(el.get("id", -1)), None, None)
+            rank = int(el.get("id", -1))
+            key = (rank, None, None)
         elif depth == 3:
-            thread, key = int(el.get("id", -1)), (rank, int(el.get("id", -1)), None)
+            thread = int(el.get("id", -1))
+            key = (rank, thread, None)
         elif depth == 4:
             key = (rank, thread, int(el.get("i", -1)))
         else:

@@ -76,17 +76,18 @@ def _located(diags: list[Diagnostic], text: str | bytes) -> list[Diagnostic]:
     """``diags``, each with the line of the instruction, thread or rank it
     names (the most precise one the file has), as MSCCL findings carry
     theirs."""
-    def keys(d: Diagnostic) -> tuple:
+    def keys(d: Diagnostic) -> tuple:  # most precise first; none where it has a line
+        if d.line is not None or d.rank is None:
+            return ()
         return ((d.rank, d.tb, d.step), (d.rank, d.tb, None), (d.rank, None, None))
 
-    todo = [d for d in diags if d.line is None and d.rank is not None]
-    if not todo:
+    wanted = {k for d in diags for k in keys(d)}
+    if not wanted:
         return list(diags)
-    lines = source_lines(text, {k for d in todo for k in keys(d)})
+    lines = source_lines(text, wanted)
     out = []
     for d in diags:
-        line = None if d.line is not None or d.rank is None else next(
-            (lines[k] for k in keys(d) if k in lines), None)
+        line = next((lines[k] for k in keys(d) if k in lines), None)
         out.append(d if line is None else dataclasses.replace(d, line=line))
     return out
 

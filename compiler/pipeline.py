@@ -192,6 +192,7 @@ def plain_first(variant: Variant) -> bool:
     """
     return variant.algorithm == "ring" and (variant.chunks or 1) > 1
 
+
 #: Generators that plan their own lanes and take the threadblock budget
 #: (``budget=``): the schedule itself depends on it.
 BUDGETED = frozenset({"rails", "nccl-rings"})
@@ -1047,9 +1048,10 @@ def smallest_budget(topo: Topology, opts: CompileOptions, err: InfeasibleError,
         needs = [min(2 * budget, DEFAULT_THREADBLOCKS)]
     if not needs or budget >= model.max_threadblocks:
         return None
+    limit = model.max_threadblocks if named else DEFAULT_THREADBLOCKS
     trial = max(budget + 1, min(needs))
     for _ in range(6):
-        if trial > model.max_threadblocks or (not named and trial > DEFAULT_THREADBLOCKS):
+        if trial > limit:
             break
         try:
             result = build(topo, dataclasses.replace(opts, max_threadblocks=trial))
