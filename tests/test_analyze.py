@@ -74,7 +74,7 @@ def test_search_ranks_ll128_past_its_range_where_simple_falls_behind(monkeypatch
     """As the portfolio (``portfolio._falls``): past 256 MiB only Simple is
     searched, unless its best there is slower than the best one size below;
     then LL128's variants are tried at that size and kept when faster."""
-    from tests.helpers import slow_simple_past_256m
+    from helpers import slow_simple_past_256m
 
     topo = torus([3, 4], 10)
     sizes = (64 << 20, 1 << 30)

@@ -63,7 +63,7 @@ def test_allreduce_may_have_fewer_chunks_than_ranks() -> None:
     1024 GPUs: 512): a chain of 4 ranks over 2 chunks proves and runs; an
     allgather of 2 chunks on 4 ranks is still refused."""
     from colc.compiler.lowering.infer_dependencies import infer_dependencies
-    from tests.helpers import validate_schedule
+    from helpers import validate_schedule
 
     topo = fam.ring(4, 10)
     ops: list[Op] = []

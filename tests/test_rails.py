@@ -15,7 +15,7 @@ from colc.errors import InfeasibleError, UnsupportedError
 from colc.frontends.families import dgx_a100, mi250, torus
 from colc.ir.core import Buffer, Collective, Protocol
 from colc.ir.topology import boxes
-from tests.helpers import validate_schedule, validated_program
+from helpers import validate_schedule, validated_program
 
 COLLS = (Collective.ALLGATHER, Collective.REDUCESCATTER, Collective.ALLREDUCE)
 
@@ -245,7 +245,7 @@ def test_large_sizes_rank_ll128_where_every_simple_file_is_slower(monkeypatch) -
     and serves the size when faster, with a note."""
     from colc.compiler import pipeline
     from colc.compiler.portfolio import build_portfolio
-    from tests.helpers import slow_simple_past_256m
+    from helpers import slow_simple_past_256m
 
     real = slow_simple_past_256m(monkeypatch)
     port = build_portfolio(dgx_a100(2), CompileOptions(

@@ -16,7 +16,7 @@ from colc.frontends.families import dgx_a100, mi250, ring
 from colc.ir.chunks import Op, OpKind, Slot
 from colc.ir.core import Buffer, Collective, Protocol
 from colc.ir.topology import Link, Node, Topology, boxes
-from tests.helpers import validate_schedule
+from helpers import validate_schedule
 
 COLLS = (Collective.ALLGATHER, Collective.REDUCESCATTER, Collective.ALLREDUCE)
 

@@ -447,7 +447,7 @@ def test_rated_trees_send_less_over_the_slower_nics() -> None:
     from colc.frontends.families import mi250
     from colc.ir.core import Collective
     from colc.ir.runtime_model import MI250
-    from tests.helpers import validate_schedule
+    from helpers import validate_schedule
 
     load_optional_algorithms()
     topo = mi250(2)
