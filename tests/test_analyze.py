@@ -240,3 +240,22 @@ def test_search_rows_name_each_sizes_file() -> None:
     line = next(x for x in an.format_table(report).splitlines() if x.startswith("trees "))
     assert line.endswith(f"best per size: {', '.join(files)}; up to {row['threadblocks']} "
                          f"threadblocks per GPU")
+
+
+@pytest.mark.parametrize("budget", [6, 32])
+def test_ring_row_is_the_copies_ring_writes_within_the_budget(budget: int) -> None:
+    # ring's chunkings are copies of its ring: the row shows the most copies
+    # that fit, as --algorithm ring writes at 1 GiB, not one ring on 2
+    from colc.frontends.families import dgx_a100
+
+    topo = dgx_a100(1)
+    report = an.analyze_topology(topo, algorithms=("ring",),
+                                 collectives=(Collective.ALLGATHER,), sizes=(1 << 30,),
+                                 max_threadblocks=budget, jobs=1)
+    (row,) = report["schedules"]
+    written = pipeline.compile_topology(topo, pipeline.CompileOptions(
+        algorithm="ring", collective=Collective.ALLGATHER, max_threadblocks=budget,
+        rank_sizes=(1 << 30,), jobs=1))
+    assert row["threadblocks"] <= budget and row["variant"].startswith("ring/c")
+    assert row["nchunks"] == written.program.nchunks
+    assert row["simulated"][0]["algbw"] == pytest.approx(written.predicted[0][1].algbw, rel=0.02)
