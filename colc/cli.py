@@ -353,7 +353,9 @@ def _cmd_compile(argv: list[str]) -> int:
               f"{format_gbs(float(result.algbw))} GB/s; verified)",
               file=sys.stderr)
     else:
-        sys.stdout.write(result.text)
+        from colc.output import write_stdout
+
+        write_stdout(result.text)
     return 0
 
 

@@ -58,8 +58,7 @@ def write_output(path: str, text: str, *, inputs: Sequence[str] = ()) -> None:
         The target is a directory or an input, or its folder does not exist.
     """
     if path == "-":
-        sys.stdout.write(text)
-        sys.stdout.flush()
+        write_stdout(text)
         return
     real, st = _target(path, inputs)
     if st is not None and not stat.S_ISREG(st.st_mode):
@@ -250,11 +249,47 @@ def _target(path: str, inputs: Sequence[str]) -> tuple[str, os.stat_result | Non
     return real, st
 
 
+def write_stdout(text: str) -> None:
+    """Write ``text`` to standard output, every byte or ``BrokenPipeError``.
+
+    Parameters
+    ----------
+    text : str
+
+    Raises
+    ------
+    BrokenPipeError
+        The reader stopped before the end (``colc TOPO | head``): ``cli.main``
+        exits 141.  A buffered write of a large string (``sys.stdout.write``)
+        returns quietly after a pipe takes part of it (CPython 3.11), so the
+        bytes go to the descriptor directly; a standard output with none (a
+        test's capture) is written as a stream.
+    """
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):  # io.UnsupportedOperation
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        return
+    sys.stdout.flush()
+    _write_all(fd, text.encode(sys.stdout.encoding or "utf-8"))
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    """Every byte of ``data`` to ``fd`` (a pipe may take part of a write)."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
 def _write_in_place(path: str, real: str, text: str) -> None:
     """Devices, FIFOs and sockets: write through them, never rename over them."""
     try:
-        with open(real, "w", encoding="utf-8", newline="\n") as fh:
-            fh.write(text)
+        fd = os.open(real, os.O_WRONLY | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0))
+        try:
+            _write_all(fd, text.encode("utf-8"))
+        finally:
+            os.close(fd)
     except BrokenPipeError:
         raise  # its reader stopped (-o /dev/stdout | head): cli.main's quiet 141
     except OSError as err:

@@ -345,6 +345,24 @@ def test_a_closed_reader_of_stdout_is_status_141_quietly(target) -> None:
     assert (done.returncode, done.stderr) == (141, "")
 
 
+@pytest.mark.parametrize("target", ["-", "/dev/stdout"])
+def test_a_reader_that_stops_midway_is_status_141(tmp_path, target) -> None:
+    """`colc convert big.yaml -o - | head -c 100` exited 0 (exploring as a
+    user): a pipe took 64 KiB of one large buffered write, which returned
+    without an error, so a truncated file looked like success."""
+    import subprocess
+    import sys
+
+    big = tmp_path / "big.yaml"
+    big.write_text("family: dgx-h100\nboxes: 100\n", encoding="utf-8")
+    proc = subprocess.Popen([sys.executable, "-m", "colc.cli", "convert", str(big), "-o", target],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO)
+    head = proc.stdout.read(100)
+    proc.stdout.close()  # the reader stops with most of the text unread
+    _, err = proc.communicate(timeout=120)
+    assert len(head) == 100 and (proc.returncode, err) == (141, b"")
+
+
 def test_a_portfolio_does_not_replace_a_users_file_of_its_name(tmp_path, capsys) -> None:
     """A user's own file under a name colc picks for a portfolio file was
     replaced without a word.  colc replaces only its own earlier files
