@@ -635,10 +635,6 @@ def _cmd_convert(argv: list[str]) -> int:
     except ImportError as err:
         raise ColcError("colc convert is not available in this build") from err
     _check_output(args.output, "colc convert writes colc YAML", ".yaml")
-    if _is_directory_target(args.output):
-        what = "is a directory" if os.path.isdir(args.output) else "names a folder (ends in /)"
-        raise ColcError(f"{args.output}: error: {what}; colc convert writes one file (give a "
-                        f"file name)")
     topo = load_any_topology(args.input, boxes=args.boxes)
     text = topology_to_yaml(topo)
     _readable_back(text, args.input)
@@ -686,9 +682,13 @@ def _check_named(output: str | None, what: str) -> None:
 
 
 def _check_output(output: str | None, writes: str, suffix: str) -> None:
-    """Refuse an empty ``-o``, or a name whose extension names another format
-    than ``suffix``'s (``colc convert``/``find`` write YAML, ``report`` HTML)."""
+    """Refuse an empty ``-o``, a folder (``new/``: ``find`` wrote a file
+    named ``new``), or a name whose extension names another format than
+    ``suffix``'s (``colc convert``/``find`` write YAML, ``report`` HTML)."""
     _check_named(output, f"the {suffix[1:].upper()} file's name")
+    if output and output != "-" and _is_directory_target(output):
+        what = "is a directory" if os.path.isdir(output) else "names a folder (ends in /)"
+        raise ColcError(f"{output}: error: {what}; {writes}, one file (give a file name)")
     if output and output.lower().endswith(_OTHER_FORMATS[suffix]):
         raise ColcError(f"{output}: error: {writes}; name the output {suffix}")
 

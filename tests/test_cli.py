@@ -643,5 +643,11 @@ def test_stdin_topology_and_a_folder_for_convert_are_named(tmp_path, capsys) -> 
     assert capsys.readouterr().err.strip() == (
         "-: error: colc reads a topology from a file, not from standard input")
     assert main(["convert", ring4, "-o", f"{tmp_path / 'new'}/"]) == 1
-    assert "names a folder (ends in /); colc convert writes one file" in capsys.readouterr().err
+    assert "names a folder (ends in /); colc convert writes colc YAML, one file" in \
+        capsys.readouterr().err
+    assert not (tmp_path / "new").exists()
+    # find wrote its YAML as a file named 'new' and said "wrote new/"
+    assert main(["find", "--ranks", "4", "--degree", "1", "-o", f"{tmp_path / 'new'}/"]) == 1
+    assert "names a folder (ends in /); colc find writes the chosen topology as colc YAML, " \
+        "one file" in capsys.readouterr().err
     assert not (tmp_path / "new").exists()
