@@ -448,13 +448,15 @@ def _family_hint(path: str) -> str:
 
 def _load_any(path: str, boxes: int | None):
     from colc.frontends import load_topology
+    from colc.frontends.limits import MAX_RANKS
 
     if path == "-":
         raise ColcError("-: error: colc reads a topology from a file, not from standard input")
     if not os.path.exists(path):
         raise ColcError(f"{path}: error: no such file{_family_hint(path)}")
-    if boxes is not None and boxes < 1:  # an NCCL dump took 0 as 1
-        raise ColcError(f"colc: error: --boxes must be 1 or more, got {boxes}")
+    if boxes is not None and not 1 <= boxes <= MAX_RANKS:  # an NCCL dump took 0 as 1
+        raise ColcError(f"colc: error: --boxes must be 1 to {MAX_RANKS} (colc handles at most "
+                        f"{MAX_RANKS} ranks), got {boxes}")
     loader = _foreign_loader(path, boxes)
     if loader is not None:
         return loader()

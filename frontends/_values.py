@@ -44,7 +44,8 @@ class FieldError(SpecError):
     path : str
         The file (or family source) the field belongs to.
     field : str
-        Dotted/indexed field name, e.g. ``links[3].bandwidth``.
+        Dotted/indexed field name, e.g. ``links[3].bandwidth``, or the
+        command-line option that gave the value (``--boxes``).
     problem : str
         What is wrong with it.
     line : int or None
@@ -54,7 +55,9 @@ class FieldError(SpecError):
     def __init__(self, path: str, field: str, problem: str, line: int | None = None) -> None:
         self.field = field
         self.problem = problem
-        super().__init__(path, f"field '{field}': {problem}", line)
+        # an option standing for a field (--boxes for a dump's box count) is named as such
+        named = f"{field}:" if field.startswith("--") else f"field '{field}':"
+        super().__init__(path, f"{named} {problem}", line)
 
     def at(self, path: str, line: int | None) -> FieldError:
         """Return the same error re-located to ``path`` and ``line``.

@@ -30,7 +30,7 @@ from ._json import load_json
 from ._values import show
 from .msccl_tools_json import load_msccl_tools_topology
 from .nccl_topo_xml import load_nccl_topo, topology_from_mapping
-from .taccl_json import load_taccl_topology
+from .taccl_json import load_taccl_sketch, load_taccl_topology
 from .yaml_topology import load_topology, top_level
 
 _HEAD = 4096
@@ -72,7 +72,7 @@ def foreign_loader(path: str, boxes: int | None = None) -> Callable[[], Topology
     head = _head(path)
     text = re.sub(r"^\s*(<\?xml[^>]*\?>\s*)?(<!--.*?-->\s*)*", "", head, flags=re.S)
     if text.startswith("<"):
-        return lambda: load_nccl_topo(path, boxes=boxes or 1)
+        return lambda: load_nccl_topo(path, boxes=boxes or 1, boxes_field="--boxes")
     whole = decode_text(read_input(path), path)  # at most 16 MiB; keys may come late
     if head.lstrip().startswith("{") and (path.lower().endswith(".json")
                                           or _JSON_KEY.search(whole)):
@@ -91,7 +91,13 @@ def _json_loader(path: str, boxes: int | None) -> Topology:
         return load_msccl_tools_topology(path)
     if isinstance(doc, dict) and "gpus_per_node" in doc:
         sketch = Path(path).with_suffix("").as_posix() + ".sketch.json"
-        return load_taccl_topology(path, sketch if Path(sketch).exists() else None, boxes)
+        if not Path(sketch).exists():
+            return load_taccl_topology(path, None, boxes)
+        if boxes is not None and (said := load_taccl_sketch(sketch)) != boxes:
+            # its internode links and symmetry name the sketch's count, as a wrapper's do
+            raise SpecError(sketch, f"field 'nnodes': the sketch says {said} and --boxes says "
+                            f"{boxes}; change the sketch, or drop --boxes")
+        return load_taccl_topology(path, sketch, boxes)
     if isinstance(doc, dict) and "nnodes" in doc:
         raise SpecError(path, "this is a TACCL communication sketch; pass the TACCL topology "
                         "file (its sketch is read from <stem>.sketch.json beside it)")

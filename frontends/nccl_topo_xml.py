@@ -138,7 +138,8 @@ class _Net:
 
 
 def load_nccl_topo(path: str, *, boxes: int = 1, ib_planes: int = 2,
-                   nvlink_bandwidth: str = "peak", name: str | None = None) -> Topology:
+                   nvlink_bandwidth: str = "peak", name: str | None = None,
+                   boxes_field: str = "boxes") -> Topology:
     """Read an NCCL topology XML file (see the module docstring).
 
     Parameters
@@ -153,6 +154,8 @@ def load_nccl_topo(path: str, *, boxes: int = 1, ib_planes: int = 2,
         Per-link NVLink bandwidth table.
     name : str or None
         Topology name (default: file stem, with ``-x{boxes}`` when boxes > 1).
+    boxes_field : str
+        What gave ``boxes``, for messages: a wrapper's field, or ``--boxes``.
 
     Returns
     -------
@@ -166,7 +169,8 @@ def load_nccl_topo(path: str, *, boxes: int = 1, ib_planes: int = 2,
         links colc needs.
     """
     return parse_nccl_topo(read_input(path, MAX_BYTES), path, boxes=boxes,
-                           ib_planes=ib_planes, nvlink_bandwidth=nvlink_bandwidth, name=name)
+                           ib_planes=ib_planes, nvlink_bandwidth=nvlink_bandwidth, name=name,
+                           boxes_field=boxes_field)
 
 
 def topology_from_mapping(mapping: Mapping[str, object], path: str,
@@ -220,7 +224,7 @@ def topology_from_mapping(mapping: Mapping[str, object], path: str,
 
 def parse_nccl_topo(text: str | bytes, path: str = "<string>", *, boxes: int = 1,
                     ib_planes: int = 2, nvlink_bandwidth: str = "peak",
-                    name: str | None = None) -> Topology:
+                    name: str | None = None, boxes_field: str = "boxes") -> Topology:
     """Parse NCCL topology XML text; see ``load_nccl_topo``.
 
     Parameters
@@ -229,7 +233,7 @@ def parse_nccl_topo(text: str | bytes, path: str = "<string>", *, boxes: int = 1
         The document.
     path : str
         File name for messages.
-    boxes, ib_planes, nvlink_bandwidth, name
+    boxes, ib_planes, nvlink_bandwidth, name, boxes_field
         As in ``load_nccl_topo``.
 
     Returns
@@ -241,7 +245,7 @@ def parse_nccl_topo(text: str | bytes, path: str = "<string>", *, boxes: int = 1
     SpecError
         As in ``load_nccl_topo``.
     """
-    boxes = int_value(boxes, path=path, field="boxes", minimum=1, maximum=_MAX_BOXES)
+    boxes = int_value(boxes, path=path, field=boxes_field, minimum=1, maximum=_MAX_BOXES)
     ib_planes = int_value(ib_planes, path=path, field="ib_planes", minimum=1, maximum=64)
     if nvlink_bandwidth not in ("peak", "nccl"):
         raise FieldError(path, "nvlink_bandwidth", f"must be 'peak' or 'nccl', got "
@@ -250,7 +254,7 @@ def parse_nccl_topo(text: str | bytes, path: str = "<string>", *, boxes: int = 1
     peak = nvlink_bandwidth == "peak"
     box = _Box.parse(root, path, NVLINK_PEAK if peak else NVLINK_NCCL,
                      XGMI_PEAK if peak else XGMI_RCCL)
-    check_ranks(boxes * len(box.gpus), path=path, field="boxes",
+    check_ranks(boxes * len(box.gpus), path=path, field=boxes_field,
                 detail=f"{boxes} boxes x {len(box.gpus)} GPUs = ")
     stem = Path(path).stem if not path.startswith("<") else "nccl-topo"
     topo_name = name or (stem if boxes == 1 else f"{stem}-x{boxes}")

@@ -78,7 +78,8 @@ def load_taccl_topology(path: str, sketch: str | None = None, nnodes: int | None
     sketch : str or None
         Communication-sketch JSON; gives the number of nodes.
     nnodes : int or None
-        Number of nodes, overriding the sketch (``--boxes``).
+        Number of nodes, overriding the sketch (``--boxes``, named so in
+        messages).
 
     Returns
     -------
@@ -93,17 +94,18 @@ def load_taccl_topology(path: str, sketch: str | None = None, nnodes: int | None
     doc = load_json(path)
     if not isinstance(doc, dict):
         raise SpecError(path, "top level must be a JSON object")
+    nodes_field = "gpus_per_node" if nnodes is None else "--boxes"
     if nnodes is None:
         nnodes = load_taccl_sketch(sketch) if sketch is not None else 1
     if isinstance(nnodes, bool) or not isinstance(nnodes, int) or not 1 <= nnodes <= _MAX_NODES:
-        raise SpecError(path, f"nnodes must be an integer in 1..{_MAX_NODES}, got {nnodes!r}")
+        raise SpecError(path, f"--boxes must be an integer in 1..{_MAX_NODES}, got {nnodes!r}")
     if "name" not in doc:
         raise SpecError(path, "field 'name': missing")
     name = str_value(doc["name"], path=path, field="name")
     gpn = doc.get("gpus_per_node")
     if isinstance(gpn, bool) or not isinstance(gpn, int) or not 1 <= gpn <= 1024:
         raise SpecError(path, f"field 'gpus_per_node': must be an integer in 1..1024, got {gpn!r}")
-    check_ranks(nnodes * gpn, path=path, field="gpus_per_node",
+    check_ranks(nnodes * gpn, path=path, field=nodes_field,
                 detail=f"{nnodes} nodes x {gpn} GPUs = ")
     intra, hub = _intra(doc, name, gpn, path)
     nodes: list[Node] = []

@@ -184,7 +184,9 @@ NCCL_DUMP = os.path.join(REPO, "tests", "data", "real", "dgx-a100.nccl.xml")
     (["find", "--ranks", "8", "--degree", "2", "--alltoall-size", "0"],
      "--alltoall-size must be >= 1 byte, got 0"),
     (["convert", NCCL_DUMP, "-o", "OUT.yaml", "--boxes", "0"],  # was read as 1 box
-     "--boxes must be 1 or more, got 0"),
+     "--boxes must be 1 to 4096 (colc handles at most 4096 ranks), got 0"),
+    (["convert", NCCL_DUMP, "-o", "OUT.yaml", "--boxes", "99999"],  # "field 'boxes'" of the XML
+     "--boxes must be 1 to 4096 (colc handles at most 4096 ranks), got 99999"),
     (["convert", os.path.join(EXAMPLES, "ring-4.yaml"), "-o", "OUT.json"],  # held YAML
      "colc convert writes colc YAML; name the output .yaml"),
     ([os.path.join(EXAMPLES, "ring-4.yaml"), "-o", ""],  # printed the file to stdout

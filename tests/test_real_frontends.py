@@ -327,6 +327,21 @@ def test_taccl_ndv2_with_sketch() -> None:
     assert cap[("b0g5", "ib")] == Fraction(1000, 105) / 8
 
 
+def test_boxes_option_is_named_as_the_option_and_checked_against_a_sketch() -> None:
+    """Exploring as a user: ``--boxes 3000`` on an NCCL dump blamed the XML's
+    "field 'boxes'", on a TACCL profile its "field 'gpus_per_node'", and
+    ``--boxes 3`` beside a sketch of 2 nodes built 3 without a word."""
+    with pytest.raises(SpecError, match=r"dgx-a100\.nccl\.xml: error: --boxes: 3000 boxes x 8"):
+        foreign_loader(DGX, 3000)()
+    with pytest.raises(SpecError, match=r"error: --boxes: 3000 nodes x \d+ GPUs"):
+        foreign_loader(os.path.join(DATA, "taccl-custom.json"), 3000)()
+    ndv2 = os.path.join(DATA, "taccl-ndv2.json")
+    with pytest.raises(SpecError, match=r"sketch\.json: error: field 'nnodes': the sketch says "
+                                        r"2 and --boxes says 3"):
+        foreign_loader(ndv2, 3)()
+    assert foreign_loader(ndv2, 2)().num_ranks == foreign_loader(ndv2)().num_ranks == 16
+
+
 def test_taccl_custom_invbws() -> None:
     t = load_taccl_topology(os.path.join(DATA, "taccl-custom.json"))
     assert t.capacity()[("b0g1", "b0g2")] == 50  # 1000 / (20.5 - 0.5)
