@@ -38,7 +38,7 @@ from colc.errors import SpecError
 from colc.ir.topology import Link, Node, Topology
 
 from ._json import load_json, matrix
-from ._values import fraction_value, show, str_value
+from ._values import FieldError, fraction_value, show, str_value
 from .limits import bandwidth_value, check_ranks
 from .validate import validate_topology
 
@@ -79,6 +79,10 @@ def load_msccl_tools_topology(path: str, unit: object = 1) -> Topology:
     m = matrix(links, path, "links")
     n = len(m)
     mult = [[_count(m[d][s], path, f"links[{d}][{s}]") for s in range(n)] for d in range(n)]
+    for r in range(n):
+        if mult[r][r]:  # was ignored: a number where the user meant another rank's?
+            raise FieldError(path, f"links[{r}][{r}]", f"a rank's link to itself must be 0, got "
+                             f"{mult[r][r]}")
     covered: set[tuple[int, int]] = set()
     nodes = [Node(f"r{i}", "gpu") for i in range(n)]
     extra: list[Link] = []
@@ -112,7 +116,7 @@ def load_msccl_tools_topology(path: str, unit: object = 1) -> Topology:
               if s != d and mult[d][s] > 0 and (s, d) not in covered]
     name = str_value(doc["name"], path=path, field="name") if "name" in doc else "msccl"
     topo = Topology(name, tuple(nodes), tuple(direct + extra), path)
-    validate_topology(topo, path)
+    validate_topology(topo, path, ranks_from="field 'links' (a row per rank)")
     return topo
 
 

@@ -259,7 +259,8 @@ def parse_nccl_topo(text: str | bytes, path: str = "<string>", *, boxes: int = 1
     stem = Path(path).stem if not path.startswith("<") else "nccl-topo"
     topo_name = name or (stem if boxes == 1 else f"{stem}-x{boxes}")
     topo = box.build(boxes, ib_planes, topo_name, path)
-    validate_topology(topo, path)
+    validate_topology(topo, path, ranks_from="<gpu> elements",
+                      fewer=" (--boxes N joins N copies of this box)" if boxes == 1 else "")
     return topo
 
 
@@ -342,6 +343,13 @@ def _nvlink_bw(table: Mapping[int, Fraction], sm: int, gpu: _Gpu, path: str) -> 
                     gpu.el.sourceline)
 
 
+#: A schedule colc writes, given where a topology goes: what takes it.
+_ALGORITHM_FILES = {
+    "algo": "; this is an MSCCL algorithm file, a schedule: colc verify checks it and colc "
+            "simulate FILE --topo TOPOLOGY times it",
+    "oneccl_schedule": "; this is a oneCCL schedule colc wrote: colc verify checks it"}
+
+
 class _Box:
     """What one NCCL file says about one node."""
 
@@ -361,7 +369,8 @@ class _Box:
               xgmi: Mapping[str, Fraction]) -> _Box:
         if root.tag != "system":
             raise SpecError(path, f"root element is <{root.tag}>, expected <system> (an NCCL "
-                            "topology file)", root.sourceline)
+                            f"topology file){_ALGORITHM_FILES.get(root.tag, '')}",
+                            root.sourceline)
         if root.get("version") is None:
             raise SpecError(path, "<system>: attribute 'version' missing", root.sourceline)
         box = cls(path, table, xgmi)

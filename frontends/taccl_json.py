@@ -135,7 +135,8 @@ def load_taccl_topology(path: str, sketch: str | None = None, nnodes: int | None
                 links += [Link(f"b{b}g{i}", "ib", share), Link("ib", f"b{b}g{i}", share)]
     topo = Topology(name if nnodes == 1 else f"{name}-x{nnodes}", tuple(nodes), tuple(links),
                     path, notes=_size_notes(name, path, links))
-    validate_topology(topo, path)
+    validate_topology(topo, path, ranks_from="field 'gpus_per_node'",
+                      fewer=" (--boxes N, or a sketch's nnodes, joins N nodes)")
     return topo
 
 

@@ -76,12 +76,18 @@ def _where(path: str, line: int | None) -> str:
     return f"{path}:{line}" if line is not None else path
 
 
+#: Where colc YAML lists its ranks (``validate_topology``'s default ``ranks_from``).
+NODES_FIELD = "field 'nodes'"
+
+
 def validate_topology(
     topo: Topology,
     path: str,
     *,
     node_lines: Mapping[str, int] | None = None,
     link_where: Sequence[tuple[str, int | None]] | None = None,
+    ranks_from: str = NODES_FIELD,
+    fewer: str = "",
 ) -> None:
     """Check that ``topo`` is usable; raise on the first problem.
 
@@ -98,6 +104,12 @@ def validate_topology(
         For each link of ``topo.links``, how to name it in a message and its
         line (``("field 'links[3].bandwidth'", 7)``), for messages about the
         bandwidths' scale.
+    ranks_from : str
+        Where the input gives its ranks, for messages about too few: colc
+        YAML's ``field 'nodes'``, an NCCL dump's ``<gpu>`` elements (with a
+        hint: ``--boxes`` joins copies of the box).
+    fewer : str
+        Appended to the message about a single rank: how to have more.
 
     Raises
     ------
@@ -129,11 +141,12 @@ def validate_topology(
             )
     if not topo.ranks:
         kinds = ", ".join(sorted(COMPUTE_KINDS))
-        raise SpecError(path, f"field 'nodes': no compute node (kind {kinds})")
+        what = f"compute node (kind {kinds})" if ranks_from == NODES_FIELD else "rank"
+        raise SpecError(path, f"{ranks_from}: no {what}")
     if len(topo.ranks) < 2:
         only = topo.ranks[0]
-        raise SpecError(path, f"field 'nodes': only one rank ('{only}'); a collective needs at "
-                        f"least 2 ranks", lines.get(only))
+        raise SpecError(path, f"{ranks_from}: only one rank ('{only}'); a collective needs at "
+                        f"least 2 ranks{fewer}", lines.get(only))
     for i, link in enumerate(topo.links):
         for end in (link.src, link.dst):
             if end not in seen:

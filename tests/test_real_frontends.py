@@ -621,3 +621,16 @@ def test_boxes_option_may_not_contradict_the_wrapper(tmp_path) -> None:
         with pytest.raises(SpecError, match=r"w.yaml:2: error: field 'boxes': must be an "
                                             r"integer, got"):
             foreign_loader(str(bare), boxes=given)()
+
+
+@pytest.mark.parametrize("root,hint", [
+    ('<algo name="a" nchunksperloop="1" nchannels="1" ngpus="2" proto="Simple" coll="allgather"'
+     ' inplace="0"></algo>', "an MSCCL algorithm file, a schedule: colc verify checks it"),
+    ('<oneccl_schedule version="1"></oneccl_schedule>', "a oneCCL schedule colc wrote"),
+])
+def test_a_schedule_given_as_the_topology_says_so(root: str, hint: str) -> None:
+    """Exploring as a user: an algorithm file given where a topology goes got
+    only "root element is <algo>, expected <system>"."""
+    with pytest.raises(SpecError, match=r"expected <system> \(an NCCL topology file\); this is " +
+                       re.escape(hint)):
+        parse_nccl_topo(root, "x.xml")
