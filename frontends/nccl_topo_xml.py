@@ -268,7 +268,9 @@ def parse_nccl_topo(text: str | bytes, path: str = "<string>", *, boxes: int = 1
 
 
 def _attr_int(el: etree._Element, attr: str, path: str, *, required: bool = True,
-              default: int | None = None) -> int | None:
+              default: int | None = None, minimum: int | None = 0) -> int | None:
+    """``el``'s integer attribute ``attr`` (decimal or 0x hex), at least
+    ``minimum`` (ids, counts and classes are never negative; None: any)."""
     raw = el.get(attr)
     if raw is None:
         if required:
@@ -278,10 +280,14 @@ def _attr_int(el: etree._Element, attr: str, path: str, *, required: bool = True
     try:
         if not text.isascii() or len(text) > MAX_INT_CHARS:
             raise ValueError
-        return int(text, 0) if text.lower().startswith("0x") else int(text)
+        value = int(text, 0) if text.lower().startswith("0x") else int(text)
     except ValueError:
         raise SpecError(path, f"<{el.tag}>: attribute '{attr}' must be an integer of at most "
                         f"{MAX_INT_CHARS} ASCII digits, got {show(raw)}", el.sourceline) from None
+    if minimum is not None and value < minimum:
+        raise SpecError(path, f"<{el.tag}>: attribute '{attr}' must be {minimum} or more, got "
+                        f"{show(raw)}", el.sourceline)
+    return value
 
 
 def _in_range(bw: Fraction, el: etree._Element, attr: str, path: str) -> Fraction:
@@ -414,7 +420,7 @@ class _Box:
         dev = _attr_int(el, "dev", self.path, required=False)
         if dev is None:
             return  # NCCL ignores nets without dev
-        speed = _attr_int(el, "speed", self.path, required=False, default=0) or 0
+        speed = _attr_int(el, "speed", self.path, required=False, default=0, minimum=None) or 0
         if speed <= 0:  # noted once boxes use the NICs (``build``, ``_slow_nets_note``)
             self.slow_nets.append((el.sourceline, el.get("name", ""), dev))
             speed = 10000
@@ -490,7 +496,8 @@ class _Box:
                 if not target:
                     raise SpecError(self.path, f"<{nv.tag}>: attribute 'target' missing",
                                     nv.sourceline)
-                count = _attr_int(nv, "count", self.path, required=False, default=1) or 0
+                count = _attr_int(nv, "count", self.path, required=False, default=1,
+                                  minimum=None) or 0
                 if count < 1:
                     raise SpecError(self.path, f"<{nv.tag} target=\"{target}\">: count must be "
                                     f">= 1, got {count}", nv.sourceline)

@@ -118,17 +118,10 @@ def load_taccl_topology(path: str, sketch: str | None = None, nnodes: int | None
             for g in ids:
                 links += [Link(g, f"b{b}nvs", hub), Link(f"b{b}nvs", g, hub)]
         links += [Link(ids[s], ids[d], bw) for s, d, bw in intra]
+    share = _nic_share(doc, path, gpn)  # checked on one node too: --boxes makes more
     if nnodes > 1:
-        nics = doc.get("nics_per_node", 1)
-        if isinstance(nics, bool) or not isinstance(nics, int) or nics < 1:
-            raise SpecError(path, f"field 'nics_per_node': must be an integer >= 1, got {nics!r}")
-        if "remote_beta" not in doc:
+        if share is None:
             raise SpecError(path, "field 'remote_beta': missing (needed for more than one node)")
-        share = _bw(doc["remote_beta"], path, "remote_beta") * nics / gpn
-        if not MIN_BANDWIDTH <= share <= MAX_BANDWIDTH:  # a GPU's share of the node's NICs
-            raise FieldError(path, "remote_beta", f"{show(doc['remote_beta'])} us/MB over "
-                             f"{nics} NIC(s) and {gpn} GPUs is {approx(share)} GB/s a GPU; "
-                             f"colc takes {approx(MIN_BANDWIDTH)} to {approx(MAX_BANDWIDTH)}")
         nodes.append(Node("ib", "switch", net=True))
         for b in range(nnodes):
             for i in range(gpn):
@@ -220,6 +213,24 @@ def _intra(doc: dict, name: str, gpn: int, path: str
         return [], _bw(betas[0], path, "node_betas_list[0]")
     raise SpecError(path, f"field 'name': {name!r} is not a known TACCL profile (NDv2*, DGX2*, "
                     "HubAndSpoke*) and the file has no 'links' matrix")
+
+
+def _nic_share(doc: dict, path: str, gpn: int) -> Fraction | None:
+    """A GPU's share of its node's NICs in GB/s (``nics_per_node`` NICs of
+    ``remote_beta`` us/MB over ``gpn`` GPUs), None without ``remote_beta``;
+    both fields are checked wherever they are given (a profile read for one
+    node was valid, the same profile with ``--boxes 2`` not)."""
+    nics = doc.get("nics_per_node", 1)
+    if isinstance(nics, bool) or not isinstance(nics, int) or nics < 1:
+        raise SpecError(path, f"field 'nics_per_node': must be an integer >= 1, got {nics!r}")
+    if "remote_beta" not in doc:
+        return None
+    share = _bw(doc["remote_beta"], path, "remote_beta") * nics / gpn
+    if not MIN_BANDWIDTH <= share <= MAX_BANDWIDTH:
+        raise FieldError(path, "remote_beta", f"{show(doc['remote_beta'])} us/MB over "
+                         f"{nics} NIC(s) and {gpn} GPUs is {approx(share)} GB/s a GPU; "
+                         f"colc takes {approx(MIN_BANDWIDTH)} to {approx(MAX_BANDWIDTH)}")
+    return share
 
 
 def load_taccl_sketch(path: str) -> int:
