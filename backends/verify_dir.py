@@ -187,9 +187,10 @@ def _verify_one(verifier: Verifier, folder: str, name: str) -> tuple:
         why = str(err).removeprefix(f"{path}: error: ")
         return name, None, None, f"{name}: {why} (the runtime would fail to load the folder)"
     program = report.program
-    if program is None:
-        return (name, report, None, f"{name}: not an MSCCL algorithm file; the runtime parses "
-                "every file of the folder and fails on it")
+    if program is None:  # its errors once, in the folder's line (they were listed twice)
+        why = "; ".join(report.errors) or "not an MSCCL algorithm file"
+        return (name, None, None, f"{name}: {why}; the runtime parses every file of the folder "
+                "and fails on it")
     return name, replace(report, program=None), selection_of(program), ""
 
 
