@@ -227,7 +227,7 @@ def _build_once(topo: Topology, opts: CompileOptions, sizes: tuple[int, ...]) ->
             rivals = (cands if _falls(ranking, sizes, i) else
                       [] if topo.num_ranks > COARSE_RANKS else _last_ll128(ranking, sizes, i))
             ranking[s] = _with_ll128(compiler, rivals, s, notes, table, ranking[s])
-    _with_ladders(compiler, sizes, table, ranking)
+    _with_ladders(compiler, sizes, table, ranking, cands)
     windows = _windows(compiler, sizes, ranking, notes)
     return Portfolio(tuple(windows), tuple(table), tuple(dict.fromkeys(notes)), compiler.budget)
 
@@ -425,27 +425,35 @@ def _first_simulated(compiler: Compiler, cands: list[Variant], size: int,
 
 
 def _usable(compiler: Compiler, cands: list[Variant], size: int,
-            ranges: dict[Protocol, tuple[int, int]]) -> tuple[list, list[str]]:
+            ranges: dict[Protocol, tuple[int, int]], every: bool = False) -> tuple[list, list[str]]:
     """``(selectable, bandwidth bound, variant)`` of the candidates whose protocol
-    serves ``size`` (only the selectable ones when any is), best bound first,
-    and the reasons the others were refused."""
+    serves ``size`` (only the selectable ones when any is, unless ``every``),
+    best bound first, and the reasons the others were refused."""
     usable, refusals = [], []
     for v in cands:
         if not _serves(compiler, v, size, ranges):
             continue
         try:
             est = compiler.estimate(v)
-            nchunks = compiler.variant_schedule(v).nchunks  # the one estimate built
+            selectable = _selectable(compiler, v, size)
         except ColcError as err:
             refusals.append(f"{v.algorithm}: {err}")
             continue
-        dtype = compiler.opts.dtype_bytes
-        moved = nccl_tests_bytes(compiler.opts.collective, compiler.topo.num_ranks, size, dtype)
-        usable.append((not window_selection(nchunks, 0, 0, moved, dtype), est, v))
-    if any(sel for sel, _, _ in usable):
+        usable.append((selectable, est, v))
+    if not every and any(sel for sel, _, _ in usable):
         usable = [u for u in usable if u[0]]
     usable.sort(key=lambda e: (-e[1], e[2].label))
     return usable, refusals
+
+
+def _selectable(compiler: Compiler, v: Variant, size: int) -> bool:
+    """Whether the runtime would select ``v``'s file for a call of ``size``
+    (its nchunksperloop against what nccl-tests moves there; the schedule
+    is the one ``estimate`` built)."""
+    nchunks = compiler.variant_schedule(v).nchunks
+    dtype = compiler.opts.dtype_bytes
+    moved = nccl_tests_bytes(compiler.opts.collective, compiler.topo.num_ranks, size, dtype)
+    return not window_selection(nchunks, 0, 0, moved, dtype)
 
 
 def _rank(compiler: Compiler, cands: list[Variant], size: int, notes: list[str],
@@ -469,18 +477,21 @@ def _rank(compiler: Compiler, cands: list[Variant], size: int, notes: list[str],
         table.append((v.label, size, res))
         out.append((res.algbw, v))
         best = max(best, res.algbw)
-    out.sort(key=_fastest_first(compiler))
+    out.sort(key=_fastest_first(compiler, size))
     return out
 
 
-def _fastest_first(compiler: Compiler):
-    """Sort key of ``(algbw, variant)``: the faster first, of equal figures the
-    file holding fewer threadblocks (SMs), then by label."""
-    return lambda e: (-e[0], compiler.program(e[1]).max_threadblocks, e[1].label)
+def _fastest_first(compiler: Compiler, size: int):
+    """Sort key of ``(algbw, variant)`` at ``size``: a file the runtime
+    selects there first, then the faster, of equal figures the file holding
+    fewer threadblocks (SMs), then by label."""
+    return lambda e: (not _selectable(compiler, e[1], size), -e[0],
+                      compiler.program(e[1]).max_threadblocks, e[1].label)
 
 
 def _with_ladders(compiler: Compiler, sizes: tuple[int, ...], table: list,
-                  ranking: dict[int, list[tuple[float, Variant]]]) -> None:
+                  ranking: dict[int, list[tuple[float, Variant]]],
+                  cands: list[Variant]) -> None:
     """Put first at each size, where faster or as fast on fewer threadblocks,
     the best of its winner lowered for the budgets below the compiler's
     (``ladder_variants``), as a single compile tries them: fewer lanes
@@ -491,7 +502,13 @@ def _with_ladders(compiler: Compiler, sizes: tuple[int, ...], table: list,
     compile does (within 4 the ring's two copies, 25.3 GB/s, won; the one
     ring within 2 gives 26.5).  Each is first simulated at the largest size
     its leader led, and only those at least as good there at the others.
-    Only the best goes in: the runners-up are the midpoints' rivals."""
+    Only the best goes in: the runners-up are the midpoints' rivals.
+    Candidates the runtime would not select at a size, but whose bandwidth
+    bound passes the file ranked first there, lead too (``_unselected_leaders``):
+    lowered for fewer threadblocks they may be selected (DGX A100 x2
+    allreduce within 6: NCCL's rings on 6 threadblocks make 96 chunks per
+    loop, on 4 a selectable file of 41.5 GB/s at 1 GiB, where the
+    portfolio served 1 GiB with one ring on 2, 20.8)."""
     if compiler.topo.num_ranks > LADDER_RANKS:
         return
     off = off_ladder(compiler)
@@ -506,16 +523,16 @@ def _with_ladders(compiler: Compiler, sizes: tuple[int, ...], table: list,
                 out.append(v)
         return out
 
-    led = {s: leaders(s) for s in sizes}
+    led = {s: leaders(s) + _unselected_leaders(compiler, cands, s, ranking[s], off)
+           for s in sizes}
     won: dict[Variant, list[int]] = {}
     for s in sizes:
         for v in led[s]:
             won.setdefault(v, []).append(s)
-    ladders = {w: ladder_variants(compiler, w, full=False, extra=extra) for w in won}
+    ladders = {w: _ladder(compiler, w, extra) for w in won}
     jobs = jobs_for(compiler.opts)
     prefetch(compiler, [(v, (max(at),)) for w, at in won.items() for v in ladders[w]], jobs)
 
-    key = _fastest_first(compiler)
     seen: dict[tuple[Variant, int], tuple[float, Variant] | None] = {}
 
     def better(v: Variant, s: int) -> tuple[float, Variant] | None:
@@ -527,15 +544,38 @@ def _with_ladders(compiler: Compiler, sizes: tuple[int, ...], table: list,
                 seen[v, s] = None
             else:
                 table.append((v.label, s, res))
-                e = (res.algbw, v)
-                seen[v, s] = e if key(e) <= key(ranking[s][0]) else None
+                e, key = (res.algbw, v), _fastest_first(compiler, s)
+                seen[v, s] = e if not ranking[s] or key(e) <= key(ranking[s][0]) else None
         return seen[v, s]
 
     keep = {w: [v for v in ladders[w] if better(v, max(at))] for w, at in won.items()}
     for s in sizes:
         found = [e for w in led[s] for v in keep.get(w, []) if (e := better(v, s))]
         if found:
-            ranking[s] = [min(found, key=key), *ranking[s]]
+            ranking[s] = [min(found, key=_fastest_first(compiler, s)), *ranking[s]]
+
+
+def _ladder(compiler: Compiler, leader: Variant, extra: tuple[int, ...]) -> list[Variant]:
+    """``ladder_variants`` of ``leader``, none where it does not fit the
+    budget at all (an unselected leader is not lowered before)."""
+    try:
+        return ladder_variants(compiler, leader, full=False, extra=extra)
+    except ColcError:
+        return []
+
+
+def _unselected_leaders(compiler: Compiler, cands: list[Variant], size: int,
+                        ranked: list[tuple[float, Variant]], off: bool) -> list[Variant]:
+    """Up to ``OFF_LADDER_VARIANTS`` off the ladder (else one) of ``cands``
+    the portfolio ranks at ``size`` whose files the runtime would not select
+    there, best bandwidth bound first, where that bound passes the file
+    ranked first (``_rank`` drops them where another is selectable)."""
+    first = ranked[0][0] if ranked and _selectable(compiler, ranked[0][1], size) else 0.0
+    out = []
+    for selectable, est, v in _usable(compiler, cands, size, PROTOCOL_SIZES, every=True)[0]:
+        if not selectable and est > first and v.budget == 0 and v not in {x for _, x in ranked}:
+            out.append(v)
+    return out[:OFF_LADDER_VARIANTS if off else 1]
 
 
 def _windows(compiler: Compiler, sizes: tuple[int, ...],

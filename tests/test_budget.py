@@ -225,6 +225,29 @@ def test_a_portfolio_is_as_fast_as_the_single_file_within_its_budget() -> None:
     assert window.program.max_threadblocks <= single.program.max_threadblocks == 4
 
 
+def test_a_portfolio_lowers_unselectable_files_for_fewer_threadblocks() -> None:
+    """Exploring as a user: on two DGX A100 boxes NCCL's rings within 3
+    threadblocks make 48 chunks per loop, which the runtime selects at no
+    size, and the portfolio wrote them all (exit 0); within 6 the auto
+    portfolio served 1 GiB with one ring on 2 threadblocks (20.8 GB/s)
+    while within 4 it served 41.5.  Their rings lowered for fewer
+    threadblocks are selectable, and faster than what was written."""
+    from colc.compiler.portfolio import build_portfolio
+
+    topo, sizes = dgx_a100(2), (1 << 20, 1 << 30)
+    only = CompileOptions(collective=Collective.ALLREDUCE, algorithm="nccl-rings",
+                          max_threadblocks=3, jobs=1)
+    for window in build_portfolio(topo, only, sizes).windows:
+        assert window.results and all(r.selected for r in window.results)
+        assert window.program.max_threadblocks <= 3
+
+    def at_1g(budget: int) -> float:
+        opts = CompileOptions(collective=Collective.ALLREDUCE, max_threadblocks=budget, jobs=1)
+        return build_portfolio(topo, opts, sizes).windows[-1].results[-1].algbw
+
+    assert at_1g(6) >= at_1g(4) > 30
+
+
 def test_analyze_budgets_past_the_last_window_and_of_several_algorithms(tmp_path,
                                                                        capsys) -> None:
     """Found by review: a size past the last window's end (a 3-ring's Simple
