@@ -351,7 +351,8 @@ def selection_warnings(program: Program | ThreadSchedule, backend: str | None = 
     term = "nchunks" if oneccl else "nchunksperloop"
     odd = program.nchunks // (program.nchunks & -program.nchunks)
     advice = (f", or a power-of-two {term} gives files selected there: in a colc "
-              f"compile its factor {odd} comes from --chunks or --instances"
+              f"compile its factor {odd} comes from --chunks or --instances, or from "
+              f"the rings --max-threadblocks allows (nccl-rings)"
               if n & (n - 1) == 0 and odd > 1 else "")
     step = program.nchunks * 4 * 1024  # fp32, a multiple of 16 bytes per rank
     example = max(step, -(-program.min_bytes // step) * step)

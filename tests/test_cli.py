@@ -412,7 +412,7 @@ def test_unselected_warning_names_the_odd_factor(tmp_path, capsys) -> None:
     warning = [line for line in capsys.readouterr().err.splitlines()
                if line.startswith("colc: warning:")]
     assert len(warning) == 1 and "nchunksperloop 48 " in warning[0], warning
-    assert "its factor 3 comes from --chunks or --instances" in warning[0]
+    assert "its factor 3 comes from --chunks or --instances, or from the rings" in warning[0]
     assert "e.g. --chunks 16" not in warning[0]
 
 
