@@ -272,7 +272,7 @@ def write_stdout(text: str) -> None:
         sys.stdout.flush()
         return
     sys.stdout.flush()
-    _write_all(fd, text.encode(sys.stdout.encoding or "utf-8"))
+    _write_all(fd, text.encode(sys.stdout.encoding or "utf-8", sys.stdout.errors or "strict"))
 
 
 def _write_all(fd: int, data: bytes) -> None:
