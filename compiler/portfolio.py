@@ -571,10 +571,10 @@ def _unselected_leaders(compiler: Compiler, cands: list[Variant], size: int,
     there, best bandwidth bound first, where that bound passes the file
     ranked first (``_rank`` drops them where another is selectable)."""
     first = ranked[0][0] if ranked and _selectable(compiler, ranked[0][1], size) else 0.0
-    out = []
-    for selectable, est, v in _usable(compiler, cands, size, PROTOCOL_SIZES, every=True)[0]:
-        if not selectable and est > first and v.budget == 0 and v not in {x for _, x in ranked}:
-            out.append(v)
+    ranked_variants = {v for _, v in ranked}
+    out = [v for selectable, est, v in _usable(compiler, cands, size, PROTOCOL_SIZES,
+                                                every=True)[0]
+           if not selectable and est > first and v.budget == 0 and v not in ranked_variants]
     return out[:OFF_LADDER_VARIANTS if off else 1]
 
 
