@@ -296,13 +296,13 @@ def budget_errors(program, budget: int | None) -> tuple[str, ...]:
 def _read_text(path: str, backend: str | None) -> tuple[str, str, str]:
     """``(text, path, backend)`` of the file at ``path`` (``verify_file``'s limits)."""
     from colc.backends.oneccl_xml import MAX_STREAM_BYTES
-    from colc.frontends._input import check_input
+    from colc.frontends._input import check_input, open_nonblocking
     from colc.safe_xml import read_bytes_limited
 
     if backend is None:
         check_input(path, MAX_STREAM_BYTES)  # a regular file, size checked first
         try:
-            with open(path, "rb") as fh:
+            with open_nonblocking(path) as fh:
                 head = fh.read(HEAD_BYTES).decode("utf-8", errors="replace")
         except OSError as err:
             raise SpecError(path, f"cannot read file: {err.strerror or err}") from None

@@ -27,6 +27,7 @@ from dataclasses import dataclass, replace
 
 from colc.backends.verify import MAX_FILE_BYTES, Verifier, VerifyReport, detect_backend
 from colc.errors import ColcError
+from colc.frontends._input import open_nonblocking
 
 
 @dataclass(frozen=True, slots=True)
@@ -197,7 +198,7 @@ def _verify_one(verifier: Verifier, folder: str, name: str) -> tuple:
 def _oneccl_content(path: str) -> bool:
     """Whether the file's first element is oneCCL's root (its name aside)."""
     try:
-        with open(path, "rb") as fh:
+        with open_nonblocking(path) as fh:
             head = fh.read(4096).decode("utf-8", "replace")
     except OSError:
         return False  # reported when it is read
@@ -236,7 +237,7 @@ def header_selection(path: str) -> Selection | None:
     """
     tag = None
     try:
-        with open(path, "rb") as fh:
+        with open_nonblocking(path) as fh:
             head = fh.read(HEAD_BYTES)
             tag = _ALGO_TAG.search(head.decode("utf-8", "replace"))
             if tag is None and len(head) == HEAD_BYTES:  # a long comment first: read on

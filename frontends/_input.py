@@ -19,10 +19,12 @@ YAML allows no control characters besides tab and line breaks
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import re
 import stat
 from collections.abc import Iterator
+from typing import BinaryIO
 
 from colc.errors import SpecError
 
@@ -88,13 +90,12 @@ def read_input(path: str, max_bytes: int = MAX_FILE_BYTES) -> bytes:
     check_input(path, max_bytes)  # before opening: opening a FIFO or socket could block
     for paths in _RECORDERS:
         paths.append(path)
-    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
     try:
-        fd = os.open(path, flags)
+        fh = open_nonblocking(path)
     except OSError as err:
         raise SpecError(path, f"cannot read file: {err.strerror or err}") from None
     try:
-        with os.fdopen(fd, "rb", closefd=True) as fh:
+        with fh:
             _check_regular(path, os.fstat(fh.fileno()), max_bytes)
             data = fh.read(max_bytes + 1)
     except OSError as err:
@@ -102,6 +103,52 @@ def read_input(path: str, max_bytes: int = MAX_FILE_BYTES) -> bytes:
     if len(data) > max_bytes:
         raise _too_large(path, len(data), max_bytes, at_least=True)
     return data
+
+
+class NonBlockingReader:
+    """A file opened for reading bytes without blocking (``open_nonblocking``):
+    ``read`` raises ``BlockingIOError`` where the file has no data yet (a
+    buffered reader returns None there)."""
+
+    def __init__(self, fh: BinaryIO) -> None:
+        self._fh = fh
+
+    def __enter__(self) -> NonBlockingReader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._fh.close()
+
+    def fileno(self) -> int:
+        """The file descriptor."""
+        return self._fh.fileno()
+
+    def read(self, size: int = -1) -> bytes:
+        """Up to ``size`` bytes (all with -1), as ``BufferedReader.read``."""
+        return self._had(self._fh.read(size))
+
+    @staticmethod
+    def _had(data: bytes | None) -> bytes:
+        if data is None:
+            raise BlockingIOError(errno.EAGAIN, "no data without waiting (a kernel file that "
+                                  "waits for data, such as /proc/kmsg)")
+        return data
+
+
+def open_nonblocking(path: str) -> NonBlockingReader:
+    """``path`` opened for reading bytes without blocking: a kernel file that
+    looks regular but waits for data (``/proc/kmsg``) gives an ``OSError``
+    at once, where ``open`` and ``read`` would wait forever (a folder scan of
+    ``colc verify /proc`` or ``colc TOPO -o /proc/``).  Regular files read
+    as usual.
+
+    Raises
+    ------
+    OSError
+        Missing or unreadable.
+    """
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
+    return NonBlockingReader(os.fdopen(os.open(path, flags), "rb", closefd=True))
 
 
 def check_input(path: str, max_bytes: int = MAX_FILE_BYTES) -> None:

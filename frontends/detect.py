@@ -25,7 +25,7 @@ from pathlib import Path
 from colc.errors import SpecError
 from colc.ir.topology import Topology
 
-from ._input import check_input, decode_text, read_input
+from ._input import check_input, decode_text, open_nonblocking, read_input
 from ._json import load_json
 from ._values import show
 from .msccl_tools_json import load_msccl_tools_topology
@@ -43,7 +43,7 @@ _WRAPPER_KEY = re.compile(r"""^[ \t{,]*["']?nccl_topo["']?[ \t]*:""", re.M)  # l
 def _head(path: str) -> str:
     check_input(path)  # a regular file of at most 16 MiB: opening it cannot block
     try:
-        with open(path, "rb") as fh:
+        with open_nonblocking(path) as fh:
             return fh.read(_HEAD).decode("utf-8-sig", errors="replace")  # BOM dropped
     except OSError as err:
         raise SpecError(path, f"cannot read file: {err.strerror or err}") from None

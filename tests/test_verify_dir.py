@@ -196,3 +196,36 @@ def test_a_oneccl_file_in_a_folder_is_named_as_one(tmp_path, capsys) -> None:
     assert first.endswith("error: a oneCCL file (its first element) read as MSCCL, which "
                           "cannot parse it; verify it as oneCCL (drop --backend msccl)")
     assert main(["verify", str(folder / "ring3.xml")]) == 0
+
+
+def test_a_kernel_file_that_waits_for_data_is_reported_not_waited_on(tmp_path) -> None:
+    """Exploring as a user: ``colc verify /proc`` and ``colc TOPO -o /proc/``
+    hung reading ``/proc/kmsg``, a file the kernel calls regular whose read
+    waits for data.  Folder scans and heads are read without blocking: a
+    FIFO with a writer and no data stands in for it."""
+    import pytest
+
+    from colc.frontends._input import open_nonblocking
+
+    fifo = tmp_path / "waits"
+    os.mkfifo(fifo)
+    writer = os.open(fifo, os.O_RDWR | os.O_NONBLOCK)  # a writer that never writes
+    try:
+        with open_nonblocking(str(fifo)) as fh, pytest.raises(BlockingIOError):
+            fh.read(4096)
+    finally:
+        os.close(writer)
+    with open_nonblocking(__file__) as fh:
+        assert fh.read(3) == b'"""'
+
+
+def test_verify_of_proc_reports_kmsg_instead_of_hanging(capsys) -> None:
+    """Where ``/proc/kmsg`` can be opened (as root), ``colc verify`` of it
+    ends with one line naming it; before, it waited for kernel messages."""
+    import pytest
+
+    if not os.access("/proc/kmsg", os.R_OK):
+        pytest.skip("/proc/kmsg is not readable here")
+    assert main(["verify", "/proc/kmsg"]) != 0
+    err = capsys.readouterr().err
+    assert "/proc/kmsg: error: cannot read file: no data without waiting" in err, err
