@@ -62,13 +62,22 @@ def _keyword(match: re.Match) -> str:
     return f"{name}={value!r}" if kind == "name" else f"{name}={value}"
 
 
+#: The command line's way to ask for the oneCCL format, and the API's.
+_ONECCL_OUTPUT = ("-o FILE.oneccl.xml", "backend='oneccl'")
+
+
+def _api_text(text: str) -> str:
+    """``text`` with the command line's flags named as the API's keywords."""
+    return _FLAG.sub(_keyword, text.replace(*_ONECCL_OUTPUT))
+
+
 def _in_api_terms(err: ColcError) -> ColcError:
     """``err`` with the command line's flags named as the API's keywords
     (``use --max-threadblocks 9 or more`` -> ``use max_threadblocks=9 or
-    more``)."""
-    err.args = tuple(_FLAG.sub(_keyword, a) if isinstance(a, str) else a for a in err.args)
+    more``; ``-o FILE.oneccl.xml`` -> ``backend='oneccl'``)."""
+    err.args = tuple(_api_text(a) if isinstance(a, str) else a for a in err.args)
     if isinstance(getattr(err, "msg", None), str):
-        err.msg = _FLAG.sub(_keyword, err.msg)
+        err.msg = _api_text(err.msg)
     return err
 
 
@@ -506,7 +515,7 @@ def compile(topology, *, collective: str = "allreduce", algorithm: str = "auto",
     written = getattr(result, "threads", None) or result.program
     gaps = selection_gaps(written, opts.backend, portfolio="colc.portfolio gives")
     for line in selection_warnings(written, opts.backend) + gaps:
-        warnings.warn(_FLAG.sub(_keyword, line), UserWarning, stacklevel=_stacklevel())
+        warnings.warn(_api_text(line), UserWarning, stacklevel=_stacklevel())
     return Compiled(topo, result, opts)
 
 

@@ -680,9 +680,10 @@ def _readable_back(text: str, source: str) -> None:
 
 
 #: Names that promise a format colc's YAML and HTML outputs are not (a
-#: runtime loads every file of its XML folder; a JSON reader chokes).
+#: runtime loads every file of its XML folder; a JSON reader chokes; a
+#: ``report.md`` held HTML where Markdown was asked for).
 _OTHER_FORMATS = {".yaml": (".json", ".xml", ".html", ".htm"),
-                  ".html": (".json", ".xml", ".yaml", ".yml")}
+                  ".html": (".json", ".xml", ".yaml", ".yml", ".md", ".markdown")}
 
 
 def _target_name(output: str) -> str:

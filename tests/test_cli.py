@@ -219,6 +219,8 @@ NCCL_DUMP = os.path.join(REPO, "tests", "data", "real", "dgx-a100.nccl.xml")
      "colc find writes the chosen topology as colc YAML; name the output .yaml"),
     (["report", os.path.join(EXAMPLES, "ring-4.yaml"), "-o", "OUT.xml", "--no-portfolio"],
      "colc report writes HTML; name the output .html"),
+    (["report", os.path.join(EXAMPLES, "ring-4.yaml"), "-o", "OUT.md", "--no-portfolio"],
+     "colc report writes HTML; name the output .html"),  # wrote HTML into a .md file
 ])
 def test_subcommand_options_out_of_range_are_one_line(tmp_path, capsys, argv, text):
     argv = [a.replace("OUT", str(tmp_path / "out")) for a in argv]

@@ -229,3 +229,14 @@ def test_python_api_returns_the_thread_file() -> None:
         done.to_msccl_xml()
     with pytest.raises(ColcError, match="no simulation"):
         done.simulate()
+
+
+def test_python_api_names_the_oneccl_backend_as_its_keyword() -> None:
+    """The API's errors name its keywords: ``backend='oneccl'``, not the
+    command line's ``-o FILE.oneccl.xml`` (a Python caller has no ``-o``)."""
+    import colc
+    from colc.errors import ColcError
+
+    with pytest.raises(ColcError) as err:
+        colc.compile(ring(4, 10), collective="alltoall", algorithm="hop-relay")
+    assert "backend='oneccl'" in str(err.value) and "-o FILE" not in str(err.value)
