@@ -10,6 +10,8 @@ same bytes.
 
 from __future__ import annotations
 
+import re
+
 from colc.ir.core import Buffer
 from colc.ir.program import Program, Step, StepKind, Threadblock
 
@@ -59,10 +61,19 @@ def emit_msccl_xml(program: Program) -> str:
     return "\n".join(lines) + "\n"
 
 
+#: Characters XML 1.0 does not allow anywhere, a comment included.
+NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+
+
 def comment_line(text: str) -> str:
-    """One line the runtime's comment skipper accepts (no ``--``, no newline);
-    the oneCCL printer's too, past the characters XML forbids."""
-    flat = " ".join(text.split())
+    """One line the runtime's comment skipper accepts (no ``--``, no newline)
+    and XML too (no character XML forbids: a NUL byte in the API's
+    ``comment=`` went into the file, where the oneCCL printer dropped it).
+
+    >>> comment_line("a -- b\x01c-")
+    'a - - bc'
+    """
+    flat = " ".join(NOT_XML.sub("", text).split())
     while "--" in flat:
         flat = flat.replace("--", "- -")
     return flat.rstrip("-")

@@ -47,7 +47,6 @@ Example
 
 from __future__ import annotations
 
-import re
 from functools import cache
 from importlib import resources
 from xml.sax.saxutils import quoteattr
@@ -350,10 +349,6 @@ def _rname(region: Region | None) -> str:
     return region.value
 
 
-#: Characters XML 1.0 does not allow anywhere, a comment included.
-_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
-
-
 def _comment(text: str) -> str:
     """One line of comment text XML accepts (no ``--``, no trailing ``-``,
     no character XML forbids: a user's ``--comment "job\x01"``).
@@ -363,7 +358,7 @@ def _comment(text: str) -> str:
     """
     from colc.backends.msccl_xml import comment_line
 
-    return comment_line(_NOT_XML.sub("", text))
+    return comment_line(text)
 
 
 def emit_oneccl_xml(program: Program) -> str:

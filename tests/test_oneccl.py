@@ -380,6 +380,11 @@ def test_a_oneccl_compile_speaks_of_chunks_and_threads(tmp_path, capsys) -> None
         text = colc.compile(str(yaml), collective="allreduce", algorithm="ring",
                             comment="job\x01 -- x").to_oneccl_xml()
     assert text.splitlines()[1] == "<!-- job - - x -->"
+    # and so does the MSCCL file's (a NUL byte went into it, exploring as a user)
+    with pytest.warns(UserWarning, match="never selects"):
+        text = colc.compile(str(yaml), collective="allreduce", algorithm="ring",
+                            comment="job\x00 -- x").to_msccl_xml()
+    assert text.splitlines()[0] == "<!-- job - - x -->"
 
 
 def test_hand_schedule_correct() -> None:
