@@ -29,6 +29,7 @@ from colc.ir.diagnostics import Diagnostic, error, warning
 from colc.ir.load_checks import (
     CHECKED_FIELDS,
     MAX_STEPS,
+    NO_THREADBLOCK,
     LoadedProgram,
     load_program,
     sort_diagnostics,
@@ -46,6 +47,9 @@ COLLECTIVES = {"allreduce": Collective.ALLREDUCE, "allgather": Collective.ALLGAT
                "reducescatter": Collective.REDUCESCATTER, "broadcast": Collective.BROADCAST,
                "reduce": Collective.REDUCE, "alltoall": Collective.ALLTOALL}
 RUNTIME_ONLY_COLLECTIVES = ("alltoall", "alltoallv", "send", "recv", "gather", "scatter")
+#: How an error names a ``coll`` of ``RUNTIME_ONLY_COLLECTIVES`` (``colc
+#: verify DIR`` tells such a file from a broken one by it).
+UNSUPPORTED_COLL = "accepted by the runtime but not supported by colc verify"
 STEP_TYPES = {"s": StepKind.SEND, "r": StepKind.RECV, "rcs": StepKind.RECV_COPY_SEND,
               "rrs": StepKind.RECV_REDUCE_SEND, "rrc": StepKind.RECV_REDUCE_COPY,
               "rrcs": StepKind.RECV_REDUCE_COPY_SEND, "cpy": StepKind.COPY,
@@ -300,6 +304,7 @@ class _Reader:
         # nodes later top-level <algo>s add to every rank's parse, and to one rank's
         self.later_base = 0
         self.later_own: dict[int, int] = {}
+        self.missing: set[int] = set()  # ranks without a <gpu> (reported as such)
 
     def line(self, offset: int) -> int:
         return bisect_left(self.newlines, offset) + 1
@@ -369,7 +374,7 @@ class _Reader:
         if s not in table:
             hint = " (the runtime spells it 'reducescatter')" if s == "reduce_scatter" else ""
             if key == "coll" and s in RUNTIME_ONLY_COLLECTIVES:
-                hint = " (accepted by the runtime but not supported by colc verify)"
+                hint = f" ({UNSUPPORTED_COLL})"
             self.err(f"{node.name} {key}={s!r} is not one of {', '.join(table)}{hint}", node, *loc,
                      fatal=True)
             return None
@@ -449,6 +454,7 @@ class _Reader:
         else:
             for r in missing:
                 self.err(f"no <gpu id=\"{r}\">: rank {r} runs nothing", node, r)
+        self.missing.update(missing)
         for r in missing:
             ranks[r] = RankProgram(r, 0, 0, 0, ())
         return Program(next((v for k, v in node.attrs if k == "name"), ""), coll, proto,
@@ -637,7 +643,8 @@ def read_msccl(text: str, path: str) -> ReadResult:
     if program is not None:
         loaded = load_program(program)
         runnable = loaded.runnable and not any(d.is_error for d in diags)
-        diags = diags + [result.locate(d) for d in loaded.diagnostics]
+        diags = diags + [result.locate(d) for d in loaded.diagnostics  # a missing <gpu> once
+                         if d.rank not in reader.missing or d.message != NO_THREADBLOCK]
         result = replace(result, loaded=loaded)
     return replace(result, diagnostics=tuple(sort_diagnostics(diags)), runnable=runnable)
 

@@ -26,7 +26,8 @@ from dataclasses import dataclass, replace
 
 from colc.backends.msccl_reader import read_msccl
 from colc.forked import default_jobs, fork_map
-from colc.ir.diagnostics import Diagnostic, error
+from colc.ir.core import runtime_bytes
+from colc.ir.diagnostics import Diagnostic, error, warning
 from colc.ir.interpret import interpret
 from colc.ir.load_checks import LoadedProgram, load_program, slots_problem
 from colc.ir.program import Program
@@ -104,14 +105,8 @@ def run_findings(program: Program, loaded: LoadedProgram,
     too_many = slots_problem(program.collective, program.nchunks, program.ranks)
     if too_many:  # refused before its buffers are allocated
         return [error(too_many)]
-    found: list[Diagnostic] = []
+    found = header_findings(program)
     modes = [m for m, on in ((True, program.inplace), (False, program.outofplace)) if on]
-    if not modes:
-        found.append(error("inplace=0 and outofplace=0: the runtime never selects this "
-                           "algorithm"))
-    if program.max_bytes and program.max_bytes < program.min_bytes:  # as colc refuses to write
-        found.append(error(f"maxBytes {program.max_bytes} < minBytes {program.min_bytes}: the "
-                           f"runtime never selects this algorithm"))
     depth = program.protocol.fifo_depth
 
     def run(inplace: bool) -> list[Diagnostic]:
@@ -126,6 +121,49 @@ def run_findings(program: Program, loaded: LoadedProgram,
     known = {str(d) for d in loaded.diagnostics}
     for diags in fork_map(run, modes, jobs):
         found.extend(d for d in diags if str(d) not in known)
+    return found
+
+
+def header_findings(program: Program) -> list[Diagnostic]:
+    """What the ``<algo>`` tag's selection fields alone make of ``program``.
+
+    The runtime compares a call's size (``size_t``) with minBytes and
+    maxBytes (``int64``) unsigned (``runtime_bytes``): a negative minBytes
+    is never met, a negative maxBytes is no limit in effect.
+
+    Parameters
+    ----------
+    program : Program
+
+    Returns
+    -------
+    list of Diagnostic
+        Errors where the runtime never selects the file (no mode, an empty
+        window), a warning for a negative maxBytes; not yet located.
+
+    Examples
+    --------
+    >>> from colc.ir.core import Collective, Protocol
+    >>> p = Program("x", Collective.ALLGATHER, Protocol.LL, 1, 2, 2, True, True, 0, -1, ())
+    >>> [str(d)[:24] for d in header_findings(p)]
+    ['maxBytes -1 is negative:']
+    """
+    found: list[Diagnostic] = []
+    if not (program.inplace or program.outofplace):
+        found.append(error("inplace=0 and outofplace=0: the runtime never selects this "
+                           "algorithm"))
+    lo, hi = runtime_bytes(program.min_bytes), runtime_bytes(program.max_bytes)
+    if program.min_bytes < 0:
+        found.append(error(f"minBytes {program.min_bytes} is negative: the runtime compares it "
+                           f"with a call's size unsigned, as {lo}, so it never selects this "
+                           f"algorithm"))
+    elif hi and hi < lo:  # as colc refuses to write
+        found.append(error(f"maxBytes {program.max_bytes} < minBytes {program.min_bytes}: the "
+                           f"runtime never selects this algorithm"))
+    if program.max_bytes < 0:
+        found.append(warning(f"maxBytes {program.max_bytes} is negative: the runtime compares "
+                             f"it with a call's size unsigned, as {hi}, so no upper limit is "
+                             f"in effect (write 0 for no limit)"))
     return found
 
 
@@ -186,11 +224,12 @@ def _unbounded_rerun(program: Program, loaded: LoadedProgram, inplace: bool, dep
 class MscclVerifier:
     """``colc verify`` over files in turn (a portfolio, an ``MSCCL_ALGO_DIR``).
 
-    Every file is read and load-checked.  A file whose program ``runs_alike``
-    the previous file's, whose runs found nothing, is not run again: the
-    interpreter would repeat the same steps to the same end (a 1024-rank
-    file's two runs take about 40 s).  Its report names that file
-    (``VerifyReport.twin``).  Holds one program between files.
+    Every file is read and load-checked, and its ``<algo>`` tag checked
+    (``header_findings``).  A file whose program ``runs_alike`` the previous
+    file's, whose runs found nothing, is not run again: the interpreter
+    would repeat the same steps to the same end (a 1024-rank file's two runs
+    take about 40 s).  Its report names that file (``VerifyReport.twin``).
+    Holds one program between files.
     """
 
     def __init__(self) -> None:
@@ -219,15 +258,19 @@ class MscclVerifier:
         self._clean = None
         if res.runnable and program is not None and res.loaded is not None:
             if clean is not None and runs_alike(clean[1], program):
-                twin, found = clean[0], []
+                # the runs are the clean file's; the window is this file's own
+                twin, found = clean[0], header_findings(program)
+                runs_clean = True
             else:
                 found = run_findings(program, res.loaded)
+                header = {str(d) for d in header_findings(program)}
+                runs_clean = all(str(d) in header for d in found)
             known = {str(x) for x in diags}
             for d in _unique(found, res.locate):
                 if str(d) not in known:
                     known.add(str(d))
                     diags.append(d)
-            if not found:
+            if runs_clean:
                 self._clean = (twin or path, clean[1] if twin else program)
         errors = tuple(str(d) for d in diags if d.is_error)
         warnings = tuple(str(d) for d in diags if not d.is_error)

@@ -21,13 +21,16 @@ plus O(F^2) window comparisons for F files.
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from dataclasses import dataclass, replace
 
+from colc.backends.msccl_reader import COLLECTIVES, UNSUPPORTED_COLL
 from colc.backends.verify import MAX_FILE_BYTES, Verifier, VerifyReport, detect_backend
 from colc.errors import ColcError
 from colc.frontends._input import open_nonblocking
+from colc.ir.core import runtime_bytes
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,8 +49,19 @@ class DirReport:
 
 
 def _window(program) -> tuple[int, float]:
-    hi = float("inf") if program.max_bytes == 0 else program.max_bytes
-    return program.min_bytes, hi
+    return _runtime_window(program.min_bytes, program.max_bytes)
+
+
+def _runtime_window(min_bytes: int, max_bytes: int) -> tuple[int, float]:
+    """``[minBytes, maxBytes]`` as the runtime compares them (``runtime_bytes``:
+    unsigned, so a negative maxBytes is no limit in effect and a negative
+    minBytes is never met); an unlimited top is ``inf``.
+
+    >>> _runtime_window(0, 0), _runtime_window(-1, -1)[0] == (1 << 64) - 1
+    ((0, inf), True)
+    """
+    hi = runtime_bytes(max_bytes)
+    return runtime_bytes(min_bytes), float("inf") if hi == 0 else hi
 
 
 def _show(lo: int, hi: float) -> str:
@@ -65,12 +79,15 @@ TWIN_BYTES = 4096
 
 @dataclass(frozen=True, slots=True)
 class Selection:
-    """What the runtime matches a file on (collective, ranks, modes, window)."""
+    """What the runtime matches a file on (collective, ranks, modes, window,
+    and its nchunksperloop: a call's element count must be a multiple of
+    it, runtime notes 4.1)."""
 
     collective: str
     ngpus: int
     modes: tuple[str, ...]
     window: tuple[int, float]
+    nchunks: int = 1
 
 
 def verify_dir(folder: str, jobs: int | None = None, budget: int | None = None) -> DirReport:
@@ -109,21 +126,22 @@ def verify_dir(folder: str, jobs: int | None = None, budget: int | None = None) 
         return [_verify_one(verifier, folder, names[i]) for i in group]
 
     files, errors, warnings = [], [], []
-    seen: dict[tuple[str, int, str], list[tuple[str, int, float]]] = {}
+    seen: dict[tuple[str, int, str], list[tuple[str, int, float, int]]] = {}
     for found in fork_map(verify, groups, jobs):
-        for name, report, selection, problem in found:
+        for name, report, selection, problem, note in found:
             if problem:
                 errors.append(problem)
+            if note:
+                warnings.append(note)
             if report is None:
                 continue
             files.append((name, report))
             for mode in selection.modes if selection else ():
                 key = (selection.collective, selection.ngpus, mode)
-                _check_windows(name, selection.window, seen.setdefault(key, []), key,
-                               errors, warnings)
+                _check_windows(name, selection, seen.setdefault(key, []), key, errors, warnings)
     uncovered: dict[tuple[str, int, str], list[str]] = {}  # the modes of each gap
     for (coll, ngpus, mode), spans in sorted(seen.items()):
-        gaps = _gaps([(lo, hi) for _, lo, hi in spans])
+        gaps = _gaps([(lo, hi) for _, lo, hi, _n in spans])
         if gaps:
             where = ", ".join(_show(lo, hi) for lo, hi in gaps)
             uncovered.setdefault((coll, ngpus, where), []).append(mode)
@@ -170,29 +188,35 @@ def _neighbours(sizes: list[int]) -> list[list[int]]:
 
 
 def _verify_one(verifier: Verifier, folder: str, name: str) -> tuple:
-    """``(name, report without its program or None, Selection or None, error or "")``."""
+    """``(name, report without its program or None, Selection or None, error
+    or "", warning or "")``."""
     path = os.path.join(folder, name)
     if os.path.islink(path) and not os.path.isfile(path):
         what = "a folder" if os.path.isdir(path) else (
             "nothing" if not os.path.lexists(os.path.realpath(path)) else "no regular file")
         return (name, None, None, f"{name}: a symbolic link to {what} "
                 f"({os.readlink(path)}); the runtime opens every link of the folder and "
-                "fails to load it")
+                "fails to load it", "")
     if _oneccl_content(path):
         return (name, None, None, f"{name}: a oneCCL file; the MSCCL runtime parses every file "
                 "of the folder and fails on it (verify oneCCL files one by one: colc verify "
-                "FILE)")
+                "FILE)", "")
     try:
         report = verifier.file(path, backend="msccl")
     except ColcError as err:  # "folder/name: error: why" -> "name: why"
         why = str(err).removeprefix(f"{path}: error: ")
-        return name, None, None, f"{name}: {why} (the runtime would fail to load the folder)"
+        return name, None, None, f"{name}: {why} (the runtime would fail to load the folder)", ""
     program = report.program
+    if program is None and report.errors and all(UNSUPPORTED_COLL in e for e in report.errors):
+        coll = (_algo_attrs(path) or {}).get("coll", "?")
+        return (name, None, None, "", f"{name}: not checked: colc verify checks coll "
+                f"{', '.join(COLLECTIVES)}, not {coll!r}; the runtime loads the folder with it "
+                "and never selects it for those")
     if program is None:  # its errors once, in the folder's line (they were listed twice)
         why = "; ".join(report.errors) or "not an MSCCL algorithm file"
         return (name, None, None, f"{name}: {why}; the runtime parses every file of the folder "
-                "and fails on it")
-    return name, replace(report, program=None), selection_of(program), ""
+                "and fails on it", "")
+    return name, replace(report, program=None), selection_of(program), "", ""
 
 
 def _oneccl_content(path: str) -> bool:
@@ -209,7 +233,8 @@ def selection_of(program) -> Selection:
     """What the runtime matches ``program``'s file on."""
     modes = tuple(m for m, on in (("in-place", program.inplace),
                                   ("out-of-place", program.outofplace)) if on)
-    return Selection(program.collective.value, program.ngpus, modes, _window(program))
+    return Selection(program.collective.value, program.ngpus, modes, _window(program),
+                     program.nchunks)
 
 
 _ALGO_TAG = re.compile(r"<algo\b([^>]*)>")
@@ -231,10 +256,33 @@ def header_selection(path: str) -> Selection | None:
     >>> import tempfile
     >>> with tempfile.NamedTemporaryFile("w", suffix=".xml", delete=False) as fh:
     ...     _ = fh.write('<!-- x --><algo ngpus="4" coll="allgather" inplace="0" '
-    ...                  'outofplace="1" minBytes="0" maxBytes="0"><gpu/></algo>')
-    >>> header_selection(fh.name)
-    Selection(collective='allgather', ngpus=4, modes=('out-of-place',), window=(0, inf))
+    ...                  'outofplace="1" nchunksperloop="8" minBytes="0" maxBytes="-1">'
+    ...                  '<gpu/></algo>')
+    >>> s = header_selection(fh.name)  # maxBytes -1: no limit in effect (_runtime_window)
+    >>> s.collective, s.ngpus, s.modes, s.nchunks, s.window == (0, (1 << 64) - 1)
+    ('allgather', 4, ('out-of-place',), 8, True)
     """
+    attrs = _algo_attrs(path)
+    if attrs is None:
+        return None
+    keys = ("ngpus", "inplace", "outofplace", "minBytes", "maxBytes")
+    signed = ("minBytes", "maxBytes")  # int64: "-1" is read unsigned (_runtime_window)
+    if "coll" not in attrs or not all(
+            _DECIMAL.fullmatch(attrs.get(k, "").removeprefix("-" if k in signed else ""))
+            for k in keys):
+        return None
+    ints = {k: int(attrs[k]) for k in keys}
+    modes = tuple(m for m, k in (("in-place", "inplace"), ("out-of-place", "outofplace"))
+                  if ints[k])
+    nchunks = attrs.get("nchunksperloop", "")  # any count where it is not plain (or missing)
+    nchunks = int(nchunks) if _DECIMAL.fullmatch(nchunks) and int(nchunks) > 0 else 1
+    return Selection(attrs["coll"], ints["ngpus"], modes,
+                     _runtime_window(ints["minBytes"], ints["maxBytes"]), nchunks)
+
+
+def _algo_attrs(path: str) -> dict[str, str] | None:
+    """The attributes of the ``<algo>`` tag in the file at ``path`` (the
+    first of each name, as the runtime reads them), or None without one."""
     tag = None
     try:
         with open_nonblocking(path) as fh:
@@ -250,22 +298,29 @@ def header_selection(path: str) -> Selection | None:
     attrs: dict[str, str] = {}
     for key, value in _ATTR.findall(tag.group(1)):
         attrs.setdefault(key, value)  # the runtime uses the first
-    keys = ("ngpus", "inplace", "outofplace", "minBytes", "maxBytes")
-    if "coll" not in attrs or not all(_DECIMAL.fullmatch(attrs.get(k, "")) for k in keys):
-        return None
-    ints = {k: int(attrs[k]) for k in keys}
-    modes = tuple(m for m, k in (("in-place", "inplace"), ("out-of-place", "outofplace"))
-                  if ints[k])
-    hi = float("inf") if ints["maxBytes"] == 0 else ints["maxBytes"]
-    return Selection(attrs["coll"], ints["ngpus"], modes, (ints["minBytes"], hi))
+    return attrs
 
 
 def same_calls(a: Selection, b: Selection) -> bool:
     """Whether the runtime could match one call to both files: the same
-    collective and rank count, a mode in common, overlapping windows."""
+    collective and rank count, a mode in common, and a size in both windows
+    whose element count is a multiple of both files' nchunksperloop.
+
+    >>> s = Selection("allgather", 2, ("in-place",), (0, float("inf")), 6)
+    >>> same_calls(s, replace(s, nchunks=4)), same_calls(s, replace(s, window=(7, 11)))
+    (True, False)
+    """
     return (a.collective == b.collective and a.ngpus == b.ngpus
             and bool(set(a.modes) & set(b.modes))
-            and a.window[0] <= b.window[1] and b.window[0] <= a.window[1])
+            and _shared(a.window, b.window, math.lcm(a.nchunks, b.nchunks)))
+
+
+def _shared(a: tuple[int, float], b: tuple[int, float], step: int) -> bool:
+    """Whether windows ``a`` and ``b`` share a size of a positive multiple of
+    ``step`` elements of some type (of 1 byte, the smallest: a multiple of
+    ``step`` bytes)."""
+    lo, hi = max(a[0], b[0], 1), min(a[1], b[1])
+    return -(-lo // step) * step <= hi
 
 
 def folder_conflicts(folder: str, ours: dict[str, Selection], skip: set[str]) -> list[str]:
@@ -294,19 +349,28 @@ def folder_conflicts(folder: str, ours: dict[str, Selection], skip: set[str]) ->
     return out
 
 
-def _check_windows(name: str, window: tuple[int, float], earlier: list, key: tuple,
+def _check_windows(name: str, selection: Selection, earlier: list, key: tuple,
                    errors: list[str], warnings: list[str]) -> None:
-    lo, hi = window
+    """Errors for the earlier files (``(name, lo, hi, nchunks)``, appended
+    to) that take calls from ``name``'s window, and a warning when they
+    take all of them.  An earlier file of nchunksperloop m takes the calls
+    of an element count a multiple of m only: all of ``name``'s (of n) where
+    m divides n, else those of a multiple of lcm(m, n)."""
+    (lo, hi), n = selection.window, selection.nchunks
     what = f"{key[0]}, {key[1]} ranks, {key[2]}"
     covered = []
-    for other, olo, ohi in earlier:
-        if olo <= hi and lo <= ohi:
+    for other, olo, ohi, m in earlier:
+        if not _shared((lo, hi), (olo, ohi), math.lcm(m, n)):
+            continue
+        some = "" if n % m == 0 else (f" at element counts of a multiple of {math.lcm(m, n)} "
+                                      f"(its nchunksperloop {m}, this file's {n})")
+        if not some:
             covered.append((max(lo, olo), min(hi, ohi)))
-            errors.append(f"{name}: window {_show(lo, hi)} overlaps {other} "
-                          f"({_show(olo, ohi)}) for {what}: the runtime uses {other} there")
+        errors.append(f"{name}: window {_show(lo, hi)} overlaps {other} "
+                      f"({_show(olo, ohi)}) for {what}: the runtime uses {other} there{some}")
     if covered and _union_covers(covered, lo, hi):
         warnings.append(f"{name}: never used for {what} (earlier files cover its whole window)")
-    earlier.append((name, lo, hi))
+    earlier.append((name, lo, hi, n))
 
 
 def _gaps(spans: list[tuple[int, float]]) -> list[tuple[int, float]]:

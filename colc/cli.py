@@ -873,10 +873,12 @@ def _cmd_simulate(argv: list[str]) -> int:
 def _unselected(program) -> str:
     """Why the runtime selects the file at no size at all, or '' (``colc simulate``
     warns when none of its sizes is selected and there is such a reason)."""
+    from colc.ir.core import runtime_bytes
     from colc.ir.simulate import selection_warnings
     from colc.sizes import format_size
 
-    if program.max_bytes and program.max_bytes < program.min_bytes:
+    hi = runtime_bytes(program.max_bytes)  # as the runtime compares them: unsigned
+    if hi and hi < runtime_bytes(program.min_bytes):
         return (f"its size window is empty (maxBytes {format_size(program.max_bytes)} is "
                 f"below minBytes {format_size(program.min_bytes)}): the runtime selects it "
                 f"at no size; colc verify calls this an error")

@@ -58,6 +58,34 @@ class Protocol(IdentityEnum):
         return 2 if self is Protocol.SIMPLE else 8
 
 
+#: The runtime compares a call's size (``size_t``) with a file's ``int64``
+#: minBytes and maxBytes, so C reads those as unsigned 64-bit values.
+SIZE_T_VALUES = 1 << 64
+
+
+def runtime_bytes(value: int) -> int:
+    """A file's minBytes or maxBytes as the runtime compares it with a call's
+    size: unsigned 64-bit, so a negative value is a huge one (maxBytes -1 is
+    no upper limit in effect, minBytes -1 is never met).
+
+    Parameters
+    ----------
+    value : int
+        The attribute as written (an ``int64``).
+
+    Returns
+    -------
+    int
+        ``value`` modulo 2**64.
+
+    Examples
+    --------
+    >>> runtime_bytes(4096), runtime_bytes(-1)
+    (4096, 18446744073709551615)
+    """
+    return value % SIZE_T_VALUES
+
+
 def buffer_extents(coll: Collective, nchunks: int, ngpus: int) -> dict[Buffer, int]:
     """Real sizes, in chunks, of the input and output buffers of a rank.
 

@@ -5,6 +5,9 @@ for what each step does): the program is folded into kernel transmissions
 (``colc.ir.load_checks``, section 4.4), then executed with
 
 * one call per chunk (``maxAllowedCount`` = 1, the large-message case, 4.5);
+  a local step of cnt >= 2 whose source overlaps its destination at another
+  offset, which a call of several chunks runs as one racing range, is
+  reported where it is compiled (``_overlap``);
 * one FIFO per (channel, sender, receiver) holding ``fifo_depth`` calls
   (None = unbounded), matched in order; ``rcs``/``rrs``/``rrcs`` need an
   incoming message and outgoing space at once (4.3, 4.8);
@@ -28,9 +31,9 @@ runs until it blocks).  Every enabled action stays enabled until taken
 (unique FIFO ends, monotone flags), so one order decides deadlock.
 
 Input: a ``Program``.  Output: a list of ``Diagnostic`` (deadlock,
-unconsumed messages, cnt mismatches, races, uninitialised reads, double
-reductions, bounds, postcondition failures).  Complexity: O(C * (1 + T))
-for C calls (chunks moved) and T threadblocks per rank (vector-clock joins are
+unconsumed messages, cnt mismatches, races, overlapping ranges,
+uninitialised reads, double reductions, bounds, postcondition failures).
+Complexity: O(C * (1 + T)) for C calls (chunks moved) and T threadblocks per rank (vector-clock joins are
 numpy operations of length T, one per satisfied dependency); a program with a
 race reported costs a second run with T the threadblocks of every rank.
 """
@@ -43,7 +46,7 @@ from collections import deque
 import numpy as np
 
 from colc.errors import InternalError
-from colc.ir.core import Buffer, Collective, buffer_extents, inplace_alias
+from colc.ir.core import Buffer, Collective, buffer_extents, inplace_alias, runtime_bytes
 from colc.ir.diagnostics import Diagnostic, error
 from colc.ir.load_checks import (
     USED_FIELDS,
@@ -79,6 +82,10 @@ def _reduce(a: Value, b: Value) -> tuple[Value, bool]:
             return _POISON, True
         merged[k] = old | m
     return tuple(sorted(merged.items())), False
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
 def describe(value: Value) -> str:
@@ -310,7 +317,43 @@ class _Interpreter:
         src = phys.get("src", [0])[0]
         dst = phys.get("dst", [0])[0]
         ops = tuple(phys.get("src", ())) if t.kind is StepKind.REDUCE else ()
+        if t.count >= 2 and not bad and use_src and use_dst:
+            sources = [(buf, off) for name, buf, off in locs if name == "src"]
+            for (buf, off), p in zip(sources, phys["src"], strict=True):
+                if p != dst and abs(p - dst) < t.count:
+                    self._overlap(rank, tbid, t, buf, off, abs(p - dst))
         return _Tx(t, src, dst, ops, bad)
+
+    def _overlap(self, rank: int, tbid: int, t: Transmission, buf: Buffer, off: int,
+                 shift: int) -> None:
+        """Report a source ``buf[off..]`` of ``t`` that overlaps its destination
+        ``shift`` chunks apart, where the runtime may run the step as one call.
+
+        The interpreter runs one call per chunk (the large-message case), where
+        such a step is sequential; a call of ``mac`` chunks moves one contiguous
+        range, whose threads read what others write once ``mac > shift``.
+        ``mac = call_bytes // ceil(nBytes / nchunks)`` (runtime notes 4.5), so
+        that is the case for calls of up to ``nchunks * (call_bytes // (shift
+        + 1))`` bytes (the larger of NCCL's and RCCL's ``call_bytes``): no
+        finding when the file's minBytes is above that.
+        """
+        from colc.ir.runtime_model import GEOMETRY, RCCL_GEOMETRY  # networkx: only here
+
+        p = self.p
+        call = max(g[p.protocol].call_bytes for g in (GEOMETRY, RCCL_GEOMETRY))
+        limit = p.nchunks * (call // (shift + 1))
+        if runtime_bytes(p.min_bytes) > limit:
+            return
+        n = t.count
+        d = t.dst
+        alias = "" if buf is d.buffer else " through the in-place aliasing"
+        self.report("overlap", error(
+            f"{t.kind.value} cnt {n}: src {_LETTER[buf]}[{off}..{off + n - 1}] and dst "
+            f"{_LETTER[d.buffer]}[{d.offset}..{d.offset + n - 1}] overlap{alias}, "
+            f"{_count(shift, 'chunk')} apart; for calls up to {limit} bytes "
+            f"(maxAllowedCount > {shift}) the "
+            f"runtime moves the {n} chunks as one contiguous range, whose threads read what "
+            f"others write: a race", rank, tbid, t.position))
 
     # ------------------------------------------------------------- execution
     def run(self) -> list[Diagnostic]:
@@ -625,10 +668,11 @@ def interpret(program: Program, *, fifo_depth: int | None, inplace: bool,
 
     Examples
     --------
-    >>> from colc.ir.program import Program, RankProgram
+    >>> from colc.ir.program import Program, RankProgram, Threadblock
     >>> from colc.ir.core import Collective, Protocol
-    >>> p = Program("empty", Collective.ALLREDUCE, Protocol.SIMPLE, 1, 1, 1, True, False, 0, 0,
-    ...             (RankProgram(0, 1, 1, 0, ()),))
+    >>> idle = Threadblock(0, None, None, 0, ())
+    >>> p = Program("idle", Collective.ALLREDUCE, Protocol.SIMPLE, 1, 1, 1, True, False, 0, 0,
+    ...             (RankProgram(0, 1, 1, 0, (idle,)),))
     >>> interpret(p, fifo_depth=2, inplace=True)
     []
     """
@@ -658,10 +702,11 @@ def deadlocks(program: Program, fifo_depth: int,
 
     Examples
     --------
-    >>> from colc.ir.program import Program, RankProgram
+    >>> from colc.ir.program import Program, RankProgram, Threadblock
     >>> from colc.ir.core import Collective, Protocol
-    >>> p = Program("empty", Collective.ALLREDUCE, Protocol.SIMPLE, 1, 1, 1, True, False, 0, 0,
-    ...             (RankProgram(0, 1, 1, 0, ()),))
+    >>> idle = Threadblock(0, None, None, 0, ())
+    >>> p = Program("idle", Collective.ALLREDUCE, Protocol.SIMPLE, 1, 1, 1, True, False, 0, 0,
+    ...             (RankProgram(0, 1, 1, 0, (idle,)),))
     >>> deadlocks(p, 2)
     []
     """

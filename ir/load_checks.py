@@ -34,6 +34,11 @@ MAX_TBS_PER_CHANNEL = 32  # MSCCL_MAX_NUM_THREAD_BLOCKS_PER_CHANNEL
 MAX_REDUCE_FUSION = 16  # MSCCL_MAX_REDUCE_FUSION
 MAX_DEPID = 127  # dependentBid is an int8_t
 
+#: A rank without a ``<tb>``: the runtime launches its kernel with a grid of
+#: nBlocks = 0, which CUDA refuses (the call fails).
+NO_THREADBLOCK = ("no threadblock: the runtime launches this rank's kernel with a grid of 0 "
+                  "blocks, which fails (every call of the collective errors)")
+
 # Fields whose start offset the parser bounds-checks (section 3 table).
 CHECKED_FIELDS: dict[StepKind, tuple[bool, bool]] = {
     StepKind.SEND: (True, False),
@@ -479,6 +484,8 @@ def load_program(program: Program) -> LoadedProgram:
     for rp in program.ranks:
         if rp.scratch_chunks < 0:
             diags.append(error(f"s_chunks {rp.scratch_chunks} must be >= 0", rp.rank))
+        if not rp.threadblocks:
+            diags.append(error(NO_THREADBLOCK, rp.rank))
         diags.extend(_check_tbs(program, rp))
         row = []
         for tb in rp.threadblocks:

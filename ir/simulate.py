@@ -47,7 +47,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from colc.errors import ColcError
-from colc.ir.core import Collective
+from colc.ir.core import Collective, runtime_bytes
 from colc.ir.load_checks import LoadedProgram, load_program
 from colc.ir.oneccl import ThreadSchedule
 from colc.ir.program import Program, StepKind
@@ -137,15 +137,21 @@ def window_selection(nchunks: int, min_bytes: int, max_bytes: int, nbytes: int,
                      dtype_bytes: int) -> str:
     """``selection`` of a file of ``nchunks`` chunks per loop and window
     ``[min_bytes, max_bytes]`` (``max_bytes`` 0: unlimited), before it is
-    lowered (a schedule's chunks and the options' window)."""
+    lowered (a schedule's chunks and the options' window).  The bounds are
+    compared as the runtime does, unsigned (``runtime_bytes``).
+
+    >>> window_selection(2, -1, 0, 1024, 4), window_selection(2, 0, -1, 1024, 4)
+    ('below minBytes -1 (unsigned: 18446744073709551615)', '')
+    """
     if nbytes <= 0 or nbytes % dtype_bytes:
         return f"{nbytes} bytes is not a whole number of {dtype_bytes}-byte elements"
     count = nbytes // dtype_bytes
     if count % nchunks:
         return f"{count} elements is not a multiple of nchunksperloop {nchunks}"
-    if nbytes < min_bytes:
-        return f"below minBytes {min_bytes}"
-    if max_bytes and nbytes > max_bytes:
+    lo, hi = runtime_bytes(min_bytes), runtime_bytes(max_bytes)
+    if nbytes < lo:
+        return f"below minBytes {min_bytes}" + (f" (unsigned: {lo})" if lo != min_bytes else "")
+    if hi and nbytes > hi:
         return f"above maxBytes {max_bytes}"
     return ""
 
@@ -290,7 +296,8 @@ def iteration_warnings(program: Program) -> list[str]:
     from colc.sizes import format_size
 
     limit = iteration_limit(program)
-    if limit is None or (program.max_bytes and program.max_bytes <= limit):
+    top = runtime_bytes(program.max_bytes)
+    if limit is None or (top and top <= limit):
         return []
     return [f"maxBytes {program.max_bytes} lets the runtime select this file for calls above "
             f"{format_size(limit)}, which run more than {MAX_ITERATIONS} loop iterations "
@@ -311,7 +318,7 @@ def nccl_tests_range(program: Program | ThreadSchedule) -> tuple[int, int]:
     >>> nccl_tests_range(p), nccl_tests_range(replace(p, min_bytes=(32 << 30) + 1))
     ((8, 17179869184), (8, 68719476736))
     """
-    return 8, max(1 << 34, 1 << max(0, program.min_bytes - 1).bit_length())
+    return 8, max(1 << 34, 1 << max(0, runtime_bytes(program.min_bytes) - 1).bit_length())
 
 
 def selection_warnings(program: Program | ThreadSchedule, backend: str | None = None) -> list[str]:
@@ -338,11 +345,12 @@ def selection_warnings(program: Program | ThreadSchedule, backend: str | None = 
     if selectable_sizes(program, 4, lo, hi) or selectable_sizes(program, 2, lo, hi):
         return []
     n = _ranks(program)
-    top = program.max_bytes or hi
+    least = runtime_bytes(program.min_bytes)
+    top = runtime_bytes(program.max_bytes) or hi
 
     def called(size: int, dtype: int) -> bool:  # what nccl-tests moves lies in the window
         nbytes = nccl_tests_bytes(program.collective, n, size, dtype)
-        return 0 < nbytes and program.min_bytes <= nbytes <= top
+        return 0 < nbytes and least <= nbytes <= top
 
     if not any(called(1 << k, d) for k in range(3, hi.bit_length()) for d in (4, 2)):
         return [f"no power-of-two size nccl-tests runs lies in the file's window "
@@ -355,7 +363,7 @@ def selection_warnings(program: Program | ThreadSchedule, backend: str | None = 
               f"the rings --max-threadblocks allows (nccl-rings)"
               if n & (n - 1) == 0 and odd > 1 else "")
     step = program.nchunks * 4 * 1024  # fp32, a multiple of 16 bytes per rank
-    example = max(step, -(-program.min_bytes // step) * step)
+    example = max(step, -(-least // step) * step)
     never = ("no such call cuts into its equal chunks, so the runtime never uses it there"
              if oneccl else "the runtime never selects it there")
     where = (f"it does at sizes of a multiple of {program.nchunks} elements, e.g. "
@@ -405,12 +413,13 @@ def selection_gaps(program: Program | ThreadSchedule, backend: str | None = None
     from colc.sizes import format_size
 
     n = _ranks(program)
-    top = program.max_bytes or UNREACHABLE_BYTES
+    least = runtime_bytes(program.min_bytes)
+    top = runtime_bytes(program.max_bytes) or UNREACHABLE_BYTES
     called = []
     size = lo
     while size <= hi:
         nbytes = nccl_tests_bytes(program.collective, n, size, 4)
-        if 0 < nbytes and program.min_bytes <= nbytes <= top:
+        if 0 < nbytes and least <= nbytes <= top:
             called.append(size)
         size *= 2
     chosen = set(selectable_sizes(program, 4, lo, hi))

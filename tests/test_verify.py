@@ -197,7 +197,8 @@ def test_missing_receiver_tb_deadlocks() -> None:
     start = text.index('<gpu id="1"')
     tb_start = text.index("<tb", start)
     tb_end = text.index("</tb>", tb_start) + len("</tb>\n")
-    text = text[:tb_start] + text[tb_end:].lstrip(" ")
+    idle = '<tb id="0" send="-1" recv="-1" chan="0">\n    </tb>\n'  # no empty <gpu>: an error
+    text = text[:tb_start] + idle + text[tb_end:].lstrip(" ")
     errs = errors_of(text)
     assert has(errs, "no tb on rank 1 receives from rank 0 on chan 0")
     assert has(errs, "deadlock (in-place, FIFO depth 2)")
@@ -691,3 +692,127 @@ def test_verify_holds_a_file_to_the_budget_given(tmp_path, capsys) -> None:
 def _summary_of(main, path, capsys) -> str:
     assert main(["verify", str(path)]) == 0
     return capsys.readouterr().out
+
+
+# ------------------------------------------- runtime audit (msccl-xml-runtime)
+def _staged_allgather(via: int, to: int, scratch: int = 3, cnt: int = 2,
+                      min_bytes: int = 0, inplace: bool = False) -> str:
+    """2-rank allgather (LL, nchunksperloop 4) whose ranks stage their shard
+    through scratch: ``cpy i[0] -> s[via]``, ``cpy s[via] -> s[to]``, ``cpy
+    s[to] -> o[own]``, each of ``cnt`` chunks, then exchange.  Correct for
+    any ``via``, ``to`` when each chunk is copied on its own (the
+    interpreter's calls)."""
+    mode = 'inplace="1" outofplace="0"' if inplace else 'inplace="0" outofplace="1"'
+    lines = [f'<algo name="t" proto="LL" nchannels="1" nchunksperloop="4" ngpus="2" '
+             f'coll="allgather" {mode} minBytes="{min_bytes}" maxBytes="0">']
+    for r in range(2):
+        own, other = 2 * r, 2 * (1 - r)
+        lines += [f'  <gpu id="{r}" i_chunks="2" o_chunks="4" s_chunks="{scratch}">',
+                  f'    <tb id="0" send="{1 - r}" recv="{1 - r}" chan="0">',
+                  step(0, "cpy", ("i", 0), ("s", via), cnt),
+                  step(1, "cpy", ("s", via), ("s", to), cnt),
+                  step(2, "cpy", ("s", to), ("o", own), cnt),
+                  step(3, "s", ("o", own), ("o", own), 2),
+                  step(4, "r", ("o", other), ("o", other), 2),
+                  '    </tb>', '  </gpu>']
+    return "\n".join(lines + ["</algo>", ""])
+
+
+def test_a_local_copy_onto_an_overlapping_range_is_a_race() -> None:
+    """Audit: ``cpy s[1] -> s[0]`` of cnt 2 verified, as the interpreter
+    copies chunk by chunk; for small calls (maxAllowedCount >= 2) the
+    runtime copies both chunks as one range whose threads race."""
+    errs = errors_of(_staged_allgather(1, 0))
+    for rank in (0, 1):
+        assert has(errs, f"rank {rank} tb 0 step 1", "src s[1..2] and dst s[0..1] overlap",
+                   "1 chunk apart", "up to 65536 bytes", "a race"), errs
+    assert len(errs) == 2, errs
+    assert has(errors_of(_staged_allgather(0, 1)), "rank 0 tb 0 step 1",
+               "src s[0..1] and dst s[1..2] overlap")  # forward: the same race
+    for text in (_staged_allgather(2, 0, scratch=4),  # two chunks apart: disjoint
+                 _staged_allgather(1, 1),  # onto itself: each thread its own elements
+                 _staged_allgather(1, 0, min_bytes=1 << 20)):  # calls copy chunk by chunk
+        report = verify_msccl_text(text, "t.xml")
+        assert report.ok, report.errors
+
+
+def test_an_overlap_through_the_in_place_aliasing_is_a_race() -> None:
+    """In-place, rank 1's i[0..1] is o[2..3]: a cnt-2 copy from i[0] to o[1]
+    overlaps it one chunk apart, though the buffers are named apart."""
+    text = _staged_allgather(0, 1, scratch=3, inplace=True)
+    text = mutate(text, step(2, "cpy", ("s", 1), ("o", 2), 2),
+                  step(2, "cpy", ("s", 1), ("o", 2), 2).replace('srcbuf="s" srcoff="1"',
+                                                               'srcbuf="i" srcoff="0"')
+                  .replace('dstoff="2"', 'dstoff="1"'))
+    errs = errors_of(text)
+    assert has(errs, "rank 1 tb 0 step 2", "src i[0..1] and dst o[1..2] overlap through the "
+               "in-place aliasing"), errs
+    assert not has(errs, "rank 0 tb 0 step 2", "overlap")  # rank 0's i[0..1] is o[0..1]
+
+
+def test_fused_reduce_and_rrc_operands_overlapping_the_destination_race() -> None:
+    from colc.ir.core import Buffer, Collective, Protocol
+    from colc.ir.program import Loc, Program, RankProgram, Step, StepKind, Threadblock
+
+    def overlaps(*steps: Step) -> list[str]:
+        """Rank 1's steps after rank 0 sends it i[0..1] (a 2-rank allreduce)."""
+        send = Step(StepKind.SEND, Loc(i, 0), Loc(i, 0), 2)
+        ranks = (RankProgram(0, 4, 4, 4, (Threadblock(0, 1, None, 0, (send,)),)),
+                 RankProgram(1, 4, 4, 4, (Threadblock(0, None, 0, 0, steps),)))
+        p = Program("x", Collective.ALLREDUCE, Protocol.SIMPLE, 1, 4, 2, False, True, 0, 0,
+                    ranks)
+        found = interpret(p, fifo_depth=2, inplace=False)
+        return [str(d) for d in found if "overlap" in str(d)]
+
+    i, s, o = Buffer.INPUT, Buffer.SCRATCH, Buffer.OUTPUT
+    recv = Step(StepKind.RECV, Loc(i, 0), Loc(s, 0), 2)
+    assert overlaps(recv, Step(StepKind.REDUCE, Loc(s, 0), Loc(o, 0), 2),
+                    Step(StepKind.REDUCE, Loc(s, 2), Loc(o, 0), 2)) == []
+    fused = overlaps(recv, Step(StepKind.REDUCE, Loc(o, 2), Loc(o, 0), 2),  # one transmission
+                     Step(StepKind.REDUCE, Loc(o, 1), Loc(o, 0), 2))
+    assert fused == ["rank 1 tb 0 step 1: reduce cnt 2: src o[1..2] and dst o[0..1] overlap, "
+                     "1 chunk apart; for calls up to 4194304 bytes (maxAllowedCount > 1) the "
+                     "runtime moves the 2 chunks as one contiguous range, whose threads read "
+                     "what others write: a race"], fused
+    rrc = overlaps(Step(StepKind.RECV_REDUCE_COPY, Loc(o, 1), Loc(o, 0), 2))
+    assert len(rrc) == 1 and "rank 1 tb 0 step 0: recv_reduce_copy cnt 2: src o[1..2]" in rrc[0]
+    assert overlaps(Step(StepKind.RECV_REDUCE_COPY, Loc(o, 0), Loc(o, 0), 2)) == []
+
+
+def test_a_rank_without_threadblocks_is_an_error() -> None:
+    """Audit: an empty ``<gpu>`` verified; the runtime launches that rank's
+    kernel with a grid of 0 blocks, which fails.  A missing ``<gpu>`` is
+    named once, as missing."""
+    text = "\n".join([
+        '<algo name="t" proto="Simple" nchannels="1" nchunksperloop="1" ngpus="1" '
+        'coll="allreduce" inplace="1" outofplace="0" minBytes="0" maxBytes="0">',
+        '  <gpu id="0" i_chunks="1" o_chunks="1" s_chunks="0">', '  </gpu>', '</algo>', ""])
+    assert errors_of(text) == ("rank 0: no threadblock: the runtime launches this rank's kernel "
+                               "with a grid of 0 blocks, which fails (every call of the "
+                               "collective errors)",)
+    missing = errors_of(text.replace('ngpus="1"', 'ngpus="2"'))
+    assert has(missing, "rank 1", "runs nothing") and not has(missing, "rank 1: no threadblock")
+
+
+@pytest.mark.parametrize("attrs, error, warned", [
+    ('minBytes="-1" maxBytes="0"', "minBytes -1 is negative: the runtime compares it with a "
+     "call's size unsigned, as 18446744073709551615, so it never selects this algorithm", ""),
+    ('minBytes="0" maxBytes="-1"', "", "maxBytes -1 is negative: the runtime compares it with a "
+     "call's size unsigned, as 18446744073709551615, so no upper limit is in effect"),
+    ('minBytes="4096" maxBytes="-4096"', "", "maxBytes -4096 is negative"),
+])
+def test_negative_byte_limits_are_read_unsigned(attrs: str, error: str, warned: str) -> None:
+    """Audit: the runtime compares the call's size_t bytes with int64
+    minBytes/maxBytes, unsigned: maxBytes -1 is no limit in effect (colc
+    said "< minBytes 0"), minBytes -1 is never met (colc said selected)."""
+    from colc.backends.verify import verify_text
+    from colc.ir.simulate import selectable_sizes
+
+    text = mutate(example("04"), 'minBytes="0" maxBytes="0"', attrs)
+    report = verify_text(text, "m.xml")
+    assert report.errors == ((error,) if error else ()), report.errors
+    assert not warned or any(w.startswith(warned) for w in report.warnings), report.warnings
+    program = read_msccl(text, "m.xml").program
+    assert bool(selectable_sizes(program)) == (not error)
+    if not error:
+        assert "unlimited (maxBytes -" in report.summary, report.summary

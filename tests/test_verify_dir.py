@@ -229,3 +229,80 @@ def test_verify_of_proc_reports_kmsg_instead_of_hanging(capsys) -> None:
     assert main(["verify", "/proc/kmsg"]) != 0
     err = capsys.readouterr().err
     assert "/proc/kmsg: error: cannot read file: no data without waiting" in err, err
+
+
+def _pair_allgather(nchunks: int = 2, coll: str = "allgather", window: str = "0 0") -> str:
+    """A 2-rank allgather (LL, out-of-place) of ``nchunks`` chunks per
+    loop: each rank copies its shard to the output and swaps it with the
+    other's; ``window`` is "minBytes maxBytes"."""
+    cf = nchunks // 2
+    lo, hi = window.split()
+    lines = [f'<algo name="pair" proto="LL" nchannels="1" nchunksperloop="{nchunks}" '
+             f'ngpus="2" coll="{coll}" inplace="0" outofplace="1" minBytes="{lo}" '
+             f'maxBytes="{hi}">']
+    for r in range(2):
+        lines += [f'  <gpu id="{r}" i_chunks="{cf}" o_chunks="{nchunks}" s_chunks="0">',
+                  f'    <tb id="0" send="{1 - r}" recv="{1 - r}" chan="0">']
+        for s, (kind, src, dst) in enumerate((("cpy", f"i{0}", f"o{r * cf}"),
+                                              ("s", f"o{r * cf}", f"o{r * cf}"),
+                                              ("r", f"o{(1 - r) * cf}", f"o{(1 - r) * cf}"))):
+            lines.append(f'      <step s="{s}" type="{kind}" srcbuf="{src[0]}" '
+                         f'srcoff="{src[1:]}" dstbuf="{dst[0]}" dstoff="{dst[1:]}" cnt="{cf}" '
+                         f'depid="-1" deps="-1" hasdep="0"/>')
+        lines += ["    </tb>", "  </gpu>"]
+    return "\n".join(lines + ["</algo>", ""])
+
+
+def test_a_file_of_a_collective_colc_does_not_check_is_a_warning(tmp_path, capsys) -> None:
+    """Audit: a gather file in the folder was an error saying both "accepted
+    by the runtime" and "the runtime fails on it"; the runtime loads it and
+    never selects it for colc's collectives.  It is named as not checked."""
+    (tmp_path / "a.xml").write_text(_pair_allgather())
+    (tmp_path / "b.xml").write_text(_pair_allgather(coll="gather"))
+    assert main(["verify", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert (f"{tmp_path}: warning: b.xml: not checked: colc verify checks coll allreduce, "
+            "allgather, reducescatter, broadcast, reduce, alltoall, not 'gather'; the runtime "
+            "loads the folder with it and never selects it for those\n") in out, out
+    assert f"{tmp_path}: OK (1 files;" in out
+    (tmp_path / "b.xml").write_text(_pair_allgather(coll="gather").replace(' ngpus="2"', ""))
+    assert main(["verify", str(tmp_path)]) == 1  # and broken besides: the load fails
+    assert "b.xml: attribute ngpus of node algo not found" in capsys.readouterr().out
+
+
+def test_windows_are_compared_as_the_runtime_reads_them(tmp_path, capsys) -> None:
+    """Audit: maxBytes -1 is no upper limit in effect (the runtime compares
+    unsigned); the folder took its window for an empty one and saw no
+    overlap with an unlimited file sorted first."""
+    (tmp_path / "a.xml").write_text(_pair_allgather())
+    (tmp_path / "b.xml").write_text(_pair_allgather(window="4096 -1"))
+    assert main(["verify", str(tmp_path)]) == 1
+    out = capsys.readouterr().out
+    assert ("error: b.xml: window 4096..18446744073709551615 overlaps a.xml (0..unlimited) for "
+            "allgather, 2 ranks, out-of-place: the runtime uses a.xml there\n") in out, out
+    assert "b.xml: never used" in out
+
+
+def test_nchunksperloop_decides_which_calls_a_file_takes(tmp_path, capsys) -> None:
+    """Audit: a file of nchunksperloop 6 sorted first takes only the calls
+    of a multiple of 6 elements (runtime notes 4.1), so one of 2 after it is
+    used at the others (every power of two): not "never used"; one of 12
+    after it is."""
+    from colc.backends.verify_dir import Selection, same_calls
+
+    (tmp_path / "a6.xml").write_text(_pair_allgather(6))
+    (tmp_path / "b2.xml").write_text(_pair_allgather(2))
+    assert main(["verify", str(tmp_path)]) == 1
+    out = capsys.readouterr().out
+    assert ("b2.xml: window 0..unlimited overlaps a6.xml (0..unlimited) for allgather, 2 ranks, "
+            "out-of-place: the runtime uses a6.xml there at element counts of a multiple of 6 "
+            "(its nchunksperloop 6, this file's 2)\n") in out, out
+    assert "never used" not in out and out.count(": OK (") == 2
+    os.rename(tmp_path / "b2.xml", tmp_path / "b12.xml")
+    (tmp_path / "b12.xml").write_text(_pair_allgather(12))
+    assert main(["verify", str(tmp_path)]) == 1
+    out = capsys.readouterr().out
+    assert "b12.xml: never used for allgather, 2 ranks, out-of-place" in out, out
+    six = Selection("allgather", 2, ("out-of-place",), (0, 11), 6)
+    assert same_calls(six, Selection("allgather", 2, ("out-of-place",), (0, 7), 2))
+    assert not same_calls(six, Selection("allgather", 2, ("out-of-place",), (7, 11), 4))

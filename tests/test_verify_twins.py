@@ -130,3 +130,24 @@ def test_verifier_text_and_file_agree(tmp_path) -> None:
 def test_portfolio_groups_texts_by_their_steps() -> None:
     texts = [LL, SIMPLE, LL128, BROKEN, "not xml"]
     assert sorted(_twin_groups(texts)) == [[0, 2], [1], [3], [4]]
+
+
+def test_a_twin_gets_the_header_checks_of_its_own_tag(tmp_path, monkeypatch) -> None:
+    """Audit: a file with the previous clean file's steps skipped the checks
+    of its <algo> tag, so ``colc verify DIR`` said OK of a window that
+    ``colc verify FILE`` calls empty (maxBytes < minBytes)."""
+    runs = count_runs(monkeypatch)
+    (tmp_path / "a.xml").write_text(mutate(LL, 'maxBytes="0"', 'maxBytes="1048576"'))
+    (tmp_path / "b.xml").write_text(mutate(mutate(LL128, 'minBytes="0"', 'minBytes="4194304"'),
+                                           'maxBytes="0"', 'maxBytes="2097152"'))
+    report = verify_dir(str(tmp_path))
+    assert len(runs) == 1 and not report.ok
+    (_, first), (_, second) = report.files
+    assert first.ok and second.errors == ("maxBytes 2097152 < minBytes 4194304: the runtime "
+                                          "never selects this algorithm",), second.errors
+    verifier = MscclVerifier()  # the twin's header warning is its own, and later files share
+    verifier.verify(LL, "a.xml")
+    second = verifier.verify(mutate(LL128, 'maxBytes="0"', 'maxBytes="-1"'), "b.xml")
+    third = verifier.verify(LL, "c.xml")
+    assert second.ok and second.twin == "a.xml" and third.twin == "a.xml" and len(runs) == 2
+    assert [w for w in second.warnings if "maxBytes -1 is negative" in w], second.warnings
