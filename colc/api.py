@@ -429,6 +429,7 @@ class Compiled:
                 raise ColcError(f"Compiled.analyze: {name} must be a name or a list of names, "
                                 f"got {kw[name]!r}")
             kw[name] = tuple(dict.fromkeys(kw[name]))  # a name given twice is one row
+        self._check_algorithms(kw.get("algorithms", ()))
         budgets = kw.get("budgets", ())
         if not isinstance(budgets, (list, tuple)) or not all(
                 isinstance(b, int) and not isinstance(b, bool) and b >= 0 for b in budgets):
@@ -452,6 +453,18 @@ class Compiled:
         made = self.program if self.program is not None else self.result.threads
         kw.setdefault("collectives", (made.collective,))
         return analyze_topology(self.topology, **kw)
+
+
+    @staticmethod
+    def _check_algorithms(names: tuple) -> None:
+        """Refuse an unknown name in ``analyze``'s ``algorithms`` in the API's
+        terms (the analysis said ``algorithm:``, the command line's option)."""
+        from colc.compiler.pipeline import ALGORITHMS, THREAD_ALGORITHMS
+
+        for name in names:
+            if name not in ALGORITHMS and name not in THREAD_ALGORITHMS:
+                raise ColcError(f"Compiled.analyze: algorithms: unknown algorithm {name!r}; "
+                                f"choose from {', '.join(sorted(ALGORITHMS))}")
 
 
 def _size_list(sizes, what: str) -> tuple[int, ...]:

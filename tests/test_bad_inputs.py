@@ -332,6 +332,10 @@ def test_compiled_analyze_names_bad_lists():
             made.analyze(**kw)
     report = made.analyze(algorithms=["ring", "ring"], simulate=False)
     assert [s["algorithm"] for s in report["schedules"]] == ["ring"]
+    # an unknown name was the command line's "algorithm:", not the keyword
+    with pytest.raises(colc.errors.ColcError,
+                       match="^Compiled.analyze: algorithms: unknown algorithm 'nope'"):
+        made.analyze(algorithms=("nope",))
 
 
 def test_an_unparsable_command_line_exits_2_and_a_bad_value_1(capsys):
