@@ -254,8 +254,8 @@ def _summary(program) -> str:
     """What was verified: collective, ranks, protocol, modes, window, resources."""
     modes = "+".join(m for m, on in (("in-place", program.inplace),
                                       ("out-of-place", program.outofplace)) if on) or "no mode"
-    hi = ("unlimited" if program.max_bytes == 0 else str(program.max_bytes)
-          if program.max_bytes > 0 else f"unlimited (maxBytes {program.max_bytes})")
+    hi = (str(program.max_bytes) if program.max_bytes > 0 else "unlimited" if
+          program.max_bytes == 0 else f"unlimited (maxBytes {program.max_bytes})")
     depth = program.protocol.fifo_depth
     channels = _count(program.nchannels, "channel")
     return (f"{program.collective.value}, {program.ngpus} ranks, {program.protocol.value}, "

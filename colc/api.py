@@ -454,7 +454,6 @@ class Compiled:
         kw.setdefault("collectives", (made.collective,))
         return analyze_topology(self.topology, **kw)
 
-
     @staticmethod
     def _check_algorithms(names: tuple) -> None:
         """Refuse an unknown name in ``analyze``'s ``algorithms`` in the API's

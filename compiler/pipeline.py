@@ -750,22 +750,20 @@ class Compiler:
         budget = lowering.max_threadblocks
         paired = lowering.pair_connections
         plan = budget
-        for tries in range(REPLAN_TRIES + 1):
+        for _ in range(REPLAN_TRIES):
             try:
                 return lower_to_program(lowered, lowering)
             except InfeasibleError as err:
                 over = _NEEDS.search(str(err))
-                if (tries == REPLAN_TRIES or lowered is not balanced.get(paired)
-                        or over is None or int(over.group(1)) <= budget):
+                if (lowered is not balanced.get(paired) or over is None
+                        or int(over.group(1)) <= budget):
                     raise
                 plan -= int(over.group(1)) - budget
-                if plan < 1:
-                    raise
-                again = self._balanced(sched, variant, paired, plan)
+                again = self._balanced(sched, variant, paired, plan) if plan >= 1 else err
                 if isinstance(again, Exception):
                     raise err from None
                 balanced[paired] = lowered = again
-        raise InternalError("unreachable: the last try raises")
+        return lower_to_program(lowered, lowering)
 
     def _balanced(self, sched: Schedule, variant: Variant, paired: bool,
                   plan: int | None = None) -> Schedule | InfeasibleError:
