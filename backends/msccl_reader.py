@@ -30,6 +30,7 @@ from colc.ir.load_checks import (
     CHECKED_FIELDS,
     MAX_STEPS,
     NO_THREADBLOCK,
+    USED_FIELDS,
     LoadedProgram,
     load_program,
     sort_diagnostics,
@@ -65,6 +66,12 @@ STEP_ATTRS = ("s", "type", "srcbuf", "srcoff", "dstbuf", "dstoff", "cnt", "depid
 KNOWN_ATTRS = {"algo": set(ALGO_ATTRS) | {"name"}, "gpu": set(GPU_ATTRS), "tb": set(TB_ATTRS),
                "step": set(STEP_ATTRS)}
 
+#: The runtime's reader ends a value at '"' only, whichever quote opened it (parser.cc:44-48).
+OPENED_BY_APOSTROPHE = "a value opened with \"'\" ends only at the next '\"' in the runtime"
+#: The child each stored element stores (the handlers of parser.cc:211-240); the
+#: runtime skips any other child, and every child of an element it skips.
+_STORED_CHILD = {"algo": "gpu", "gpu": "tb", "tb": "step"}
+
 _TOKEN_END = re.compile(r"[= >/\n\r]")
 _BLANK = re.compile(r"[ \n\r]*")
 # A tag that the runtime's tokenizer reads exactly like a real XML parser would.
@@ -98,9 +105,11 @@ class _Syntax(Exception):
 class _Lexer:
     """``mscclXmlGetNode`` and friends (parser.cc:18-160) over a string."""
 
-    def __init__(self, text: str) -> None:
+    def __init__(self, text: str, notes: dict[str, tuple[int, str]]) -> None:
         self.text = text
         self.pos = 0
+        self.notes = notes  # what the runtime takes that XML does not, first of each kind
+        self.apostrophe = -1  # where the last value opened with "'" starts
         # one object per distinct (key, value): a 1024-rank file repeats most
         # of its millions of attributes, and the tree is held whole
         self.pairs: dict[tuple[str, str], tuple[str, str]] = {}
@@ -127,20 +136,27 @@ class _Lexer:
         return (name, *self._value())
 
     def _value(self) -> tuple[str, str]:
+        """``mscclXmlGetValue`` (parser.cc:26-52): a value opens with '"' or
+        "'" and ends at the next '"', whichever opened it."""
         text, pos = self.text, self.pos
         if pos >= len(text):
             raise self._eof()
         if text[pos] not in "\"'":
             raise _Syntax(f"expected (double) quote, got {text[pos]!r}", pos)
-        if text[pos] == "'":  # named here, not at the end of file it may run to
-            raise _Syntax("single-quoted value: the runtime reads up to the next '\"'", pos)
         q = text.find('"', pos + 1)
+        if q < 0 and text[pos] == "'":  # named here, not at the end of file it runs to
+            raise _Syntax(f"{OPENED_BY_APOSTROPHE} (none follows)", pos)
         if q < 0 or q + 1 >= len(text):
             raise self._eof()
         value = text[pos + 1:q]
         if len(value) > MAX_NAME:
+            hint = f" ({OPENED_BY_APOSTROPHE})" if text[pos] == "'" else ""
             raise _Syntax(f"value of {len(value)} characters overflows the runtime's "
-                          f"{MAX_NAME + 1}-byte buffer", pos)
+                          f"{MAX_NAME + 1}-byte buffer{hint}", pos)
+        if text[pos] == "'":
+            self.apostrophe = pos
+            self.notes.setdefault("'", (pos, f"a value opened with \"'\" ends at the next "
+                                            f"'\"' in the runtime's reader: {value!r}"))
         self.pos = q + 2
         return value, text[q + 1]
 
@@ -197,41 +213,103 @@ class _Lexer:
             node.single = True
             _, _, c = self.token(False)
         if c != ">":
-            hint = ("the runtime does not support an <?xml ...?> declaration"
-                    if name.startswith("?") else "newline or tab inside a tag?")
-            raise _Syntax(f"expected '>', got {c!r} in <{name}> ({hint})", self.pos - 1)
+            raise self._unclosed(name, c, start)
         return node
 
+    def _unclosed(self, name: str, c: str, start: int) -> _Syntax:
+        """The error for a tag whose attributes end at ``c``, not '>' or '/>'."""
+        if self.apostrophe > start:  # named where the value began
+            return _Syntax(f"expected '>', got {c!r} in <{name}> ({OPENED_BY_APOSTROPHE})",
+                           self.apostrophe)
+        hint = ("the runtime does not support an <?xml ...?> declaration"
+                if name.startswith("?") else "newline or tab inside a tag?")
+        return _Syntax(f"expected '>', got {c!r} in <{name}> ({hint})", self.pos - 1)
 
-def parse_tree(text: str) -> list[XmlNode]:
+
+def parse_tree(text: str, notes: dict[str, tuple[int, str]] | None = None) -> list[XmlNode]:
     """Tokenize ``text`` into top-level elements like ``mscclXmlLoadSub``.
+
+    Parameters
+    ----------
+    text : str
+        The whole file.
+    notes : dict, optional
+        Receives, by kind, the first ``(offset, message)`` of what the
+        runtime's reader takes and an XML parser would refuse: a value
+        opened with "'", a closing tag of another name inside an element
+        the runtime skips.
 
     Raises
     ------
     _Syntax
         On the first syntax error, as the runtime stops there.
     """
-    lexer = _Lexer(text)
+    notes = {} if notes is None else notes
+    lexer = _Lexer(text, notes)
     roots: list[XmlNode] = []
-    stack: list[XmlNode] = []
+    stack: list[tuple[XmlNode, bool]] = []  # open elements, whether some rank stores each
+    ngpus = None
     while True:
         item = lexer.node()
         if item is None:
             if stack:
-                raise _Syntax(f"unterminated <{stack[-1].name}>", stack[-1].offset)
+                raise _Syntax(f"unterminated <{stack[-1][0].name}>", stack[-1][0].offset)
             return roots
         if isinstance(item, tuple):
-            name, off = item
-            if not stack:
-                raise _Syntax(f"unexpected closing tag </{name}>", off)
-            if name != stack[-1].name:
-                raise _Syntax(f"mismatched closing tag: <{stack[-1].name}> closed by </{name}>",
-                              off)
-            stack.pop()
+            _close(stack, *item, notes)
             continue
-        (stack[-1].children if stack else roots).append(item)
+        if not stack and not roots:
+            ngpus = _ngpus(item)
+        (stack[-1][0].children if stack else roots).append(item)
         if not item.single:
-            stack.append(item)
+            stack.append((item, _stored(item, stack[-1] if stack else None, ngpus)))
+
+
+def _close(stack: list[tuple[XmlNode, bool]], name: str, offset: int,
+           notes: dict[str, tuple[int, str]]) -> None:
+    """Close the innermost open element by ``</name>`` as the runtime does.
+
+    An element some rank stores must be closed by its own name.  The runtime
+    skips any other element in the node slot that each element it reads
+    next overwrites, the closing tag included, and compares that tag's name
+    with the slot's own (parser.cc:173-174, 186, 206): any name closes an
+    element it skips.
+    """
+    if not stack:
+        raise _Syntax(f"unexpected closing tag </{name}>", offset)
+    node, stored = stack.pop()
+    if name == node.name:
+        return
+    if stored:
+        raise _Syntax(f"mismatched closing tag: <{node.name}> closed by </{name}>", offset)
+    notes.setdefault("</", (offset, f"</{name}> closes <{node.name}>: the runtime skips "
+                                    f"<{node.name}> and takes any closing tag there"))
+
+
+def _ngpus(first: XmlNode) -> int | None:
+    """The first element's ``ngpus`` as the runtime reads it, None when unusable."""
+    text = next((v for k, v in first.attrs if k == "ngpus"), None)
+    value, whole, _ = parse_strtol(text) if text is not None else (0, False, False)
+    return value if whole else None
+
+
+def _stored(node: XmlNode, parent: tuple[XmlNode, bool] | None, ngpus: int | None) -> bool:
+    """Whether some rank's parse stores ``node`` (and so checks its closing tag).
+
+    Every rank stores each top-level ``<algo>`` and its ``<gpu>`` elements,
+    and its own ``<tb>`` and ``<step>`` elements (parser.cc:224-234): those
+    of a ``<gpu>`` whose id is a rank of ``ngpus`` (when ``ngpus`` is
+    unusable, the load fails anyway: every ``<gpu>`` counts as a rank's).
+    """
+    if parent is None:
+        return node.name == "algo"
+    owner, stored = parent
+    if not stored or _STORED_CHILD.get(owner.name) != node.name:
+        return False
+    if owner.name != "gpu" or ngpus is None:
+        return True
+    ident = next((v for k, v in owner.attrs if k == "id"), None)
+    return ident is None or 0 <= parse_strtol(ident)[0] < ngpus
 
 
 # -------------------------------------------------------------------- values
@@ -540,16 +618,8 @@ class _Reader:
         elif s != pos:
             self.diags.append(warning(f"s={s} is not the step's position {pos}; the runtime "
                                       "ignores s and numbers steps by position", *loc, line))
-        checked = CHECKED_FIELDS[kind]
-        for name, off, is_checked in (("srcoff", srcoff, checked[0]),
-                                      ("dstoff", dstoff, checked[1])):
-            if is_checked and off < -1:
-                self.err(f"{name} {off} < -1 (runtime: 'Incorrect offset')", node, *loc)
-            if off > INT16_MAX and is_checked:
-                self.err(f"{name} {off} does not fit in int16", node, *loc)
-            elif off > INT16_MAX:  # kept truncated, never read: the runtime loads the file
-                self.diags.append(warning(f"{name} {off} does not fit in int16 (unused by a "
-                                          f"{kind.value} step)", *loc, line))
+        srcoff, dstoff = (self.offset(node, loc, kind, k, off)
+                          for k, off in enumerate((srcoff, dstoff)))
         if kind is not StepKind.NOP and hasdep not in (0, 1):
             self.err(f"hasdep={hasdep} must be 0 or 1", node, *loc)
         if not -(1 << 15) <= deps <= INT16_MAX and depid >= 0:
@@ -557,11 +627,37 @@ class _Reader:
         elif not -(1 << 15) <= deps <= INT16_MAX:
             self.diags.append(warning(f"deps={deps} does not fit in int16 (unused: depid "
                                       f"{depid})", *loc, line))
-        if depid < -1:
-            self.diags.append(warning(f"depid={depid} < -1 is ignored", *loc, line))
-        dep = (depid, deps) if depid >= 0 else None
+        if depid < -1:  # kept in the step: fold_threadblock fuses a re only at depid -1
+            self.diags.append(warning(f"depid={depid} < -1 waits for nothing, but the runtime "
+                                      "fuses a re into the re before it only at depid -1",
+                                      *loc, line))
+        dep = (depid, deps) if depid != -1 else None
         return Step(kind, Loc(srcbuf, None if srcoff == -1 else srcoff),
                     Loc(dstbuf, None if dstoff == -1 else dstoff), cnt, dep, hasdep == 1)
+
+    def offset(self, node: XmlNode, loc: tuple[int, int, int], kind: StepKind, field: int,
+               off: int) -> int:
+        """The ``field`` (0 src, 1 dst) offset the runtime keeps: the int16 it
+        stores (parser.cc:571-575), bounds-checks where the type is checked
+        (parser.cc:610-611) and reads where the type uses it."""
+        kept = (off + (1 << 15)) % (1 << 16) - (1 << 15)
+        if kept == off >= -1:
+            return off
+        name, checked = ("srcoff", "dstoff")[field], CHECKED_FIELDS[kind][field]
+        where = (*loc, self.line(node.offset))
+        if checked and kept < -1:
+            stored = f"does not fit in int16: the runtime stores {kept}, " if kept != off else ""
+            self.err(f"{name} {off} {stored}< -1 (runtime: 'Incorrect offset')", node, *loc)
+        elif kept == off:  # below -1, unchecked: the interpreter judges a used one
+            return off
+        elif not (checked or USED_FIELDS[kind][field]):  # never read: the runtime loads the file
+            self.diags.append(warning(f"{name} {off} does not fit in int16 (unused by a "
+                                      f"{kind.value} step)", *where))
+            return off
+        else:
+            self.diags.append(warning(f"{name} {off} does not fit in int16: the runtime stores "
+                                      f"and uses {kept}", *where))
+        return kept
 
     def step_fields(self, node: XmlNode, loc: tuple[int, int, int]) -> tuple | None:
         """A step's values in ``STEP_ATTRS`` order, each attribute checked and
@@ -631,13 +727,14 @@ def read_msccl(text: str, path: str) -> ReadResult:
     (False, "expected '>', got '?' in <?xml> (the")
     """
     reader = _Reader(text)
+    notes: dict[str, tuple[int, str]] = {}
     try:
-        roots = parse_tree(text)
+        roots = parse_tree(text, notes)
     except _Syntax as exc:
         d = error(exc.msg, line=reader.line(exc.offset))
         return ReadResult(path, None, (d,), {})
     program = reader.read(roots)
-    diags = reader.diags
+    diags = reader.diags + [warning(msg, line=reader.line(off)) for off, msg in notes.values()]
     result = ReadResult(path, program, (), reader.lines)
     runnable = False
     if program is not None:

@@ -5,7 +5,7 @@ Implements ``shared/reference/msccl-xml-runtime.md`` section 4.4 (nop folding,
 2 and 5 that the typed IR can express (threadblock ids, channels, peers, cnt,
 declared-offset bounds, threadblocks per channel, nop chains), plus the
 conditions the runtime leaves silently wrong but that certainly hang
-(``chan >= nchannels``, peers ``>= ngpus``, shared connections, unpaired
+(a tb with a peer on ``chan >= nchannels``, peers ``>= ngpus``, shared connections, unpaired
 connections, dependencies on missing threadblocks).
 
 Input: a ``Program`` (from the reader or from the compiler).  Output: a
@@ -177,6 +177,8 @@ def fold_threadblock(tb: Threadblock, rank: int) -> tuple[FoldedThreadblock, lis
         diags.extend(_check_step(st, tb, rank, pos))
         key = (st.dst.buffer, st.dst.offset, st.src.buffer)
         own_dep = st.dep if st.dep is not None and st.dep[0] >= 0 else None
+        # parser.cc:559 fuses only depid == -1; a depid below -1 (a dep
+        # (-2, ...) read from a file) waits for nothing but starts a chain
         if st.kind is StepKind.REDUCE and chain == key and st.dep is None:
             cur = built[-1]
             cur.step = st
@@ -307,7 +309,8 @@ def _check_tbs(program: Program, rp: RankProgram) -> list[Diagnostic]:
             extra = " (32 slips through the runtime's off-by-one check and indexes out of " \
                     "bounds)" if c == MAX_CHANNELS else ""
             out.append(error(f"chan {c} out of range 0..{MAX_CHANNELS - 1}{extra}", r, tb.id))
-        elif c >= program.nchannels:
+        elif c >= program.nchannels and (tb.send is not None or tb.recv is not None):
+            # a peerless tb loads no connection (prims_simple.h): its local steps run
             out.append(error(f"chan {c} >= nchannels {program.nchannels}: this tb is never "
                              "connected (hang)", r, tb.id))
         for what, peer in (("send", tb.send), ("recv", tb.recv)):

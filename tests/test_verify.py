@@ -406,8 +406,8 @@ def test_single_quotes_are_named_where_they_are() -> None:
     text = example("01")
     errs = errors_of(text.replace('"', "'"))
     first_algo = text.replace('"', "'").count("\n", 0, text.index("<algo")) + 1
-    assert errs == (f"single-quoted value: the runtime reads up to the next '\"' "
-                    f"[line {first_algo}]",)
+    assert errs == (f"a value opened with \"'\" ends only at the next '\"' in the runtime "
+                    f"(none follows) [line {first_algo}]",)
 
 
 def test_node_count_limit() -> None:
@@ -816,3 +816,127 @@ def test_negative_byte_limits_are_read_unsigned(attrs: str, error: str, warned: 
     assert bool(selectable_sizes(program)) == (not error)
     if not error:
         assert "unlimited (maxBytes -" in report.summary, report.summary
+
+
+# ------------------------- the audit's items left (reader, channels, offsets, fusion)
+def _one_rank(steps: list[str], *, before: str = "", chan: int = 0, o_chunks: int = 1,
+              s_chunks: int = 0) -> str:
+    """1-rank out-of-place allreduce: one peerless tb on ``chan`` running
+    ``steps`` (default: ``cpy i[0] -> o[0]``); ``before`` goes inside
+    ``<algo>`` before the ``<gpu>``."""
+    return "\n".join([
+        '<algo name="t" proto="Simple" nchannels="1" nchunksperloop="1" ngpus="1" '
+        'coll="allreduce" inplace="0" outofplace="1" minBytes="0" maxBytes="0">', before,
+        f'  <gpu id="0" i_chunks="1" o_chunks="{o_chunks}" s_chunks="{s_chunks}">',
+        f'    <tb id="0" send="-1" recv="-1" chan="{chan}">',
+        *(steps or [step(0, "cpy", ("i", 0), ("o", 0))]),
+        '    </tb>', '  </gpu>', '</algo>', ""])
+
+
+@pytest.mark.parametrize("skipped, note", [
+    ("""<note text='it"/>""", "a value opened with \"'\" ends at the next '\"'"),
+    ('<note><a></b></note>', "</b> closes <a>: the runtime skips <a>"),
+    ('<gpu id="5" i_chunks="1" o_chunks="1" s_chunks="0"><tb id="0" send="-1" recv="-1" '
+     'chan="0"></tbx></gpu>', "</tbx> closes <tb>"),  # no rank loads gpu 5's threadblocks
+], ids=["apostrophe", "close", "not-a-rank"])
+def test_what_the_runtime_takes_inside_an_element_it_skips(skipped: str, note: str) -> None:
+    """Audit (left, now fixed): the runtime's reader opens a value with '"'
+    or "'" and ends it at the next '"' only (parser.cc:29, 44-48); it skips
+    an element it has no handler for in one node slot, which each element
+    read inside overwrites, so a closing tag there is compared with itself
+    (parser.cc:173-174, 186, 206).  colc refused both; now it warns."""
+    from colc.backends.verify import verify_text
+
+    report = verify_text(_one_rank([], before="  " + skipped), "skip.xml")
+    assert report.ok, report.errors
+    assert any(w.startswith(note) for w in report.warnings), report.warnings
+
+
+@pytest.mark.parametrize("text, error", [
+    (_one_rank([], before="  <note a='x'/>"), "expected '>', got '0' in <note> (a value "
+     "opened with \"'\" ends only at the next '\"' in the runtime) [line 2]"),  # runs to <gpu id="
+    (_one_rank([]).replace("    </tb>", "    </tbx>"),
+     "mismatched closing tag: <tb> closed by </tbx> [line 6]"),  # rank 0 stores its tb
+    (_one_rank([], before='  <gpu id="0" i_chunks="1" o_chunks="1" s_chunks="0"><foo></gpu>'),
+     "mismatched closing tag: <gpu> closed by </algo> [line 8]"),  # </gpu> closed <foo>
+], ids=["apostrophe", "own-tb", "own-gpu"])
+def test_what_the_runtime_refuses_there_stays_refused(text: str, error: str) -> None:
+    assert errors_of(text) == (error,)
+
+
+def test_a_peerless_threadblock_runs_on_any_channel() -> None:
+    """Audit (left, now fixed): a tb without peers on ``chan >= nchannels``
+    was called a hang.  Its primitives load no connection (no peer, no role:
+    prims_simple.h, the constructor's ``if (flags & ...) load...Conn``) and
+    the kernel only copies ``channels[chan]`` into shared memory
+    (msccl_kernel.cu, ``case 1``): its local steps run.  With a peer it
+    still needs the connection the runtime never sets up there."""
+    from colc.backends.verify import verify_text
+
+    report = verify_text(_one_rank([], chan=1), "local.xml")
+    assert report.ok, report.errors
+    peered = mutate(mutate(_one_rank([], chan=1), 'ngpus="1"', 'ngpus="2"'),
+                    'send="-1"', 'send="1"')
+    assert has(errors_of(peered), "rank 0 tb 0: chan 1 >= nchannels 1", "hang")
+
+
+def _pair_allreduce(dstoff: int) -> str:
+    """2-rank out-of-place allreduce: each rank sends i[0..1] and reduces
+    what it receives with them into o[0..1] (``rrc``); rank 1 writes
+    ``dstoff`` for that o[0]."""
+    lines = ['<algo name="t" proto="Simple" nchannels="1" nchunksperloop="2" ngpus="2" '
+             'coll="allreduce" inplace="0" outofplace="1" minBytes="0" maxBytes="0">']
+    for r in range(2):
+        lines += [f'  <gpu id="{r}" i_chunks="2" o_chunks="2" s_chunks="0">',
+                  f'    <tb id="0" send="{1 - r}" recv="{1 - r}" chan="0">',
+                  step(0, "s", ("i", 0), ("o", 0), 2),
+                  step(1, "rrc", ("i", 0), ("o", dstoff if r else 0), 2),
+                  '    </tb>', '  </gpu>']
+    return "\n".join(lines + ["</algo>", ""])
+
+
+def test_an_offset_past_int16_is_read_truncated() -> None:
+    """Audit (left, now fixed): the runtime stores srcoff and dstoff as int16
+    (msccl_struct.h ``int16_t srcOffset, dstOffset``; parser.cc:571-575),
+    bounds-checks the stored value where the type is checked
+    (parser.cc:610-611) and uses it (msccl_kernel.cu).  An rrc (never
+    checked, parser.cc:518-521) whose dstoff 65536 is stored as 0 runs
+    right, but was called unused, then read out of the buffer."""
+    from colc.backends.verify import verify_text
+
+    assert verify_text(_pair_allreduce(0), "near.xml").ok
+    report = verify_text(_pair_allreduce(65536), "far.xml")
+    assert report.ok, report.errors
+    assert any("rank 1 tb 0 step 1: dstoff 65536 does not fit in int16: the runtime stores and "
+               "uses 0" in w for w in report.warnings), report.warnings
+    report = verify_text(mutate(_one_rank([]), 'dstoff="0"', 'dstoff="65536"'), "cpy.xml")
+    assert report.ok, report.errors  # checked, as the 0 it stores: in bounds
+    assert errors_of(mutate(_one_rank([]), 'dstoff="0"', 'dstoff="40000"')) == (
+        "rank 0 tb 0 step 0: dstoff 40000 does not fit in int16: the runtime stores -25536, "
+        "< -1 (runtime: 'Incorrect offset') [line 5]",)
+
+
+def test_an_rrc_offset_truncated_out_of_the_buffer_is_an_error() -> None:
+    """40000 is stored as -25536: the runtime writes before the buffer."""
+    errs = errors_of(_pair_allreduce(40000))
+    assert has(errs, "rank 1 tb 0 step 1: dst o[-25536..-25535] outside the real extent"), errs
+
+
+def test_a_re_with_depid_below_minus_one_is_not_fused() -> None:
+    """Audit (left, now fixed): the parser fuses a ``re`` into the one before
+    only when its depid is -1 (parser.cc:559, ``dependBid == -1``); depid
+    -2 waits for nothing (parser.cc:545) but starts a chain of its own.  A
+    chain of 16 broken at its 9th member by depid -2 is two chains (7 and
+    9 members), which the runtime runs; colc fused all 16 (an error).  The
+    reductions move cnt 0 chunks: only the chain's length is at stake."""
+    from colc.backends.verify import verify_text
+
+    steps = [step(0, "cpy", ("i", 0), ("o", 0))]
+    steps += [step(1 + k, "re", ("s", k), ("o", 0), 0, dep=(-2, -1) if k == 7 else None)
+              for k in range(16)]
+    text = _one_rank(steps, s_chunks=16)
+    report = verify_text(text, "chain.xml")
+    assert report.ok, report.errors
+    assert any("depid=-2 < -1 waits for nothing" in w for w in report.warnings)
+    (tb,) = read_msccl(text, "chain.xml").loaded.tbs[0]
+    assert [len(t.operands) for t in tb.transmissions] == [0, 7, 9]
