@@ -219,18 +219,6 @@ def test_a_kernel_file_that_waits_for_data_is_reported_not_waited_on(tmp_path) -
         assert fh.read(3) == b'"""'
 
 
-def test_verify_of_proc_reports_kmsg_instead_of_hanging(capsys) -> None:
-    """Where ``/proc/kmsg`` can be opened (as root), ``colc verify`` of it
-    ends with one line naming it; before, it waited for kernel messages."""
-    import pytest
-
-    if not os.access("/proc/kmsg", os.R_OK):
-        pytest.skip("/proc/kmsg is not readable here")
-    assert main(["verify", "/proc/kmsg"]) != 0
-    err = capsys.readouterr().err
-    assert "/proc/kmsg: error: cannot read file: no data without waiting" in err, err
-
-
 def _pair_allgather(nchunks: int = 2, coll: str = "allgather", window: str = "0 0") -> str:
     """A 2-rank allgather (LL, out-of-place) of ``nchunks`` chunks per
     loop: each rank copies its shard to the output and swaps it with the
