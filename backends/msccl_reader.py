@@ -109,7 +109,7 @@ class _Lexer:
         self.text = text
         self.pos = 0
         self.notes = notes  # what the runtime takes that XML does not, first of each kind
-        self.apostrophe = -1  # where the last value opened with "'" starts
+        self.apostrophe = -1  # where the last value opened with "'" and holding one starts
         # one object per distinct (key, value): a 1024-rank file repeats most
         # of its millions of attributes, and the tree is held whole
         self.pairs: dict[tuple[str, str], tuple[str, str]] = {}
@@ -154,7 +154,8 @@ class _Lexer:
             raise _Syntax(f"value of {len(value)} characters overflows the runtime's "
                           f"{MAX_NAME + 1}-byte buffer{hint}", pos)
         if text[pos] == "'":
-            self.apostrophe = pos
+            if "'" in value:  # it ran past the "'" meant to end it
+                self.apostrophe = pos
             self.notes.setdefault("'", (pos, f"a value opened with \"'\" ends at the next "
                                             f"'\"' in the runtime's reader: {value!r}"))
         self.pos = q + 2
@@ -218,7 +219,7 @@ class _Lexer:
 
     def _unclosed(self, name: str, c: str, start: int) -> _Syntax:
         """The error for a tag whose attributes end at ``c``, not '>' or '/>'."""
-        if self.apostrophe > start:  # named where the value began
+        if self.apostrophe > start:  # a value that ran on, named where it began
             return _Syntax(f"expected '>', got {c!r} in <{name}> ({OPENED_BY_APOSTROPHE})",
                            self.apostrophe)
         hint = ("the runtime does not support an <?xml ...?> declaration"
@@ -618,6 +619,7 @@ class _Reader:
         elif s != pos:
             self.diags.append(warning(f"s={s} is not the step's position {pos}; the runtime "
                                       "ignores s and numbers steps by position", *loc, line))
+        fusable = -(1 << 15) <= dstoff <= INT16_MAX  # compared as read (parser.cc:559)
         srcoff, dstoff = (self.offset(node, loc, kind, k, off)
                           for k, off in enumerate((srcoff, dstoff)))
         if kind is not StepKind.NOP and hasdep not in (0, 1):
@@ -628,12 +630,14 @@ class _Reader:
             self.diags.append(warning(f"deps={deps} does not fit in int16 (unused: depid "
                                       f"{depid})", *loc, line))
         if depid < -1:  # kept in the step: fold_threadblock fuses a re only at depid -1
-            self.diags.append(warning(f"depid={depid} < -1 waits for nothing, but the runtime "
-                                      "fuses a re into the re before it only at depid -1",
-                                      *loc, line))
+            fusion = (", but the runtime fuses a re into the re before it only at depid -1"
+                      if kind is StepKind.REDUCE else "")
+            self.diags.append(warning(f"depid={depid} < -1 waits for nothing{fusion}", *loc,
+                                      line))
         dep = (depid, deps) if depid != -1 else None
         return Step(kind, Loc(srcbuf, None if srcoff == -1 else srcoff),
-                    Loc(dstbuf, None if dstoff == -1 else dstoff), cnt, dep, hasdep == 1)
+                    Loc(dstbuf, None if dstoff == -1 else dstoff), cnt, dep, hasdep == 1,
+                    fusable)
 
     def offset(self, node: XmlNode, loc: tuple[int, int, int], kind: StepKind, field: int,
                off: int) -> int:

@@ -178,8 +178,10 @@ def fold_threadblock(tb: Threadblock, rank: int) -> tuple[FoldedThreadblock, lis
         key = (st.dst.buffer, st.dst.offset, st.src.buffer)
         own_dep = st.dep if st.dep is not None and st.dep[0] >= 0 else None
         # parser.cc:559 fuses only depid == -1; a depid below -1 (a dep
-        # (-2, ...) read from a file) waits for nothing but starts a chain
-        if st.kind is StepKind.REDUCE and chain == key and st.dep is None:
+        # (-2, ...) read from a file) waits for nothing but starts a chain.
+        # It compares the stored int16 dstOffset before with the int read
+        # now: a dstoff past int16 (not fusable) continues no chain.
+        if st.kind is StepKind.REDUCE and chain == key and st.dep is None and st.fusable:
             cur = built[-1]
             cur.step = st
             cur.operands.append(st.src.offset)

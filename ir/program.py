@@ -80,6 +80,11 @@ class Step:
         ``(threadblock id, step index)`` on the same rank to wait for.
     has_dep : bool
         Whether another step depends on this one (publishes a flag).
+    fusable : bool
+        Whether the runtime's parser may fuse this ``re`` into the ``re``
+        before it.  False for one read from a file with a dstoff past int16:
+        the parser compares the int16 the previous ``re`` stored with the
+        int it reads (never equal).  Programs colc writes leave it True.
     """
 
     kind: StepKind
@@ -88,6 +93,7 @@ class Step:
     count: int
     dep: tuple[int, int] | None = None
     has_dep: bool = False
+    fusable: bool = True
 
 
 @dataclass(frozen=True, slots=True)

@@ -859,7 +859,9 @@ def test_what_the_runtime_takes_inside_an_element_it_skips(skipped: str, note: s
      "mismatched closing tag: <tb> closed by </tbx> [line 6]"),  # rank 0 stores its tb
     (_one_rank([], before='  <gpu id="0" i_chunks="1" o_chunks="1" s_chunks="0"><foo></gpu>'),
      "mismatched closing tag: <gpu> closed by </algo> [line 8]"),  # </gpu> closed <foo>
-], ids=["apostrophe", "own-tb", "own-gpu"])
+    (_one_rank([], before="  <note a='x\" b=\"y\"\t/>"), "expected '>', got '\\t' in <note> "
+     "(newline or tab inside a tag?) [line 2]"),  # a's value ended where it should
+], ids=["apostrophe", "own-tb", "own-gpu", "apostrophe-closed"])
 def test_what_the_runtime_refuses_there_stays_refused(text: str, error: str) -> None:
     assert errors_of(text) == (error,)
 
@@ -926,7 +928,7 @@ def test_a_re_with_depid_below_minus_one_is_not_fused() -> None:
     """Audit (left, now fixed): the parser fuses a ``re`` into the one before
     only when its depid is -1 (parser.cc:559, ``dependBid == -1``); depid
     -2 waits for nothing (parser.cc:545) but starts a chain of its own.  A
-    chain of 16 broken at its 9th member by depid -2 is two chains (7 and
+    chain of 16 broken at its 8th member by depid -2 is two chains (7 and
     9 members), which the runtime runs; colc fused all 16 (an error).  The
     reductions move cnt 0 chunks: only the chain's length is at stake."""
     from colc.backends.verify import verify_text
@@ -940,3 +942,46 @@ def test_a_re_with_depid_below_minus_one_is_not_fused() -> None:
     assert any("depid=-2 < -1 waits for nothing" in w for w in report.warnings)
     (tb,) = read_msccl(text, "chain.xml").loaded.tbs[0]
     assert [len(t.operands) for t in tb.transmissions] == [0, 7, 9]
+
+
+def test_a_depid_below_minus_one_names_fusion_only_on_a_re() -> None:
+    """The warning for depid -2 said the runtime fuses a ``re`` only at
+    depid -1 on every step type; fusion concerns a ``re`` alone."""
+    from colc.backends.verify import verify_text
+
+    report = verify_text(_one_rank([step(0, "cpy", ("i", 0), ("o", 0), dep=(-2, -1))]), "c.xml")
+    assert report.ok, report.errors
+    assert report.warnings == ("rank 0 tb 0 step 0: depid=-2 < -1 waits for nothing [line 5]",)
+    steps = [step(0, "cpy", ("i", 0), ("o", 0)), step(1, "re", ("s", 0), ("o", 0), 0, (-2, -1))]
+    report = verify_text(_one_rank(steps, s_chunks=1), "re.xml")
+    assert report.warnings == ("rank 0 tb 0 step 1: depid=-2 < -1 waits for nothing, but the "
+                               "runtime fuses a re into the re before it only at depid -1 "
+                               "[line 6]",), report.warnings
+
+
+def _re_chain(dstoffs: list[int]) -> list[int]:
+    """Operands per transmission of a cpy then one cnt-0 ``re`` into
+    ``o[dstoff]`` per entry of ``dstoffs`` (the file must verify)."""
+    from colc.backends.verify import verify_text
+
+    steps = [step(0, "cpy", ("i", 0), ("o", 0))]
+    steps += [step(1 + k, "re", ("s", k), ("o", off), 0) for k, off in enumerate(dstoffs)]
+    text = _one_rank(steps, s_chunks=len(dstoffs))
+    report = verify_text(text, "chain.xml")
+    assert report.ok, report.errors
+    (tb,) = read_msccl(text, "chain.xml").loaded.tbs[0]
+    return [len(t.operands) for t in tb.transmissions]
+
+
+def test_a_re_whose_dstoff_is_past_int16_continues_no_chain() -> None:
+    """The parser compares the previous ``re``'s stored int16 dstOffset
+    with this step's dstoff as read, an int (parser.cc:
+    ``oldReductionDstOffset == dstOffset``): a dstoff that does not fit
+    in int16 never continues a chain, though it is stored like the one
+    before.  16 ``re`` into dstoff 65536 (stored 0) are 16 transmissions;
+    colc compared the stored values and fused them (an error).  One at 0
+    after one at 65536 continues it: 0 equals the 0 stored."""
+    assert _re_chain([65536] * 16) == [0] + [1] * 16
+    assert _re_chain([65536, 0]) == [0, 2]
+    assert _re_chain([0, 65536, 0]) == [0, 1, 2]
+    assert _re_chain([0, 0]) == [0, 2]
